@@ -1,0 +1,218 @@
+/*
+ * connfile.c -- reading and writing Jupyter connection files.
+ *
+ * Parsing is strict about types (a port that is a string is an error, not a zero) because a kernel that
+ * binds the wrong port hangs its client without a word; it is lenient about unknown members.
+ */
+#include "connfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_FILE (1 << 20)
+
+const char *const pyc_connfile_port_names[PYC_CHAN_COUNT] = {
+    "shell_port", "iopub_port", "stdin_port", "control_port", "hb_port",
+};
+
+/* Copies the string member `name` into dst (cap bytes).  A missing member leaves dflt. */
+static int
+get_string(json_t *root, const char *name, char *dst, size_t cap, const char *dflt, pyc_error_t *err)
+{
+    json_t *v = json_object_get(root, name);
+    const char *s;
+    if (v == NULL) {
+        if (dflt == NULL)
+            return pyc_error_set(err, "connection file lacks \"%s\"", name);
+        s = dflt;
+    } else if (!json_is_string(v)) {
+        return pyc_error_set(err, "connection file: \"%s\" is not a string", name);
+    } else {
+        s = json_string_value(v);
+    }
+    if (strlen(s) >= cap)
+        return pyc_error_set(err, "connection file: \"%s\" is longer than %zu characters", name, cap - 1);
+    memcpy(dst, s, strlen(s) + 1);
+    return 0;
+}
+
+int
+pyc_connfile_parse(const char *text, size_t len, pyc_connfile_t *out, pyc_error_t *err)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, 0, &jerr);
+    int rc = -1;
+
+    memset(out, 0, sizeof *out);
+    if (root == NULL)
+        return pyc_error_set(err, "connection file is not valid JSON: %s (line %d)", jerr.text, jerr.line);
+    if (!json_is_object(root)) {
+        pyc_error_set(err, "connection file is not a JSON object");
+        goto out;
+    }
+    if (get_string(root, "transport", out->transport, sizeof out->transport, "tcp", err) < 0 ||
+        get_string(root, "ip", out->ip, sizeof out->ip, "127.0.0.1", err) < 0 ||
+        get_string(root, "signature_scheme", out->signature_scheme, sizeof out->signature_scheme,
+                   "hmac-sha256", err) < 0 ||
+        get_string(root, "kernel_name", out->kernel_name, sizeof out->kernel_name, "", err) < 0)
+        goto out;
+    if (strcmp(out->transport, "tcp") != 0 && strcmp(out->transport, "ipc") != 0) {
+        pyc_error_set(err, "connection file: unknown transport \"%s\" (expected tcp or ipc)", out->transport);
+        goto out;
+    }
+    if (out->ip[0] == '\0') {
+        pyc_error_set(err, "connection file: \"ip\" is empty");
+        goto out;
+    }
+    for (int c = 0; c < PYC_CHAN_COUNT; c++) {
+        json_t *v = json_object_get(root, pyc_connfile_port_names[c]);
+        if (v == NULL) {
+            pyc_error_set(err, "connection file lacks \"%s\"", pyc_connfile_port_names[c]);
+            goto out;
+        }
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 65535) {
+            pyc_error_set(err, "connection file: \"%s\" is not a port number (0-65535)",
+                          pyc_connfile_port_names[c]);
+            goto out;
+        }
+        out->ports[c] = (int)json_integer_value(v);
+    }
+    json_t *key = json_object_get(root, "key");
+    if (key != NULL && !json_is_string(key)) {
+        pyc_error_set(err, "connection file: \"key\" is not a string");
+        goto out;
+    }
+    const char *k = key != NULL ? json_string_value(key) : "";
+    out->keylen = key != NULL ? json_string_length(key) : 0;
+    out->key = malloc(out->keylen + 1);
+    if (out->key == NULL) {
+        pyc_error_set(err, "out of memory");
+        goto out;
+    }
+    memcpy(out->key, k, out->keylen);
+    out->key[out->keylen] = '\0';
+    rc = 0;
+out:
+    json_decref(root);
+    if (rc < 0)
+        pyc_connfile_clear(out);
+    return rc;
+}
+
+int
+pyc_connfile_load(const char *path, pyc_connfile_t *out, pyc_error_t *err)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return pyc_error_set(err, "cannot open connection file %s: %s", path, strerror(errno));
+    char *text = malloc(MAX_FILE + 1);
+    if (text == NULL) {
+        fclose(f);
+        return pyc_error_set(err, "out of memory");
+    }
+    size_t n = fread(text, 1, MAX_FILE + 1, f);
+    int rd_err = ferror(f);
+    fclose(f);
+    int rc;
+    if (rd_err)
+        rc = pyc_error_set(err, "cannot read connection file %s", path);
+    else if (n > MAX_FILE)
+        rc = pyc_error_set(err, "connection file %s is larger than 1 MiB", path);
+    else
+        rc = pyc_connfile_parse(text, n, out, err);
+    free(text);
+    return rc;
+}
+
+int
+pyc_connfile_write(const char *path, const pyc_connfile_t *cf, pyc_error_t *err)
+{
+    json_t *root = json_object();
+    char tmp[4096];
+    int rc = -1, fd = -1;
+    char *text = NULL;
+
+    tmp[0] = '\0';
+    if (root == NULL)
+        return pyc_error_set(err, "out of memory");
+    json_object_set_new(root, "transport", json_string(cf->transport));
+    json_object_set_new(root, "ip", json_string(cf->ip));
+    for (int c = 0; c < PYC_CHAN_COUNT; c++)
+        json_object_set_new(root, pyc_connfile_port_names[c], json_integer(cf->ports[c]));
+    json_object_set_new(root, "key", json_stringn(cf->key != NULL ? cf->key : "", cf->keylen));
+    json_object_set_new(root, "signature_scheme", json_string(cf->signature_scheme));
+    json_object_set_new(root, "kernel_name", json_string(cf->kernel_name));
+    text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+    if (text == NULL) {
+        pyc_error_set(err, "cannot encode connection file (is the key valid UTF-8?)");
+        goto out;
+    }
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= sizeof tmp) {
+        tmp[0] = '\0';
+        pyc_error_set(err, "connection file path is too long");
+        goto out;
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        pyc_error_set(err, "cannot create %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    size_t len = strlen(text), off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            pyc_error_set(err, "cannot write %s: %s", tmp, strerror(errno));
+            goto out;
+        }
+        off += (size_t)w;
+    }
+    if (close(fd) < 0) {
+        fd = -1;
+        pyc_error_set(err, "cannot write %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    fd = -1;
+    if (rename(tmp, path) < 0) {
+        pyc_error_set(err, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        goto out;
+    }
+    rc = 0;
+out:
+    if (fd >= 0)
+        close(fd);
+    if (rc < 0 && tmp[0] != '\0')
+        unlink(tmp);
+    free(text);
+    json_decref(root);
+    return rc;
+}
+
+int
+pyc_connfile_endpoint(const pyc_connfile_t *cf, int chan, char *out, size_t cap)
+{
+    int n;
+    if (strcmp(cf->transport, "ipc") == 0)
+        n = snprintf(out, cap, "ipc://%s-%d", cf->ip, cf->ports[chan]);
+    else if (cf->ports[chan] == 0)
+        n = snprintf(out, cap, "tcp://%s:*", cf->ip);
+    else
+        n = snprintf(out, cap, "tcp://%s:%d", cf->ip, cf->ports[chan]);
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+void
+pyc_connfile_clear(pyc_connfile_t *cf)
+{
+    free(cf->key);
+    cf->key = NULL;
+    cf->keylen = 0;
+}

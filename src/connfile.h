@@ -1,0 +1,49 @@
+/*
+ * connfile.h -- the Jupyter connection file: where to bind and how to sign.
+ *
+ * The file is the JSON object jupyter_client writes:
+ *   {"transport": "tcp"|"ipc", "ip": "127.0.0.1", "shell_port": N, "iopub_port": N, "stdin_port": N,
+ *    "control_port": N, "hb_port": N, "key": "...", "signature_scheme": "hmac-sha256", "kernel_name": "..."}
+ * Ports are 0..65535 (0 asks the kernel to pick one; the chosen port is written back by the caller).  The key
+ * may be empty.  Unknown members are ignored, as jupyter_client adds some of its own.
+ */
+#ifndef PYC_CONNFILE_H
+#define PYC_CONNFILE_H
+
+#include <stddef.h>
+
+#include "error.h"
+
+enum { PYC_CHAN_SHELL, PYC_CHAN_IOPUB, PYC_CHAN_STDIN, PYC_CHAN_CONTROL, PYC_CHAN_HB, PYC_CHAN_COUNT };
+
+typedef struct pyc_connfile {
+    char transport[8];           /* "tcp" or "ipc" */
+    char ip[256];                /* an address for tcp, a path prefix for ipc */
+    int ports[PYC_CHAN_COUNT];   /* indexed by PYC_CHAN_* */
+    char signature_scheme[64];
+    char *key;                   /* owned, NUL-terminated, may be "" */
+    size_t keylen;
+    char kernel_name[128];       /* may be "" */
+} pyc_connfile_t;
+
+/* The member name of each channel's port in the file, indexed by PYC_CHAN_*. */
+extern const char *const pyc_connfile_port_names[PYC_CHAN_COUNT];
+
+/* Parses len bytes of JSON into out.  Returns 0, or -1 with err naming the first problem.  On failure out
+ * holds nothing that needs freeing. */
+int pyc_connfile_parse(const char *text, size_t len, pyc_connfile_t *out, pyc_error_t *err);
+
+/* Reads and parses the file at path (at most 1 MiB). */
+int pyc_connfile_load(const char *path, pyc_connfile_t *out, pyc_error_t *err);
+
+/* Writes cf as JSON to path with mode 0600, atomically (temporary file, then rename).  Returns 0 or -1. */
+int pyc_connfile_write(const char *path, const pyc_connfile_t *cf, pyc_error_t *err);
+
+/* Writes the ZeroMQ endpoint of a channel into out: "tcp://IP:PORT" or "ipc://IP-PORT".  A port of 0 gives
+ * "tcp://IP:*" so that ZeroMQ picks one.  Returns 0, or -1 when out is too small. */
+int pyc_connfile_endpoint(const pyc_connfile_t *cf, int chan, char *out, size_t cap);
+
+/* Frees the key.  Safe to call twice. */
+void pyc_connfile_clear(pyc_connfile_t *cf);
+
+#endif
