@@ -54,9 +54,8 @@ pyc_auth_new(const char *scheme, const void *key, size_t keylen, size_t replay_w
                       scheme != NULL ? scheme : "(none)");
         goto fail;
     }
-    if (keylen == 0)
-        return self;             /* unsigned session: nothing else to set up */
 
+    /* The digest is checked even for an unsigned session, as jupyter_client's Session checks it. */
     char digest_name[32];
     snprintf(digest_name, sizeof digest_name, "%s", scheme + 5);
     EVP_MD *md = EVP_MD_fetch(NULL, digest_name, NULL);
@@ -66,8 +65,11 @@ pyc_auth_new(const char *scheme, const void *key, size_t keylen, size_t replay_w
                       digest_name);
         goto fail;
     }
-    self->digest_len = (size_t)EVP_MD_get_size(md);
+    size_t digest_len = (size_t)EVP_MD_get_size(md);
     EVP_MD_free(md);
+    if (keylen == 0)
+        return self;             /* unsigned session: digest_len stays 0, nothing else to set up */
+    self->digest_len = digest_len;
 
     self->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
     self->tmpl = self->mac != NULL ? EVP_MAC_CTX_new(self->mac) : NULL;

@@ -134,7 +134,8 @@ pyc_utf8_complete_prefix(const char *s, size_t n)
         unsigned char c = u[n - back];
         if ((c & 0xC0) == 0x80)
             continue;            /* continuation byte: keep looking for the lead */
-        size_t want = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        /* 0xC0, 0xC1 and 0xF5..0xFF never begin a valid sequence, so there is nothing to wait for. */
+        size_t want = c >= 0xF5 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 1;
         return want > back ? n - back : n;
     }
     return n;

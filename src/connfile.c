@@ -142,14 +142,17 @@ pyc_connfile_write(const char *path, const pyc_connfile_t *cf, pyc_error_t *err)
     tmp[0] = '\0';
     if (root == NULL)
         return pyc_error_set(err, "out of memory");
-    json_object_set_new(root, "transport", json_string(cf->transport));
-    json_object_set_new(root, "ip", json_string(cf->ip));
+    /* json_string returns NULL for text that is not UTF-8, and json_object_set_new then fails and drops the
+     * member; a file written without its "key" would read back as an unsigned session, so any failure here
+     * is an error. */
+    int bad = json_object_set_new(root, "transport", json_string(cf->transport));
+    bad |= json_object_set_new(root, "ip", json_string(cf->ip));
     for (int c = 0; c < PYC_CHAN_COUNT; c++)
-        json_object_set_new(root, pyc_connfile_port_names[c], json_integer(cf->ports[c]));
-    json_object_set_new(root, "key", json_stringn(cf->key != NULL ? cf->key : "", cf->keylen));
-    json_object_set_new(root, "signature_scheme", json_string(cf->signature_scheme));
-    json_object_set_new(root, "kernel_name", json_string(cf->kernel_name));
-    text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+        bad |= json_object_set_new(root, pyc_connfile_port_names[c], json_integer(cf->ports[c]));
+    bad |= json_object_set_new(root, "key", json_stringn(cf->key != NULL ? cf->key : "", cf->keylen));
+    bad |= json_object_set_new(root, "signature_scheme", json_string(cf->signature_scheme));
+    bad |= json_object_set_new(root, "kernel_name", json_string(cf->kernel_name));
+    text = bad == 0 ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
     if (text == NULL) {
         pyc_error_set(err, "cannot encode connection file (is the key valid UTF-8?)");
         goto out;

@@ -82,8 +82,10 @@ pyc_msg_now(char *out)
     struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
-    snprintf(out, PYC_MSG_DATE_LEN + 1, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
+    /* strftime and an unsigned remainder, rather than one snprintf of int fields, because gcc cannot bound
+     * the int fields of struct tm and fails -Werror=format-truncation on the single call. */
+    size_t k = strftime(out, PYC_MSG_DATE_LEN + 1, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + k, PYC_MSG_DATE_LEN + 1 - k, ".%06uZ", (unsigned)(ts.tv_nsec / 1000) % 1000000u);
 }
 
 int

@@ -1,0 +1,162 @@
+/*
+ * install.c -- `pyc-kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME]
+ *                                  [--display-name TEXT] [--env NAME=VALUE]...`
+ *
+ * Writes DIR/share/jupyter/kernels/NAME/ (or, with --user, the user's Jupyter data dir) holding kernel.json,
+ * whose argv names this very program by its absolute path, and the logos compiled into the program.  The
+ * user's data dir is $JUPYTER_DATA_DIR, else $XDG_DATA_HOME/jupyter, else ~/.local/share/jupyter, as
+ * jupyter_core computes it on Linux.
+ */
+#include "install.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static int
+usage(FILE *f)
+{
+    fprintf(f, "usage: pyc-kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME]\n"
+               "                          [--display-name TEXT] [--env NAME=VALUE]...\n"
+               "Installs the pyc kernelspec (default: --user, the user's Jupyter data dir).\n");
+    return f == stderr ? 2 : 0;
+}
+
+/* mkdir -p with mode 0755. */
+static int
+make_dirs(const char *path)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
+        return -1;
+    for (char *p = tmp + 1; *p != '\0'; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int
+write_file(const char *dir, const char *name, const void *data, size_t size)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+        return -1;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    const char *p = data;
+    while (size > 0) {
+        ssize_t w = write(fd, p, size);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            close(fd);
+            return -1;
+        }
+        p += w;
+        size -= (size_t)w;
+    }
+    return close(fd);
+}
+
+int
+pyc_install_main(int argc, char **argv)
+{
+    const char *prefix = NULL, *name = "pyc", *display = "Python 3 (pyc)";
+    json_t *env = json_object();
+    char base[PATH_MAX], dir[PATH_MAX], self[PATH_MAX];
+    int rc = 1;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--user") == 0) {
+            prefix = NULL;
+        } else if (strcmp(a, "--sys-prefix") == 0) {
+            prefix = "/usr/local";
+        } else if (strcmp(a, "--prefix") == 0 && i + 1 < argc) {
+            prefix = argv[++i];
+        } else if (strcmp(a, "--name") == 0 && i + 1 < argc) {
+            name = argv[++i];
+        } else if (strcmp(a, "--display-name") == 0 && i + 1 < argc) {
+            display = argv[++i];
+        } else if (strcmp(a, "--env") == 0 && i + 1 < argc) {
+            const char *kv = argv[++i], *eq = strchr(kv, '=');
+            if (eq == NULL || eq == kv) {
+                fprintf(stderr, "pyc-kernel: install: --env wants NAME=VALUE, got '%s'\n", kv);
+                goto out;
+            }
+            json_object_setn_new(env, kv, (size_t)(eq - kv), json_string(eq + 1));
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            rc = usage(stdout);
+            goto out;
+        } else {
+            fprintf(stderr, "pyc-kernel: install: unknown argument '%s'\n", a);
+            rc = usage(stderr);
+            goto out;
+        }
+    }
+    if (strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != strlen(name) ||
+        name[0] == '\0') {
+        fprintf(stderr, "pyc-kernel: install: invalid kernel name '%s'\n", name);
+        goto out;
+    }
+    if (prefix != NULL) {
+        snprintf(base, sizeof base, "%s/share/jupyter", prefix);
+    } else if (getenv("JUPYTER_DATA_DIR") != NULL && getenv("JUPYTER_DATA_DIR")[0] != '\0') {
+        snprintf(base, sizeof base, "%s", getenv("JUPYTER_DATA_DIR"));
+    } else if (getenv("XDG_DATA_HOME") != NULL && getenv("XDG_DATA_HOME")[0] != '\0') {
+        snprintf(base, sizeof base, "%s/jupyter", getenv("XDG_DATA_HOME"));
+    } else if (getenv("HOME") != NULL) {
+        snprintf(base, sizeof base, "%s/.local/share/jupyter", getenv("HOME"));
+    } else {
+        fprintf(stderr, "pyc-kernel: install: HOME is not set; use --prefix\n");
+        goto out;
+    }
+    if (snprintf(dir, sizeof dir, "%s/kernels/%s", base, name) >= (int)sizeof dir) {
+        fprintf(stderr, "pyc-kernel: install: path too long\n");
+        goto out;
+    }
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+        fprintf(stderr, "pyc-kernel: install: cannot find this program's path: %s\n", strerror(errno));
+        goto out;
+    }
+    self[n] = '\0';
+    if (make_dirs(dir) < 0) {
+        fprintf(stderr, "pyc-kernel: install: cannot create %s: %s\n", dir, strerror(errno));
+        goto out;
+    }
+    json_t *spec = json_pack("{s:[s,s,s], s:s, s:s, s:s, s:{s:b}}", "argv", self, "-f", "{connection_file}",
+                             "display_name", display, "language", "python", "interrupt_mode", "signal",
+                             "metadata", "debugger", 0);
+    if (json_object_size(env) > 0)
+        json_object_set(spec, "env", env);
+    char *text = json_dumps(spec, JSON_INDENT(1));
+    json_decref(spec);
+    int wrc = text != NULL ? write_file(dir, "kernel.json", text, strlen(text)) : -1;
+    free(text);
+    for (const pyc_embedded_file_t *f = pyc_embedded_files; wrc == 0 && f->name != NULL; f++)
+        wrc = write_file(dir, f->name, f->data, f->size);
+    if (wrc < 0) {
+        fprintf(stderr, "pyc-kernel: install: cannot write into %s: %s\n", dir, strerror(errno));
+        goto out;
+    }
+    printf("Installed kernelspec %s in %s\n", name, dir);
+    rc = 0;
+out:
+    json_decref(env);
+    return rc;
+}

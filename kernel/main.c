@@ -1,0 +1,179 @@
+/*
+ * main.c -- the pyc-kernel program: arguments, wiring of the modules, the main loop and exit codes.
+ *
+ *   pyc-kernel -f CONNECTION_FILE     run a kernel (what Jupyter starts, through kernel.json)
+ *   pyc-kernel install [...]          install the kernelspec (see install.c)
+ *   pyc-kernel --version | --help
+ *
+ * Exit codes: 0 after a shutdown request or when the parent named by JPY_PARENT_PID is gone; 1 when the
+ * kernel could not start (ports, Python); 2 for bad arguments or a bad connection file.
+ *
+ * Order of start-up matters: SIGINT and SIGTERM are blocked before any thread exists (ZeroMQ's I/O threads
+ * included), so that every helper thread inherits the mask and signals reach only the main thread, which
+ * unblocks them once all threads run.  Output capture starts after Python is up, so that an interpreter
+ * that fails to start can still say why on the real stderr.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "config.h"
+#include "connfile.h"
+#include "install.h"
+#include "kernel.h"
+#include "log.h"
+#include "py/py.h"
+#include "server.h"
+
+static void
+usage(FILE *f)
+{
+    fprintf(f, "usage: pyc-kernel -f CONNECTION_FILE\n"
+               "       pyc-kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME]\n"
+               "                          [--display-name TEXT] [--env NAME=VALUE]...\n"
+               "       pyc-kernel --version\n"
+               "pyc %s: a Jupyter kernel for Python, written in C.\n",
+               PACKAGE_VERSION);
+}
+
+static void
+wake_main(void *ctx)
+{
+    pyc_server_wake(ctx);
+}
+
+/* True when JPY_PARENT_PID names a process that no longer exists. */
+static bool
+parent_gone(pid_t parent)
+{
+    return parent > 1 && kill(parent, 0) < 0 && errno == ESRCH;
+}
+
+static int
+run_kernel(const char *connection_file, const char *argv0)
+{
+    pyc_connfile_t cf;
+    pyc_error_t err;
+    pyc_auth_t *auth = NULL;
+    pyc_server_t *srv = NULL;
+    pyc_kernel_t *k = NULL;
+    int rc = 1;
+
+    if (pyc_connfile_load(connection_file, &cf, &err) < 0) {
+        pyc_log("%s", err.text);
+        return 2;
+    }
+    auth = pyc_auth_new(cf.signature_scheme, cf.key, cf.keylen, 0, &err);
+    if (auth == NULL) {
+        pyc_log("connection file %s: %s", connection_file, err.text);
+        pyc_connfile_clear(&cf);
+        return 2;
+    }
+
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+
+    srv = pyc_server_new(&cf, auth, &err);
+    if (srv == NULL) {
+        pyc_log("%s", err.text);
+        goto out;
+    }
+    pyc_kernel_config_t kc = {
+        .io = pyc_server_io(srv),
+        .auth = auth,
+        .cf = &cf,
+        .wake_main = wake_main,
+        .wake_ctx = srv,
+    };
+    k = pyc_kernel_new(&kc, &err);
+    if (k == NULL) {
+        pyc_log("%s", err.text);
+        goto out;
+    }
+    pyc_py_host_t host;
+    pyc_kernel_py_host(k, &host);
+    const char *exe = getenv("PYC_PYTHON_EXE");
+    pyc_py_config_t pc = {
+        .program_name = argv0,
+        .python_exe = exe != NULL && exe[0] != '\0' ? exe : PYC_PYTHON_EXE,
+    };
+    if (pyc_py_init(&pc, &host, &err) < 0) {
+        pyc_log("%s", err.text);
+        goto out;
+    }
+    /* C code's printf goes to a pipe now; line buffering makes it appear as it is printed. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (pyc_streams_capture_fds(pyc_kernel_streams(k), &err) < 0)
+        pyc_log("output capture is off: %s", err.text);
+    pyc_kernel_starting(k);
+    if (pyc_server_start(srv, pyc_kernel_control, k, &err) < 0) {
+        pyc_log("%s", err.text);
+        goto out;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_sigmask(SIG_UNBLOCK, &block, NULL);
+
+    const char *pp = getenv("JPY_PARENT_PID");
+    pid_t parent = pp != NULL ? (pid_t)strtol(pp, NULL, 10) : 0;
+    bool restart = false;
+    while (!pyc_kernel_quitting(k, &restart)) {
+        int chan;
+        pyc_msg_t *msg = pyc_server_next(srv, 1000, &chan);
+        if (msg != NULL) {
+            pyc_kernel_handle(k, chan, msg);
+        } else if (parent_gone(parent)) {
+            pyc_log("parent process %ld is gone; exiting", (long)parent);
+            break;
+        }
+    }
+    /* atexit handlers and finalizers run with output still captured and published. */
+    pyc_py_enter();
+    pyc_py_finalize();
+    rc = 0;
+out:
+    pyc_kernel_destroy(&k);
+    pyc_server_destroy(&srv);
+    pyc_auth_destroy(&auth);
+    pyc_connfile_clear(&cf);
+    return rc;
+}
+
+int
+main(int argc, char **argv)
+{
+    pyc_log_init();
+    if (argc >= 2 && strcmp(argv[1], "install") == 0)
+        return pyc_install_main(argc - 1, argv + 1);
+    if (argc == 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
+        printf("pyc-kernel %s\n", PACKAGE_VERSION);
+        return 0;
+    }
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    const char *cf = NULL;
+    for (int i = 1; i < argc; i++) {
+        if ((strcmp(argv[i], "-f") == 0 || strcmp(argv[i], "--connection-file") == 0) && i + 1 < argc)
+            cf = argv[++i];
+        else if (strncmp(argv[i], "--connection-file=", 18) == 0)
+            cf = argv[i] + 18;
+        else {
+            pyc_log("unknown argument '%s'", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (cf == NULL) {
+        usage(stderr);
+        return 2;
+    }
+    return run_kernel(cf, argv[0]);
+}

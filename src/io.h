@@ -1,0 +1,40 @@
+/*
+ * io.h -- the interface between the kernel logic and the sockets.
+ *
+ * kernel.c never sees a ZeroMQ object: it hands finished frames to an io and asks it for queued requests.
+ * server.c implements the interface over ZeroMQ; unit tests can implement it with arrays.
+ */
+#ifndef PYC_IO_H
+#define PYC_IO_H
+
+#include <stddef.h>
+
+#include "wire.h"
+
+/* One outgoing frame.  When owned is not NULL it is a malloc'd block holding the bytes (data points into
+ * it) and the io takes it over: it is sent without a copy and freed with free() afterwards.  When owned is
+ * NULL the bytes are copied before send returns. */
+typedef struct pyc_outframe {
+    const void *data;
+    size_t size;
+    void *owned;
+} pyc_outframe_t;
+
+typedef struct pyc_io pyc_io_t;
+
+struct pyc_io {
+    /* Sends a multipart message on a channel (PYC_CHAN_*).  Thread-safe for iopub and control (queued to
+     * the thread that owns the socket); shell and stdin only from the main thread.  Owned blocks are taken
+     * over even when sending fails.  Returns 0 or -1. */
+    int (*send)(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n);
+
+    /* Main thread: returns the next well-formed request already waiting on the shell channel, or NULL
+     * when none is waiting.  Never blocks.  Used to abort queued requests after an error. */
+    pyc_msg_t *(*next_pending)(pyc_io_t *io);
+
+    /* Main thread: waits up to timeout_ms for a message on the stdin channel from the given identity and
+     * returns it (NULL on timeout or shutdown).  Used by input(). */
+    pyc_msg_t *(*recv_stdin)(pyc_io_t *io, int timeout_ms);
+};
+
+#endif

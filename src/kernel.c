@@ -1,0 +1,613 @@
+/*
+ * kernel.c -- request dispatch, replies and iopub publishing; see kernel.h.
+ *
+ * Every request gets status busy before anything else it causes and status idle after its last output,
+ * with the request's header as parent (DESIGN.md section 3).  Messages are assembled here as text: the
+ * parent header is the request's own header frame, passed through byte for byte; the header is printed by
+ * msg.c; contents come from jansson or, for stream text, from the JSON string encoder in buf.c.
+ *
+ * Thread safety: send_frames and publish may run on any thread (the control thread, the stream flusher,
+ * Python threads); they read only immutable fields and the parent, which parent_lock guards.
+ */
+#include "kernel.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "msg.h"
+#include "py/py.h"
+
+struct pyc_kernel {
+    pyc_io_t *io;
+    pyc_auth_t *auth;
+    pyc_connfile_t cf;           /* copy without the key */
+    void (*wake_main)(void *ctx);
+    void *wake_ctx;
+    char session[PYC_MSG_ID_LEN + 1];
+    char *username_json;
+    pyc_streams_t *streams;
+    pthread_t main_thread;
+
+    pthread_mutex_t parent_lock; /* guards parent and parent_len */
+    char *parent;                /* header frame of the request being handled, for iopub messages */
+    size_t parent_len;
+
+    int execution_count;
+    bool aborting;               /* after an error with stop_on_error: abort queued execute requests */
+    const pyc_msg_t *current;    /* the request being handled on the main thread */
+    bool allow_stdin;
+
+    char *kernel_info;           /* serialized kernel_info_reply content, made once by pyc_kernel_starting */
+    atomic_int executing;
+    atomic_int quit;
+    atomic_int restart;
+};
+
+/* ---- sending --------------------------------------------------------------------------------------- */
+
+/* The header frame of a received message: the frame after the signature. */
+static const pyc_frame_t *
+header_frame(const pyc_msg_t *msg)
+{
+    return &msg->idents[msg->n_idents + 2];
+}
+
+/* Builds, signs and sends one message.  content is taken over when content_owned is true (it must then be
+ * a malloc'd block).  Returns 0 or -1; the message is lost on -1 (out of memory), with a log line. */
+static int
+send_frames(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_idents, const char *msg_type,
+            const void *parent, size_t parent_len, const char *metadata, char *content, size_t content_len,
+            bool content_owned)
+{
+    pyc_buf_t hdr;
+    char sig[PYC_AUTH_MAX_HEX + 1];
+    pyc_outframe_t stack_frames[16];
+    pyc_outframe_t *f = stack_frames;
+    size_t n = n_idents + 6;
+    int rc = -1;
+
+    pyc_buf_init(&hdr, 4096);
+    if (n > sizeof stack_frames / sizeof stack_frames[0]) {
+        f = malloc(n * sizeof *f);
+        if (f == NULL)
+            goto out;
+    }
+    if (pyc_msg_header(&hdr, msg_type, k->session, k->username_json, NULL) < 0)
+        goto out;
+    if (metadata == NULL)
+        metadata = "{}";
+    pyc_frame_t dicts[4] = {
+        {hdr.data, hdr.len},
+        {parent != NULL ? parent : "{}", parent != NULL ? parent_len : 2},
+        {metadata, strlen(metadata)},
+        {content, content_len},
+    };
+    if (pyc_wire_sign(k->auth, dicts, sig) < 0)
+        goto out;
+    for (size_t i = 0; i < n_idents; i++)
+        f[i] = (pyc_outframe_t){idents[i].data, idents[i].size, NULL};
+    f[n_idents] = (pyc_outframe_t){PYC_WIRE_DELIM, PYC_WIRE_DELIM_LEN, NULL};
+    f[n_idents + 1] = (pyc_outframe_t){sig, strlen(sig), NULL};
+    size_t hlen;
+    char *h = pyc_buf_detach(&hdr, &hlen);
+    f[n_idents + 2] = (pyc_outframe_t){h, hlen, h};
+    f[n_idents + 3] = (pyc_outframe_t){dicts[1].data, dicts[1].size, NULL};
+    f[n_idents + 4] = (pyc_outframe_t){metadata, dicts[2].size, NULL};
+    f[n_idents + 5] = (pyc_outframe_t){content, content_len, content_owned ? content : NULL};
+    content_owned = false;       /* the io owns it now, whatever happens */
+    rc = k->io->send(k->io, chan, f, n);
+out:
+    if (rc < 0)
+        pyc_log("could not send %s (out of memory or channel closed)", msg_type);
+    if (content_owned)
+        free(content);
+    pyc_buf_free(&hdr);
+    if (f != stack_frames)
+        free(f);
+    return rc;
+}
+
+/* Sends a JSON content (stolen) with optional metadata (stolen). */
+static int
+send_json(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_idents, const char *msg_type,
+          const void *parent, size_t parent_len, json_t *metadata, json_t *content)
+{
+    char *md = metadata != NULL ? json_dumps(metadata, JSON_COMPACT) : NULL;
+    char *text = json_dumps(content, JSON_COMPACT);
+    json_decref(metadata);
+    json_decref(content);
+    if (text == NULL) {
+        free(md);
+        pyc_log("could not encode the content of %s", msg_type);
+        return -1;
+    }
+    int rc = send_frames(k, chan, idents, n_idents, msg_type, parent, parent_len, md, text, strlen(text), true);
+    free(md);
+    return rc;
+}
+
+/* Replies to a request on the channel it came from. */
+static int
+reply(pyc_kernel_t *k, int chan, const pyc_msg_t *req, const char *msg_type, json_t *metadata, json_t *content)
+{
+    const pyc_frame_t *h = header_frame(req);
+    return send_json(k, chan, req->idents, req->n_idents, msg_type, h->data, h->size, metadata, content);
+}
+
+/* Publishes on iopub with an explicit parent header. */
+static int
+publish_to(pyc_kernel_t *k, const pyc_msg_t *parent, const char *msg_type, json_t *content)
+{
+    const pyc_frame_t *h = header_frame(parent);
+    pyc_frame_t topic = {msg_type, strlen(msg_type)};
+    return send_json(k, PYC_CHAN_IOPUB, &topic, 1, msg_type, h->data, h->size, NULL, content);
+}
+
+static void
+status(pyc_kernel_t *k, const pyc_msg_t *parent, const char *state)
+{
+    char text[64];
+    int n = snprintf(text, sizeof text, "{\"execution_state\":\"%s\"}", state);
+    pyc_frame_t topic = {"status", 6};
+    const void *p = parent != NULL ? header_frame(parent)->data : NULL;
+    size_t plen = parent != NULL ? header_frame(parent)->size : 0;
+    send_frames(k, PYC_CHAN_IOPUB, &topic, 1, "status", p, plen, NULL, text, (size_t)n, false);
+}
+
+/* Makes msg the parent of iopub messages that have no request of their own (streams, displays). */
+static void
+set_parent(pyc_kernel_t *k, const pyc_msg_t *msg)
+{
+    const pyc_frame_t *h = header_frame(msg);
+    char *copy = malloc(h->size);
+    if (copy == NULL)
+        return;
+    memcpy(copy, h->data, h->size);
+    pyc_streams_flush(k->streams);   /* earlier output keeps its own parent */
+    pthread_mutex_lock(&k->parent_lock);
+    free(k->parent);
+    k->parent = copy;
+    k->parent_len = h->size;
+    pthread_mutex_unlock(&k->parent_lock);
+}
+
+/* Publishes with the current parent; content text is taken over. */
+static void
+publish_current_text(pyc_kernel_t *k, const char *msg_type, char *text, size_t len)
+{
+    pyc_frame_t topic = {msg_type, strlen(msg_type)};
+    pthread_mutex_lock(&k->parent_lock);
+    send_frames(k, PYC_CHAN_IOPUB, &topic, 1, msg_type, k->parent, k->parent_len, NULL, text, len, true);
+    pthread_mutex_unlock(&k->parent_lock);
+}
+
+/* ---- host callbacks for the interpreter -------------------------------------------------------------- */
+
+static void
+on_stream_publish(void *ctx, int which, const char *text, size_t n)
+{
+    pyc_kernel_t *k = ctx;
+    pyc_buf_t b;
+    pyc_buf_init(&b, SIZE_MAX / 2);
+    if (pyc_buf_reserve(&b, n + 48) < 0 ||
+        pyc_buf_adds(&b, which == PYC_STDOUT ? "{\"name\":\"stdout\",\"text\":" : "{\"name\":\"stderr\",\"text\":") < 0 ||
+        pyc_buf_add_json_string(&b, text, n) < 0 || pyc_buf_add(&b, "}", 1) < 0) {
+        pyc_buf_free(&b);
+        pyc_log("could not publish %zu bytes of output (out of memory)", n);
+        return;
+    }
+    size_t len;
+    char *content = pyc_buf_detach(&b, &len);
+    publish_current_text(k, "stream", content, len);
+}
+
+static void
+host_publish(void *ctx, const char *msg_type, json_t *content)
+{
+    pyc_kernel_t *k = ctx;
+    pyc_streams_flush(k->streams);
+    char *text = json_dumps(content, JSON_COMPACT);
+    json_decref(content);
+    if (text == NULL) {
+        pyc_log("could not encode the content of %s", msg_type);
+        return;
+    }
+    publish_current_text(k, msg_type, text, strlen(text));
+}
+
+static void
+host_stream_write(void *ctx, int which, const char *data, size_t n)
+{
+    pyc_kernel_t *k = ctx;
+    pyc_streams_write(k->streams, which, data, n);
+}
+
+static void
+host_stream_flush(void *ctx)
+{
+    pyc_kernel_t *k = ctx;
+    pyc_streams_flush(k->streams);
+}
+
+static int
+host_input(void *ctx, const char *prompt, bool password, char **out, pyc_error_t *err)
+{
+    pyc_kernel_t *k = ctx;
+    const pyc_msg_t *req = k->current;
+    *out = NULL;
+    if (req == NULL || !k->allow_stdin)
+        return pyc_error_set(err, "input() is not available: the frontend does not support stdin "
+                                  "(allow_stdin is false)");
+    pyc_streams_flush(k->streams);
+    json_t *content = json_pack("{s:s, s:b}", "prompt", prompt, "password", password);
+    const pyc_frame_t *h = header_frame(req);
+    if (send_json(k, PYC_CHAN_STDIN, req->idents, req->n_idents, "input_request", h->data, h->size, NULL,
+                  content) < 0)
+        return pyc_error_set(err, "could not send input_request");
+    for (;;) {
+        if (pyc_py_interrupt_pending())
+            return 1;
+        if (atomic_load(&k->quit))
+            return pyc_error_set(err, "the kernel is shutting down");
+        pyc_msg_t *m = k->io->recv_stdin(k->io, 100);
+        if (m == NULL)
+            continue;
+        if (strcmp(m->msg_type, "input_reply") != 0) {
+            pyc_log("stdin: ignored %s while waiting for input_reply", m->msg_type);
+            pyc_msg_destroy(&m);
+            continue;
+        }
+        json_t *v = json_object_get(m->content, "value");
+        *out = strdup(json_is_string(v) ? json_string_value(v) : "");
+        pyc_msg_destroy(&m);
+        if (*out == NULL)
+            return pyc_error_set(err, "out of memory");
+        return 0;
+    }
+}
+
+void
+pyc_kernel_py_host(pyc_kernel_t *k, pyc_py_host_t *host)
+{
+    host->ctx = k;
+    host->publish = host_publish;
+    host->stream_write = host_stream_write;
+    host->stream_flush = host_stream_flush;
+    host->input = host_input;
+}
+
+/* ---- requests -------------------------------------------------------------------------------------- */
+
+static bool
+get_bool(json_t *obj, const char *key, bool dflt)
+{
+    json_t *v = json_object_get(obj, key);
+    return json_is_boolean(v) ? json_is_true(v) : dflt;
+}
+
+static json_t *
+reply_metadata(const char *status_text)
+{
+    char date[PYC_MSG_DATE_LEN + 1];
+    pyc_msg_now(date);
+    return json_pack("{s:s, s:b, s:s}", "started", date, "dependencies_met", 1, "status", status_text);
+}
+
+static void
+abort_reply(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    char type[128];
+    const char *us = strrchr(msg->msg_type, '_');
+    size_t base = us != NULL ? (size_t)(us - msg->msg_type) : strlen(msg->msg_type);
+    snprintf(type, sizeof type, "%.*s_reply", (int)(base < 100 ? base : 100), msg->msg_type);
+    reply(k, chan, msg, type, reply_metadata("aborted"), json_pack("{s:s}", "status", "aborted"));
+}
+
+static void
+on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    json_t *c = msg->content;
+    json_t *code_v = json_object_get(c, "code");
+    if (!json_is_string(code_v)) {
+        reply(k, chan, msg, "execute_reply", reply_metadata("error"),
+              json_pack("{s:s, s:i, s:s, s:s, s:[s], s:{}}", "status", "error", "execution_count",
+                        k->execution_count, "ename", "BadRequest", "evalue",
+                        "execute_request content lacks a string 'code'", "traceback",
+                        "BadRequest: execute_request content lacks a string 'code'", "user_expressions"));
+        return;
+    }
+    bool silent = get_bool(c, "silent", false);
+    bool store_history = silent ? false : get_bool(c, "store_history", true);
+    bool stop_on_error = get_bool(c, "stop_on_error", true);
+    json_t *uexpr = json_object_get(c, "user_expressions");
+
+    if (k->aborting) {
+        abort_reply(k, chan, msg);
+        return;
+    }
+    if (store_history)
+        k->execution_count++;
+    int count = k->execution_count;
+    if (!silent)
+        publish_to(k, msg, "execute_input", json_pack("{s:O, s:i}", "code", code_v, "execution_count", count));
+
+    pyc_py_exec_opts_t opts = {
+        .silent = silent,
+        .store_history = store_history,
+        .allow_stdin = get_bool(c, "allow_stdin", true),
+        .execution_count = count,
+        .user_expressions = json_is_object(uexpr) ? uexpr : NULL,
+    };
+    pyc_py_exec_result_t res = {0};
+    k->allow_stdin = opts.allow_stdin;
+    if (silent) {
+        pyc_streams_flush(k->streams);
+        pyc_streams_set_discard(k->streams, true);
+    }
+    atomic_store(&k->executing, 1);
+    pyc_py_enter();
+    pyc_py_execute(json_string_value(code_v), &opts, &res);
+    pyc_py_leave();
+    atomic_store(&k->executing, 0);
+    pyc_streams_flush(k->streams);
+    if (silent)
+        pyc_streams_set_discard(k->streams, false);
+
+    json_t *content;
+    if (res.ok) {
+        content = json_pack("{s:s, s:i, s:O, s:[]}", "status", "ok", "execution_count", count,
+                            "user_expressions", res.user_expressions, "payload");
+    } else {
+        if (!silent)
+            publish_to(k, msg, "error", json_deep_copy(res.error));
+        content = json_deep_copy(res.error);
+        json_object_set_new(content, "status", json_string("error"));
+        json_object_set_new(content, "execution_count", json_integer(count));
+        json_object_set(content, "user_expressions", res.user_expressions);
+        json_object_set_new(content, "payload", json_array());
+    }
+    reply(k, chan, msg, "execute_reply", reply_metadata(res.ok ? "ok" : "error"), content);
+    json_decref(res.error);
+    json_decref(res.user_expressions);
+    if (!res.ok && stop_on_error)
+        k->aborting = true;
+}
+
+static void
+on_kernel_info(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    json_error_t jerr;
+    reply(k, chan, msg, "kernel_info_reply", NULL, json_loads(k->kernel_info, 0, &jerr));
+}
+
+static void
+on_is_complete(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    json_t *code = json_object_get(msg->content, "code");
+    json_t *content;
+    if (!json_is_string(code)) {
+        content = json_pack("{s:s}", "status", "unknown");
+    } else {
+        pyc_py_enter();
+        content = pyc_py_is_complete(json_string_value(code));
+        pyc_py_leave();
+    }
+    reply(k, chan, msg, "is_complete_reply", NULL, content);
+}
+
+static void
+on_comm_info(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    reply(k, chan, msg, "comm_info_reply", NULL, json_pack("{s:s, s:{}}", "status", "ok", "comms"));
+}
+
+static void
+on_connect(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    reply(k, chan, msg, "connect_reply", NULL,
+          json_pack("{s:s, s:i, s:i, s:i, s:i, s:i}", "status", "ok", "shell_port", k->cf.ports[PYC_CHAN_SHELL],
+                    "iopub_port", k->cf.ports[PYC_CHAN_IOPUB], "stdin_port", k->cf.ports[PYC_CHAN_STDIN],
+                    "control_port", k->cf.ports[PYC_CHAN_CONTROL], "hb_port", k->cf.ports[PYC_CHAN_HB]));
+}
+
+/* Asks the main thread to stop the running cell, if any. */
+static void
+interrupt_main(pyc_kernel_t *k)
+{
+    if (atomic_load(&k->executing))
+        pthread_kill(k->main_thread, SIGINT);
+}
+
+static void
+on_shutdown(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    bool restart = get_bool(msg->content, "restart", false);
+    reply(k, chan, msg, "shutdown_reply", NULL, json_pack("{s:s, s:b}", "status", "ok", "restart", restart));
+    publish_to(k, msg, "shutdown_reply", json_pack("{s:s, s:b}", "status", "ok", "restart", restart));
+    atomic_store(&k->restart, restart);
+    atomic_store(&k->quit, 1);
+    interrupt_main(k);
+    if (k->wake_main != NULL)
+        k->wake_main(k->wake_ctx);
+}
+
+static void
+on_interrupt(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    /* Delivered as a real SIGINT to the main thread so that blocking calls (time.sleep) wake up. */
+    pthread_kill(k->main_thread, SIGINT);
+    reply(k, chan, msg, "interrupt_reply", NULL, json_pack("{s:s}", "status", "ok"));
+}
+
+typedef void (*handler_fn)(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+
+static const struct {
+    const char *type;
+    handler_fn fn;
+    bool control_thread;         /* answered in the control thread, without Python */
+} handlers[] = {
+    {"execute_request", on_execute, false},
+    {"kernel_info_request", on_kernel_info, true},
+    {"is_complete_request", on_is_complete, false},
+    {"comm_info_request", on_comm_info, false},
+    {"connect_request", on_connect, false},
+    {"shutdown_request", on_shutdown, true},
+    {"interrupt_request", on_interrupt, true},
+};
+
+static handler_fn
+find_handler(const char *type, bool *control_thread)
+{
+    for (size_t i = 0; i < sizeof handlers / sizeof handlers[0]; i++) {
+        if (strcmp(handlers[i].type, type) == 0) {
+            if (control_thread != NULL)
+                *control_thread = handlers[i].control_thread;
+            return handlers[i].fn;
+        }
+    }
+    return NULL;
+}
+
+/* Handles one request between busy and idle. */
+static void
+dispatch(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
+{
+    status(k, msg, "busy");
+    handler_fn fn = find_handler(msg->msg_type, NULL);
+    if (fn != NULL)
+        fn(k, chan, msg);
+    else
+        pyc_log("%s: unknown message type '%s' (no reply)", chan == PYC_CHAN_CONTROL ? "control" : "shell",
+                msg->msg_type);
+    pyc_streams_flush(k->streams);
+    status(k, msg, "idle");
+}
+
+bool
+pyc_kernel_control(void *ctx, pyc_msg_t *msg)
+{
+    pyc_kernel_t *k = ctx;
+    bool in_control = false;
+    handler_fn fn = find_handler(msg->msg_type, &in_control);
+    if (fn == NULL || !in_control)
+        return false;
+    status(k, msg, "busy");
+    fn(k, PYC_CHAN_CONTROL, msg);
+    status(k, msg, "idle");
+    pyc_msg_destroy(&msg);
+    return true;
+}
+
+void
+pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
+{
+    set_parent(k, msg);
+    k->current = msg;
+    dispatch(k, chan, msg);
+    k->current = NULL;
+    pyc_msg_destroy(&msg);
+    if (!k->aborting)
+        return;
+    /* A cell failed with stop_on_error: every execute request already waiting is aborted, each with its
+     * own busy and idle; other requests waiting are answered as usual, in order. */
+    pyc_msg_t *next;
+    while ((next = k->io->next_pending(k->io)) != NULL) {
+        set_parent(k, next);
+        k->current = next;
+        dispatch(k, PYC_CHAN_SHELL, next);
+        k->current = NULL;
+        pyc_msg_destroy(&next);
+    }
+    k->aborting = false;
+}
+
+bool
+pyc_kernel_quitting(pyc_kernel_t *k, bool *restart)
+{
+    if (restart != NULL)
+        *restart = atomic_load(&k->restart);
+    return atomic_load(&k->quit) != 0;
+}
+
+/* ---- life cycle ------------------------------------------------------------------------------------ */
+
+pyc_kernel_t *
+pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
+{
+    pyc_kernel_t *k = calloc(1, sizeof *k);
+    if (k == NULL) {
+        pyc_error_set(err, "out of memory");
+        return NULL;
+    }
+    k->io = cfg->io;
+    k->auth = cfg->auth;
+    k->cf = *cfg->cf;
+    k->cf.key = NULL;
+    k->cf.keylen = 0;
+    k->wake_main = cfg->wake_main;
+    k->wake_ctx = cfg->wake_ctx;
+    k->main_thread = pthread_self();
+    pthread_mutex_init(&k->parent_lock, NULL);
+    pyc_msg_new_id(k->session);
+    const char *user = getenv("USER");
+    json_t *u = json_string(user != NULL && user[0] != '\0' ? user : "pyc");
+    if (u == NULL)
+        u = json_string("pyc");  /* USER was not valid UTF-8 */
+    k->username_json = json_dumps(u, JSON_ENCODE_ANY);
+    json_decref(u);
+    k->streams = pyc_streams_new(on_stream_publish, k, err);
+    if (k->username_json == NULL || k->streams == NULL) {
+        if (k->username_json == NULL)
+            pyc_error_set(err, "out of memory");
+        pyc_kernel_destroy(&k);
+        return NULL;
+    }
+    return k;
+}
+
+pyc_streams_t *
+pyc_kernel_streams(pyc_kernel_t *k)
+{
+    return k->streams;
+}
+
+void
+pyc_kernel_starting(pyc_kernel_t *k)
+{
+    char banner[256];
+    snprintf(banner, sizeof banner,
+             "Python %s (pyc %s) -- a Jupyter kernel for Python, written in C", pyc_py_version(),
+             PACKAGE_VERSION);
+    json_t *info = json_pack(
+        "{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:i}, s:s}, s:s, s:[{s:s, s:s}], s:b}",
+        "status", "ok", "protocol_version", PYC_PROTOCOL_VERSION, "implementation", "pyc",
+        "implementation_version", PACKAGE_VERSION, "language_info", "name", "python", "version",
+        pyc_py_version(), "mimetype", "text/x-python", "file_extension", ".py", "pygments_lexer", "ipython3",
+        "codemirror_mode", "name", "ipython", "version", 3, "nbconvert_exporter", "python", "banner", banner,
+        "help_links", "text", "Python Reference", "url", "https://docs.python.org/3/", "debugger", 0);
+    k->kernel_info = json_dumps(info, JSON_COMPACT);
+    json_decref(info);
+    status(k, NULL, "starting");
+}
+
+void
+pyc_kernel_destroy(pyc_kernel_t **k_p)
+{
+    if (k_p == NULL || *k_p == NULL)
+        return;
+    pyc_kernel_t *k = *k_p;
+    pyc_streams_destroy(&k->streams);
+    free(k->parent);
+    free(k->username_json);
+    free(k->kernel_info);
+    pthread_mutex_destroy(&k->parent_lock);
+    free(k);
+    *k_p = NULL;
+}

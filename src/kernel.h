@@ -1,0 +1,53 @@
+/*
+ * kernel.h -- the request dispatcher: busy/idle, replies, execution_count, the abort queue, and the glue
+ * between the interpreter (src/py) and the channels (an io, server.c in the program).
+ *
+ * Two entry points, for two threads:
+ *   pyc_kernel_control  runs in the control thread, never takes the GIL, and answers kernel_info,
+ *                       interrupt and shutdown at once, even while a cell runs;
+ *   pyc_kernel_handle   runs in the main thread with the GIL released, for everything else.
+ */
+#ifndef PYC_KERNEL_H
+#define PYC_KERNEL_H
+
+#include <stdbool.h>
+
+#include "auth.h"
+#include "connfile.h"
+#include "io.h"
+#include "stream.h"
+
+typedef struct pyc_kernel pyc_kernel_t;
+
+typedef struct pyc_kernel_config {
+    pyc_io_t *io;                /* borrowed */
+    pyc_auth_t *auth;            /* borrowed */
+    const pyc_connfile_t *cf;    /* borrowed; ports are those actually bound */
+    void (*wake_main)(void *ctx);/* makes the main loop look at pyc_kernel_quitting */
+    void *wake_ctx;
+} pyc_kernel_config_t;
+
+pyc_kernel_t *pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err);
+void pyc_kernel_destroy(pyc_kernel_t **k_p);
+
+/* The kernel's stream sink for the interpreter's host callbacks; created by pyc_kernel_new. */
+pyc_streams_t *pyc_kernel_streams(pyc_kernel_t *k);
+
+/* Fills the interpreter's host callbacks (see py.h). */
+struct pyc_py_host;
+void pyc_kernel_py_host(pyc_kernel_t *k, struct pyc_py_host *host);
+
+/* Publishes status "starting" once. */
+void pyc_kernel_starting(pyc_kernel_t *k);
+
+/* Control thread: answers what needs no Python; returns false to have the request sent to the main thread.
+ * Takes ownership of msg when it returns true. */
+bool pyc_kernel_control(void *k, pyc_msg_t *msg);
+
+/* Main thread, GIL released: handles one request from shell or control and destroys it. */
+void pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg);
+
+/* True once a shutdown was asked for; *restart tells whether the client will start a new kernel. */
+bool pyc_kernel_quitting(pyc_kernel_t *k, bool *restart);
+
+#endif

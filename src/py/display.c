@@ -1,0 +1,325 @@
+/*
+ * display.c -- sys.displayhook, the display() builtin, and the MIME bundles they publish.
+ *
+ * A bundle always has text/plain (repr).  The IPython repr protocol adds the rest without IPython:
+ * _repr_mimebundle_(include, exclude) first, then each _repr_<type>_ method; each may return None (skipped),
+ * the data, or (data, metadata).  Binary types (PNG, JPEG, PDF) travel base64-encoded, as the spec says.
+ * A repr method that raises is skipped, with the exception printed to stderr: a broken _repr_html_ must not
+ * lose the text/plain output.
+ */
+#include "pyint.h"
+
+#include <string.h>
+
+json_t *
+pyc_py_to_json(PyObject *obj)
+{
+    if (obj == Py_None)
+        return json_null();
+    if (PyBool_Check(obj))
+        return json_boolean(obj == Py_True);
+    if (PyLong_Check(obj)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+        if (!overflow && !(v == -1 && PyErr_Occurred()))
+            return json_integer(v);
+        PyErr_Clear();
+        return json_real(PyLong_AsDouble(obj));
+    }
+    if (PyFloat_Check(obj))
+        return json_real(PyFloat_AS_DOUBLE(obj));
+    if (PyUnicode_Check(obj)) {
+        Py_ssize_t n;
+        const char *p = PyUnicode_AsUTF8AndSize(obj, &n);
+        if (p == NULL) {
+            PyErr_Clear();
+            return json_string("<text that is not valid Unicode>");
+        }
+        json_t *s = json_stringn(p, (size_t)n);
+        return s != NULL ? s : json_string("");
+    }
+    if (PyDict_Check(obj)) {
+        json_t *o = json_object();
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(obj, &pos, &key, &value)) {
+            PyObject *ks = PyObject_Str(key);
+            if (ks == NULL) {
+                json_decref(o);
+                return NULL;
+            }
+            json_t *v = pyc_py_to_json(value);
+            const char *kp = PyUnicode_AsUTF8(ks);
+            if (v == NULL || kp == NULL) {
+                Py_DECREF(ks);
+                json_decref(v);
+                json_decref(o);
+                return NULL;
+            }
+            json_object_set_new(o, kp, v);
+            Py_DECREF(ks);
+        }
+        return o;
+    }
+    if (PyList_Check(obj) || PyTuple_Check(obj)) {
+        json_t *a = json_array();
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            json_t *v = pyc_py_to_json(PySequence_Fast_GET_ITEM(obj, i));
+            if (v == NULL) {
+                json_decref(a);
+                return NULL;
+            }
+            json_array_append_new(a, v);
+        }
+        return a;
+    }
+    PyObject *s = PyObject_Str(obj);
+    if (s == NULL)
+        return NULL;
+    json_t *r = pyc_py_to_json(s);
+    Py_DECREF(s);
+    return r;
+}
+
+/* Writes the current exception to sys.stderr and clears it. */
+static void
+report_and_clear(const char *what)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *s = value != NULL ? PyObject_Str(value) : NULL;
+    const char *msg = s != NULL ? PyUnicode_AsUTF8(s) : NULL;
+    char line[512];
+    int n = snprintf(line, sizeof line, "%s raised %s: %s\n", what,
+                     type != NULL ? ((PyTypeObject *)type)->tp_name : "an exception", msg != NULL ? msg : "");
+    PyErr_Clear();
+    if (n > 0)
+        pyc_py_host.stream_write(pyc_py_host.ctx, 1, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    Py_XDECREF(s);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+}
+
+static int
+is_binary_mime(const char *mime)
+{
+    return strcmp(mime, "image/png") == 0 || strcmp(mime, "image/jpeg") == 0 ||
+           strcmp(mime, "application/pdf") == 0;
+}
+
+/* Converts one repr result to JSON for mime; bytes of binary types become base64 text. */
+static json_t *
+mime_value(const char *mime, PyObject *v)
+{
+    if (PyBytes_Check(v) || PyByteArray_Check(v)) {
+        if (is_binary_mime(mime)) {
+            PyObject *b64 = PyImport_ImportModule("binascii");
+            PyObject *enc = b64 != NULL ? PyObject_CallMethod(b64, "b2a_base64", "Oi", v, 0) : NULL;
+            Py_XDECREF(b64);
+            if (enc == NULL)
+                return NULL;
+            json_t *j = json_stringn(PyBytes_AS_STRING(enc), (size_t)PyBytes_GET_SIZE(enc));
+            Py_DECREF(enc);
+            return j;
+        }
+        PyObject *s = PyUnicode_FromEncodedObject(v, "utf-8", "replace");
+        if (s == NULL)
+            return NULL;
+        json_t *j = pyc_py_to_json(s);
+        Py_DECREF(s);
+        return j;
+    }
+    return pyc_py_to_json(v);
+}
+
+static const struct {
+    const char *method;
+    const char *mime;
+} repr_methods[] = {
+    {"_repr_html_", "text/html"},
+    {"_repr_markdown_", "text/markdown"},
+    {"_repr_svg_", "image/svg+xml"},
+    {"_repr_png_", "image/png"},
+    {"_repr_jpeg_", "image/jpeg"},
+    {"_repr_latex_", "text/latex"},
+    {"_repr_json_", "application/json"},
+    {"_repr_javascript_", "application/javascript"},
+    {"_repr_pdf_", "application/pdf"},
+};
+
+/* Adds what one repr method returns; a (data, metadata) pair adds metadata too. */
+static void
+add_repr(json_t *data, json_t *md, const char *mime, PyObject *r)
+{
+    PyObject *value = r, *meta = NULL;
+    if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2) {
+        value = PyTuple_GET_ITEM(r, 0);
+        meta = PyTuple_GET_ITEM(r, 1);
+    }
+    if (value == Py_None)
+        return;
+    json_t *j = mime_value(mime, value);
+    if (j == NULL) {
+        report_and_clear(mime);
+        return;
+    }
+    json_object_set_new(data, mime, j);
+    if (meta != NULL && meta != Py_None) {
+        json_t *m = pyc_py_to_json(meta);
+        if (m != NULL)
+            json_object_set_new(md, mime, m);
+        else
+            PyErr_Clear();
+    }
+}
+
+int
+pyc_py_format(PyObject *obj, json_t **data_out, json_t **md_out)
+{
+    json_t *data = json_object(), *md = json_object();
+    PyObject *r = PyObject_Repr(obj);
+    if (r == NULL) {
+        report_and_clear("repr()");
+        json_object_set_new(data, "text/plain", json_string("<object whose repr() failed>"));
+    } else {
+        json_object_set_new(data, "text/plain", pyc_py_to_json(r));
+        Py_DECREF(r);
+    }
+    /* Classes have the repr methods as plain functions; only instances are asked. */
+    if (!PyType_Check(obj)) {
+        PyObject *bundle = PyObject_HasAttrString(obj, "_repr_mimebundle_")
+                               ? PyObject_CallMethod(obj, "_repr_mimebundle_", "OO", Py_None, Py_None)
+                               : NULL;
+        if (bundle == NULL && PyErr_Occurred())
+            report_and_clear("_repr_mimebundle_");
+        if (bundle != NULL && bundle != Py_None) {
+            PyObject *bdata = bundle, *bmeta = NULL;
+            if (PyTuple_Check(bundle) && PyTuple_GET_SIZE(bundle) == 2) {
+                bdata = PyTuple_GET_ITEM(bundle, 0);
+                bmeta = PyTuple_GET_ITEM(bundle, 1);
+            }
+            if (PyDict_Check(bdata)) {
+                PyObject *key, *value;
+                Py_ssize_t pos = 0;
+                while (PyDict_Next(bdata, &pos, &key, &value)) {
+                    const char *mime = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+                    if (mime == NULL) {
+                        PyErr_Clear();
+                        continue;
+                    }
+                    json_t *j = mime_value(mime, value);
+                    if (j != NULL)
+                        json_object_set_new(data, mime, j);
+                    else
+                        report_and_clear(mime);
+                }
+            }
+            if (bmeta != NULL && PyDict_Check(bmeta)) {
+                json_t *m = pyc_py_to_json(bmeta);
+                if (m != NULL)
+                    json_object_update(md, m);
+                json_decref(m);
+                PyErr_Clear();
+            }
+        }
+        Py_XDECREF(bundle);
+        for (size_t i = 0; i < sizeof repr_methods / sizeof repr_methods[0]; i++) {
+            if (json_object_get(data, repr_methods[i].mime) != NULL)
+                continue;
+            PyObject *meth = PyObject_GetAttrString(obj, repr_methods[i].method);
+            if (meth == NULL) {
+                PyErr_Clear();
+                continue;
+            }
+            PyObject *res = PyObject_CallNoArgs(meth);
+            Py_DECREF(meth);
+            if (res == NULL) {
+                report_and_clear(repr_methods[i].method);
+                continue;
+            }
+            add_repr(data, md, repr_methods[i].mime, res);
+            Py_DECREF(res);
+        }
+    }
+    *data_out = data;
+    *md_out = md;
+    return 0;
+}
+
+/* sys.displayhook: publishes execute_result for the value of the cell's last expression. */
+static PyObject *
+displayhook(PyObject *self, PyObject *obj)
+{
+    (void)self;
+    if (obj == Py_None)
+        Py_RETURN_NONE;
+    PyObject *builtins = PyEval_GetBuiltins();
+    if (builtins != NULL && PyDict_SetItemString(builtins, "_", obj) < 0)
+        return NULL;
+    if (pyc_py_cell.silent)
+        Py_RETURN_NONE;
+    json_t *data, *md;
+    if (pyc_py_format(obj, &data, &md) < 0)
+        return NULL;
+    json_t *content = json_pack("{s:i, s:o, s:o}", "execution_count", pyc_py_cell.execution_count, "data", data,
+                                "metadata", md);
+    pyc_py_host.publish(pyc_py_host.ctx, "execute_result", content);
+    Py_RETURN_NONE;
+}
+
+/* display(*objs, metadata=None, transient=None, display_id=None, raw=False): publishes display_data. */
+static PyObject *
+display(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    PyObject *metadata = NULL, *transient = NULL, *display_id = NULL, *raw = NULL;
+    if (kwargs != NULL) {
+        metadata = PyDict_GetItemString(kwargs, "metadata");
+        transient = PyDict_GetItemString(kwargs, "transient");
+        display_id = PyDict_GetItemString(kwargs, "display_id");
+        raw = PyDict_GetItemString(kwargs, "raw");
+    }
+    if (pyc_py_cell.silent && pyc_py_cell.running)
+        Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
+        PyObject *obj = PyTuple_GET_ITEM(args, i);
+        json_t *data, *md;
+        if (raw != NULL && PyObject_IsTrue(raw) && PyDict_Check(obj)) {
+            data = pyc_py_to_json(obj);
+            md = json_object();
+            if (data == NULL)
+                return NULL;
+        } else if (pyc_py_format(obj, &data, &md) < 0) {
+            return NULL;
+        }
+        if (metadata != NULL && metadata != Py_None) {
+            json_t *m = pyc_py_to_json(metadata);
+            if (m != NULL)
+                json_object_update(md, m);
+            json_decref(m);
+        }
+        json_t *tr = transient != NULL && transient != Py_None ? pyc_py_to_json(transient) : json_object();
+        if (tr == NULL)
+            tr = json_object();
+        if (display_id != NULL && display_id != Py_None) {
+            json_t *id = pyc_py_to_json(display_id);
+            if (id != NULL)
+                json_object_set_new(tr, "display_id", id);
+        }
+        json_t *content = json_pack("{s:o, s:o, s:o}", "data", data, "metadata", md, "transient", tr);
+        pyc_py_host.publish(pyc_py_host.ctx, "display_data", content);
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyMethodDef pyc_py_display_methods[] = {
+    {"displayhook", (PyCFunction)displayhook, METH_O, "Publish the value of a cell's last expression."},
+    {"display", (PyCFunction)(void (*)(void))display, METH_VARARGS | METH_KEYWORDS,
+     "display(*objs, metadata=None, transient=None, display_id=None, raw=False): publish rich output."},
+    {NULL, NULL, 0, NULL},
+};

@@ -1,0 +1,477 @@
+/*
+ * exec.c -- running a cell, formatting its error, user_expressions, is_complete, and input().
+ *
+ * A cell is parsed once into an AST (with top-level await allowed).  When its last statement is an
+ * expression, that statement is split off and compiled in "single" mode, so that CPython itself calls
+ * sys.displayhook with its value, exactly as at the >>> prompt; the rest runs in "exec" mode.  A last line
+ * ending in ';' suppresses the result, as in IPython.  Code objects that are coroutines (top-level await)
+ * run on one persistent asyncio event loop, made on first use.
+ *
+ * The cell's source is registered in linecache under "<cell-N>", so tracebacks and inspect show the user's
+ * lines.  Traceback frames before the first cell frame (asyncio's, when awaiting) are dropped.
+ */
+#include "pyint.h"
+
+#include <string.h>
+
+static unsigned long cell_serial;
+static PyObject *event_loop;     /* asyncio loop for top-level await, made on first use */
+static PyObject *support;        /* dict of the Python helpers below, made on first use */
+
+/* Python helpers for what is clearer in Python and off the hot path. */
+static const char support_src[] =
+    "import codeop as _codeop\n"
+    "def is_complete(src):\n"
+    "    if not src.strip():\n"
+    "        return 'complete', None\n"
+    "    lines = src.split('\\n')\n"
+    "    last = lines[-1]\n"
+    "    try:\n"
+    "        code = _codeop.compile_command(src, '<input>', 'exec')\n"
+    "    except (SyntaxError, OverflowError, ValueError, MemoryError):\n"
+    "        try:\n"
+    "            compile(src, '<input>', 'exec', flags=0x2000, dont_inherit=True)\n"
+    "            return 'complete', None\n"
+    "        except SyntaxError as e:\n"
+    "            if 'was never closed' in str(e) or 'unterminated triple-quoted' in str(e):\n"
+    "                return 'incomplete', ''\n"
+    "            return 'invalid', None\n"
+    "        except Exception:\n"
+    "            return 'invalid', None\n"
+    "    indent = last[:len(last) - len(last.lstrip())]\n"
+    "    if code is None:\n"
+    "        if last.rstrip().endswith(':'):\n"
+    "            indent += '    '\n"
+    "        return 'incomplete', indent\n"
+    "    if len(lines) > 1 and last.strip() and (indent or lines[0].rstrip().endswith(':')):\n"
+    "        return 'incomplete', indent\n"
+    "    return 'complete', None\n";
+
+static PyObject *
+get_support(void)
+{
+    if (support != NULL)
+        return support;
+    PyObject *d = PyDict_New();
+    if (d == NULL)
+        return NULL;
+    if (PyDict_SetItemString(d, "__builtins__", PyEval_GetBuiltins()) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    PyObject *r = PyRun_String(support_src, Py_file_input, d, d);
+    if (r == NULL) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(r);
+    support = d;
+    return support;
+}
+
+/* ---- errors ---------------------------------------------------------------------------------------- */
+
+static int
+is_cell_frame(PyObject *tb)
+{
+    PyFrameObject *f = ((PyTracebackObject *)tb)->tb_frame;
+    PyCodeObject *code = PyFrame_GetCode(f);
+    const char *fn = PyUnicode_AsUTF8(code->co_filename);
+    int r = fn != NULL && strncmp(fn, "<cell-", 6) == 0;
+    Py_DECREF(code);
+    if (fn == NULL)
+        PyErr_Clear();
+    return r;
+}
+
+/* Appends the strings of a list to a JSON array, each without its final newline. */
+static void
+append_lines(json_t *arr, PyObject *list)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(list, i), &n);
+        if (s == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        if (n > 0 && s[n - 1] == '\n')
+            n--;
+        json_array_append_new(arr, json_stringn(s, (size_t)n));
+    }
+}
+
+json_t *
+pyc_py_error_content(void)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL && value != NULL)
+        PyException_SetTraceback(value, tb);
+
+    /* Drop the frames above the user's code. */
+    PyObject *cut = tb;
+    while (cut != NULL && cut != Py_None && !is_cell_frame(cut))
+        cut = (PyObject *)((PyTracebackObject *)cut)->tb_next;
+    if (cut == NULL && tb != NULL)
+        cut = Py_None;           /* no cell frame: the error came from the kernel's own call, show none */
+    if (value != NULL)
+        PyException_SetTraceback(value, cut != NULL ? cut : Py_None);
+
+    const char *ename = type != NULL ? ((PyTypeObject *)type)->tp_name : "Exception";
+    const char *dot = strrchr(ename, '.');
+    if (dot != NULL)
+        ename = dot + 1;
+    PyObject *vs = value != NULL ? PyObject_Str(value) : NULL;
+    if (vs == NULL)
+        PyErr_Clear();
+    const char *evalue = vs != NULL ? PyUnicode_AsUTF8(vs) : "";
+    if (evalue == NULL) {
+        PyErr_Clear();
+        evalue = "";
+    }
+    json_t *trace = json_array();
+    PyObject *tbmod = PyImport_ImportModule("traceback");
+    PyObject *lines = tbmod != NULL ? PyObject_CallMethod(tbmod, "format_exception", "OOO", type ? type : Py_None,
+                                                           value ? value : Py_None, cut ? cut : Py_None)
+                                    : NULL;
+    if (lines != NULL && PyList_Check(lines)) {
+        append_lines(trace, lines);
+    } else {
+        PyErr_Clear();
+        json_array_append_new(trace, json_sprintf("%s: %s", ename, evalue));
+    }
+    json_t *content = json_pack("{s:s, s:s, s:o}", "ename", ename, "evalue", evalue, "traceback", trace);
+    Py_XDECREF(lines);
+    Py_XDECREF(tbmod);
+    Py_XDECREF(vs);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return content;
+}
+
+/* ---- running ----------------------------------------------------------------------------------------- */
+
+/* Registers the cell's source with linecache so tracebacks and inspect can show it. */
+static void
+register_source(PyObject *filename, const char *code)
+{
+    PyObject *linecache = PyImport_ImportModule("linecache");
+    PyObject *cache = linecache != NULL ? PyObject_GetAttrString(linecache, "cache") : NULL;
+    PyObject *text = PyUnicode_FromString(code);
+    PyObject *lines = text != NULL ? PyUnicode_Splitlines(text, 1) : NULL;
+    if (cache != NULL && lines != NULL) {
+        PyObject *entry = Py_BuildValue("(nOOO)", (Py_ssize_t)strlen(code), Py_None, lines, filename);
+        if (entry == NULL || PyObject_SetItem(cache, filename, entry) < 0)
+            PyErr_Clear();
+        Py_XDECREF(entry);
+    }
+    PyErr_Clear();
+    Py_XDECREF(lines);
+    Py_XDECREF(text);
+    Py_XDECREF(cache);
+    Py_XDECREF(linecache);
+}
+
+/* Runs a coroutine to completion on the kernel's event loop. */
+static PyObject *
+run_coroutine(PyObject *coro)
+{
+    if (event_loop == NULL) {
+        PyObject *asyncio = PyImport_ImportModule("asyncio");
+        if (asyncio == NULL)
+            return NULL;
+        event_loop = PyObject_CallMethod(asyncio, "new_event_loop", NULL);
+        if (event_loop != NULL) {
+            PyObject *r = PyObject_CallMethod(asyncio, "set_event_loop", "O", event_loop);
+            Py_XDECREF(r);
+        }
+        Py_DECREF(asyncio);
+        if (event_loop == NULL)
+            return NULL;
+    }
+    return PyObject_CallMethod(event_loop, "run_until_complete", "O", coro);
+}
+
+/* Compiles an AST node in mode and runs it in globals.  Returns 0, or -1 with a Python error set. */
+static int
+run_node(PyObject *node, PyObject *filename, const char *mode, PyObject *globals)
+{
+    PyObject *builtins = PyEval_GetBuiltins();
+    PyObject *compile = PyDict_GetItemString(builtins, "compile");
+    if (compile == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "builtins.compile is missing");
+        return -1;
+    }
+    PyObject *code = PyObject_CallFunction(compile, "OOsii", node, filename, mode, PyCF_ALLOW_TOP_LEVEL_AWAIT, 1);
+    if (code == NULL)
+        return -1;
+    PyObject *r = PyEval_EvalCode(code, globals, globals);
+    if (r != NULL && (((PyCodeObject *)code)->co_flags & CO_COROUTINE) && PyCoro_CheckExact(r)) {
+        PyObject *coro = r;
+        r = run_coroutine(coro);
+        Py_DECREF(coro);
+    }
+    Py_DECREF(code);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* True when the cell's last line of code ends with ';' (outside a comment, roughly as IPython decides). */
+static int
+ends_with_semicolon(const char *code)
+{
+    size_t n = strlen(code);
+    while (n > 0 && (code[n - 1] == ' ' || code[n - 1] == '\t' || code[n - 1] == '\n' || code[n - 1] == '\r'))
+        n--;
+    if (n == 0 || code[n - 1] != ';')
+        return 0;
+    size_t start = n;
+    while (start > 0 && code[start - 1] != '\n')
+        start--;
+    return memchr(code + start, '#', n - start) == NULL;
+}
+
+static int
+run_cell(const char *code, PyObject *globals)
+{
+    char name[48];
+    snprintf(name, sizeof name, "<cell-%lu>", ++cell_serial);
+    PyObject *filename = PyUnicode_FromString(name);
+    if (filename == NULL)
+        return -1;
+    register_source(filename, code);
+
+    PyCompilerFlags flags = {PyCF_ONLY_AST | PyCF_ALLOW_TOP_LEVEL_AWAIT, PY_MINOR_VERSION};
+    PyObject *mod = Py_CompileStringObject(code, filename, Py_file_input, &flags, -1);
+    PyObject *body = NULL, *last = NULL, *interactive = NULL;
+    int rc = -1;
+    if (mod == NULL)
+        goto out;
+    body = PyObject_GetAttrString(mod, "body");
+    if (body == NULL || !PyList_Check(body))
+        goto out;
+    Py_ssize_t n = PyList_GET_SIZE(body);
+    if (n > 0) {
+        PyObject *ast = PyImport_ImportModule("_ast");
+        PyObject *expr_type = ast != NULL ? PyObject_GetAttrString(ast, "Expr") : NULL;
+        PyObject *inter_type = ast != NULL ? PyObject_GetAttrString(ast, "Interactive") : NULL;
+        if (expr_type != NULL && inter_type != NULL &&
+            PyObject_IsInstance(PyList_GET_ITEM(body, n - 1), expr_type) == 1 && !ends_with_semicolon(code)) {
+            last = PyList_GET_ITEM(body, n - 1);
+            Py_INCREF(last);
+            if (PyList_SetSlice(body, n - 1, n, NULL) == 0) {
+                PyObject *one = PyList_New(1);
+                if (one != NULL) {
+                    Py_INCREF(last);
+                    PyList_SET_ITEM(one, 0, last);
+                    PyObject *kw = Py_BuildValue("{s:O}", "body", one);
+                    PyObject *noargs = PyTuple_New(0);
+                    interactive = kw != NULL && noargs != NULL ? PyObject_Call(inter_type, noargs, kw) : NULL;
+                    Py_XDECREF(noargs);
+                    Py_XDECREF(kw);
+                    Py_DECREF(one);
+                }
+            }
+        }
+        Py_XDECREF(expr_type);
+        Py_XDECREF(inter_type);
+        Py_XDECREF(ast);
+        if (PyErr_Occurred())
+            goto out;
+    }
+    if (run_node(mod, filename, "exec", globals) < 0)
+        goto out;
+    if (interactive != NULL && run_node(interactive, filename, "single", globals) < 0)
+        goto out;
+    rc = 0;
+out:
+    Py_XDECREF(interactive);
+    Py_XDECREF(last);
+    Py_XDECREF(body);
+    Py_XDECREF(mod);
+    Py_DECREF(filename);
+    return rc;
+}
+
+static json_t *
+eval_user_expressions(json_t *exprs, PyObject *globals)
+{
+    json_t *out = json_object();
+    const char *key;
+    json_t *value;
+    if (exprs == NULL)
+        return out;
+    json_object_foreach(exprs, key, value) {
+        if (!json_is_string(value))
+            continue;
+        PyObject *r = PyRun_String(json_string_value(value), Py_eval_input, globals, globals);
+        if (r == NULL) {
+            json_t *e = pyc_py_error_content();
+            json_object_set_new(e, "status", json_string("error"));
+            json_object_set_new(out, key, e);
+            continue;
+        }
+        json_t *data, *md;
+        pyc_py_format(r, &data, &md);
+        Py_DECREF(r);
+        json_object_set_new(out, key, json_pack("{s:s, s:o, s:o}", "status", "ok", "data", data, "metadata", md));
+    }
+    return out;
+}
+
+/* Clears a SIGINT that arrived too late to interrupt the cell, so it cannot surface in the next one. */
+static void
+discard_late_interrupt(void)
+{
+    pyc_py_executing = 0;
+    if (PyErr_CheckSignals() < 0)
+        PyErr_Clear();
+    pyc_py_interrupted = 0;
+}
+
+void
+pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_result_t *res)
+{
+    PyObject *main = PyImport_AddModule("__main__");     /* borrowed */
+    PyObject *globals = main != NULL ? PyModule_GetDict(main) : NULL;
+
+    res->ok = true;
+    res->error = NULL;
+    res->user_expressions = NULL;
+    pyc_py_cell = (pyc_py_cell_t){
+        .running = 1,
+        .silent = opts->silent,
+        .allow_stdin = opts->allow_stdin,
+        .execution_count = opts->execution_count,
+    };
+    pyc_py_interrupted = 0;
+    pyc_py_executing = 1;
+    int rc = globals != NULL ? run_cell(code, globals) : -1;
+    if (rc < 0) {
+        res->ok = false;
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "the kernel lost its __main__ module");
+        res->error = pyc_py_error_content();
+    }
+    if (res->ok)
+        res->user_expressions = eval_user_expressions(opts->user_expressions, globals);
+    else
+        res->user_expressions = json_object();
+    discard_late_interrupt();
+    pyc_py_host.stream_flush(pyc_py_host.ctx);
+    pyc_py_cell.running = 0;
+}
+
+json_t *
+pyc_py_is_complete(const char *code)
+{
+    PyObject *d = get_support();
+    PyObject *fn = d != NULL ? PyDict_GetItemString(d, "is_complete") : NULL;
+    PyObject *r = fn != NULL ? PyObject_CallFunction(fn, "s", code) : NULL;
+    json_t *out;
+    const char *st;
+    PyObject *indent;
+    if (r != NULL && PyArg_ParseTuple(r, "sO", &st, &indent)) {
+        out = json_pack("{s:s}", "status", st);
+        if (PyUnicode_Check(indent))
+            json_object_set_new(out, "indent", json_string(PyUnicode_AsUTF8(indent)));
+    } else {
+        PyErr_Clear();
+        out = json_pack("{s:s}", "status", "unknown");
+    }
+    Py_XDECREF(r);
+    return out;
+}
+
+/* ---- input ------------------------------------------------------------------------------------------- */
+
+static PyObject *
+read_line(PyObject *prompt_obj, bool password)
+{
+    const char *prompt = "";
+    PyObject *ps = NULL;
+    if (prompt_obj != NULL && prompt_obj != Py_None) {
+        ps = PyObject_Str(prompt_obj);
+        if (ps == NULL)
+            return NULL;
+        prompt = PyUnicode_AsUTF8(ps);
+        if (prompt == NULL) {
+            Py_DECREF(ps);
+            return NULL;
+        }
+    }
+    if (!pyc_py_cell.running || !pyc_py_cell.allow_stdin) {
+        Py_XDECREF(ps);
+        PyObject *mod = PyImport_ImportModule("_pyc");
+        PyObject *exc = mod != NULL ? PyObject_GetAttrString(mod, "StdinNotImplementedError") : NULL;
+        Py_XDECREF(mod);
+        PyErr_SetString(exc != NULL ? exc : PyExc_RuntimeError,
+                        "input() was called, but this frontend does not support input requests "
+                        "(allow_stdin is false)");
+        Py_XDECREF(exc);
+        return NULL;
+    }
+    char *line = NULL;
+    pyc_error_t err;
+    char *prompt_copy = strdup(prompt);
+    Py_XDECREF(ps);
+    if (prompt_copy == NULL)
+        return PyErr_NoMemory();
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pyc_py_host.input(pyc_py_host.ctx, prompt_copy, password, &line, &err);
+    Py_END_ALLOW_THREADS
+    free(prompt_copy);
+    if (rc == 1) {
+        if (PyErr_CheckSignals() < 0)
+            return NULL;
+        PyErr_SetNone(PyExc_KeyboardInterrupt);
+        return NULL;
+    }
+    if (rc < 0) {
+        PyErr_SetString(PyExc_RuntimeError, err.text);
+        return NULL;
+    }
+    PyObject *r = PyUnicode_DecodeUTF8(line, (Py_ssize_t)strlen(line), "replace");
+    free(line);
+    return r;
+}
+
+static PyObject *
+py_input(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *prompt = NULL;
+    if (!PyArg_ParseTuple(args, "|O:input", &prompt))
+        return NULL;
+    return read_line(prompt, false);
+}
+
+static PyObject *
+py_getpass(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    static char *kwlist[] = {"prompt", "stream", NULL};
+    PyObject *prompt = NULL, *stream = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:getpass", kwlist, &prompt, &stream))
+        return NULL;
+    if (prompt == NULL) {
+        PyObject *p = PyUnicode_FromString("Password: ");
+        PyObject *r = read_line(p, true);
+        Py_XDECREF(p);
+        return r;
+    }
+    return read_line(prompt, true);
+}
+
+PyMethodDef pyc_py_input_methods[] = {
+    {"input", (PyCFunction)py_input, METH_VARARGS, "input(prompt='') -> str, asked of the frontend."},
+    {"getpass", (PyCFunction)(void (*)(void))py_getpass, METH_VARARGS | METH_KEYWORDS,
+     "getpass(prompt='Password: ') -> str, asked of the frontend without echo."},
+    {NULL, NULL, 0, NULL},
+};

@@ -1,0 +1,203 @@
+/*
+ * init.c -- starting and stopping the embedded interpreter, the GIL helpers, SIGINT, and the _pyc module.
+ *
+ * Start-up follows the PyConfig sequence (InitPythonConfig, set fields, InitializeFromConfig, Clear).
+ * sys.executable is the real interpreter that matches libpython (configure finds it), so subprocess and
+ * multiprocessing start a Python, not another kernel.
+ *
+ * SIGINT: Python installs its handler at start-up; we replace it at the C level with one that forwards to
+ * Python (PyErr_SetInterrupt, which is async-signal-safe) only while a cell runs.  SIGINT while idle is
+ * therefore ignored instead of surfacing as a KeyboardInterrupt in the next cell.  The handler has no
+ * SA_RESTART, so a cell blocked in time.sleep or a read wakes with EINTR and sees the KeyboardInterrupt.
+ */
+#include "pyint.h"
+
+#include <string.h>
+
+pyc_py_host_t pyc_py_host;
+pyc_py_cell_t pyc_py_cell;
+volatile sig_atomic_t pyc_py_interrupted;
+volatile sig_atomic_t pyc_py_executing;
+
+static PyThreadState *main_ts;
+static char version[32];
+
+static void
+on_sigint(int sig)
+{
+    (void)sig;
+    if (pyc_py_executing) {
+        pyc_py_interrupted = 1;
+        PyErr_SetInterrupt();
+    }
+}
+
+bool
+pyc_py_interrupt_pending(void)
+{
+    return pyc_py_interrupted != 0;
+}
+
+static struct PyModuleDef pyc_module_def;
+
+static PyObject *
+module_init(void)
+{
+    return pyc_py_module_init();
+}
+
+PyObject *
+pyc_py_module_init(void)
+{
+    static PyMethodDef methods[16];
+    size_t n = 0;
+    for (PyMethodDef *m = pyc_py_display_methods; m->ml_name != NULL; m++)
+        methods[n++] = *m;
+    for (PyMethodDef *m = pyc_py_input_methods; m->ml_name != NULL; m++)
+        methods[n++] = *m;
+    methods[n] = (PyMethodDef){NULL, NULL, 0, NULL};
+    pyc_module_def = (struct PyModuleDef){
+        PyModuleDef_HEAD_INIT, "_pyc", "Support of the pyc kernel, in C: streams, display, input.", -1,
+        methods, NULL, NULL, NULL, NULL,
+    };
+    PyObject *m = PyModule_Create(&pyc_module_def);
+    if (m == NULL)
+        return NULL;
+    /* Raised by input() when the frontend cannot answer, as IPython's exception of the same name. */
+    PyObject *exc = PyErr_NewExceptionWithDoc("_pyc.StdinNotImplementedError",
+                                              "input() was called, but the frontend does not support stdin.",
+                                              PyExc_NotImplementedError, NULL);
+    if (exc == NULL || PyModule_AddObject(m, "StdinNotImplementedError", exc) < 0) {
+        Py_XDECREF(exc);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (pyc_py_stream_ready(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* Replaces sys.stdout/stderr/displayhook and builtins.input/display with the kernel's. */
+static int
+install_hooks(pyc_error_t *err)
+{
+    PyObject *mod = PyImport_ImportModule("_pyc");
+    PyObject *out = NULL, *errs = NULL, *hook = NULL, *builtins = NULL;
+    int rc = -1;
+    if (mod == NULL)
+        goto out;
+    out = pyc_py_stream_new(0);
+    errs = pyc_py_stream_new(1);
+    hook = PyObject_GetAttrString(mod, "displayhook");
+    if (out == NULL || errs == NULL || hook == NULL)
+        goto out;
+    if (PySys_SetObject("stdout", out) < 0 || PySys_SetObject("stderr", errs) < 0 ||
+        PySys_SetObject("__stdout__", out) < 0 || PySys_SetObject("__stderr__", errs) < 0 ||
+        PySys_SetObject("displayhook", hook) < 0)
+        goto out;
+    builtins = PyImport_ImportModule("builtins");
+    if (builtins == NULL)
+        goto out;
+    static const char *const names[] = {"input", "display"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        PyObject *f = PyObject_GetAttrString(mod, names[i]);
+        if (f == NULL || PyObject_SetAttrString(builtins, names[i], f) < 0) {
+            Py_XDECREF(f);
+            goto out;
+        }
+        Py_DECREF(f);
+    }
+    /* getpass.getpass asks the frontend too (the module is small and imported by many libraries anyway). */
+    PyObject *gp = PyImport_ImportModule("getpass");
+    PyObject *f = gp != NULL ? PyObject_GetAttrString(mod, "getpass") : NULL;
+    int gp_rc = f != NULL ? PyObject_SetAttrString(gp, "getpass", f) : -1;
+    Py_XDECREF(f);
+    Py_XDECREF(gp);
+    if (gp_rc < 0)
+        goto out;
+    rc = 0;
+out:
+    if (rc < 0) {
+        PyErr_Print();
+        pyc_error_set(err, "could not install the kernel's streams and hooks in Python");
+    }
+    Py_XDECREF(mod);
+    Py_XDECREF(out);
+    Py_XDECREF(errs);
+    Py_XDECREF(hook);
+    Py_XDECREF(builtins);
+    return rc;
+}
+
+int
+pyc_py_init(const pyc_py_config_t *cfg, const pyc_py_host_t *host, pyc_error_t *err)
+{
+    PyStatus st;
+    PyConfig config;
+
+    pyc_py_host = *host;
+    if (PyImport_AppendInittab("_pyc", module_init) < 0)
+        return pyc_error_set(err, "could not register the _pyc module");
+
+    PyConfig_InitPythonConfig(&config);
+    config.install_signal_handlers = 1;
+    config.parse_argv = 0;
+    st = PyConfig_SetBytesString(&config, &config.program_name, cfg->python_exe);
+    if (!PyStatus_Exception(st))
+        st = PyConfig_SetBytesString(&config, &config.executable, cfg->python_exe);
+    if (!PyStatus_Exception(st)) {
+        char *argv[] = {""};
+        st = PyConfig_SetBytesArgv(&config, 1, argv);
+    }
+    if (!PyStatus_Exception(st))
+        st = Py_InitializeFromConfig(&config);
+    PyConfig_Clear(&config);
+    if (PyStatus_Exception(st))
+        return pyc_error_set(err, "could not start Python: %s", st.err_msg != NULL ? st.err_msg : "unknown error");
+
+    snprintf(version, sizeof version, "%d.%d.%d", PY_MAJOR_VERSION, PY_MINOR_VERSION, PY_MICRO_VERSION);
+    const char *v = Py_GetVersion();
+    size_t vl = strcspn(v, " ");
+    if (vl > 0 && vl < sizeof version)
+        snprintf(version, sizeof version, "%.*s", (int)vl, v);
+
+    if (install_hooks(err) < 0)
+        return -1;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+
+    main_ts = PyEval_SaveThread();
+    return 0;
+}
+
+void
+pyc_py_enter(void)
+{
+    PyEval_RestoreThread(main_ts);
+}
+
+void
+pyc_py_leave(void)
+{
+    main_ts = PyEval_SaveThread();
+}
+
+const char *
+pyc_py_version(void)
+{
+    return version;
+}
+
+void
+pyc_py_finalize(void)
+{
+    if (Py_FinalizeEx() < 0) {
+        /* Flushing a stream failed at exit; nothing more can be done. */
+    }
+}

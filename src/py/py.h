@@ -1,0 +1,78 @@
+/*
+ * py.h -- the kernel's only door into CPython.  Everything behind it lives in src/py/ and is the only code
+ * that includes Python.h; this header itself is plain C so that kernel.c stays free of Python.
+ *
+ * Threading contract: pyc_py_init runs on the main thread and returns with the GIL released.  Every other
+ * function here must be called on the main thread between pyc_py_enter and pyc_py_leave.
+ */
+#ifndef PYC_PY_H
+#define PYC_PY_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "error.h"
+
+/* What the interpreter needs from the kernel.  Callbacks run on whatever thread Python code runs on (user
+ * threads print too); they never call back into Python. */
+typedef struct pyc_py_host {
+    void *ctx;
+    /* Publishes an iopub message for the current request; steals content.  Streams are flushed first so
+     * that output stays in order. */
+    void (*publish)(void *ctx, const char *msg_type, json_t *content);
+    /* Appends text to stdout (0) or stderr (1), and flushes both. */
+    void (*stream_write)(void *ctx, int which, const char *data, size_t n);
+    void (*stream_flush)(void *ctx);
+    /* Asks the frontend for a line of input (main thread, GIL released by the caller).  Returns 0 with a
+     * malloc'd reply in *out; 1 when interrupted (SIGINT); -1 with err when stdin is not allowed or the
+     * request failed. */
+    int (*input)(void *ctx, const char *prompt, bool password, char **out, pyc_error_t *err);
+} pyc_py_host_t;
+
+typedef struct pyc_py_config {
+    const char *program_name;    /* argv[0], for sys.argv */
+    const char *python_exe;      /* sys.executable */
+} pyc_py_config_t;
+
+/* Starts the interpreter, installs the kernel's sys.stdout/sys.stderr/displayhook/input, and releases the
+ * GIL.  Returns 0, or -1 with err. */
+int pyc_py_init(const pyc_py_config_t *cfg, const pyc_py_host_t *host, pyc_error_t *err);
+
+/* Takes and releases the GIL on the main thread. */
+void pyc_py_enter(void);
+void pyc_py_leave(void);
+
+/* The version of the embedded interpreter, "3.11.2".  Valid after pyc_py_init, from any thread. */
+const char *pyc_py_version(void);
+
+typedef struct pyc_py_exec_opts {
+    bool silent;
+    bool store_history;
+    bool allow_stdin;
+    int execution_count;         /* shown in execute_result */
+    json_t *user_expressions;    /* borrowed; may be NULL */
+} pyc_py_exec_opts_t;
+
+typedef struct pyc_py_exec_result {
+    bool ok;
+    json_t *error;               /* new reference when !ok: {"ename", "evalue", "traceback"} */
+    json_t *user_expressions;    /* new reference: an object (empty when none were asked) */
+} pyc_py_exec_result_t;
+
+/* Runs a cell in __main__.  The last expression statement goes through sys.displayhook (which publishes
+ * execute_result unless silent).  Exceptions, KeyboardInterrupt and SystemExit end the cell, never the
+ * kernel.  SIGINT raises KeyboardInterrupt only while this runs. */
+void pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_result_t *res);
+
+/* Answers is_complete: returns a new object {"status": "complete"|"incomplete"|"invalid"|"unknown",
+ * "indent": "..." (incomplete only)}. */
+json_t *pyc_py_is_complete(const char *code);
+
+/* True when SIGINT arrived while the current cell runs.  Safe without the GIL, from the main thread. */
+bool pyc_py_interrupt_pending(void);
+
+/* Runs atexit handlers and finalizes the interpreter.  Must hold the GIL (pyc_py_enter). */
+void pyc_py_finalize(void);
+
+#endif

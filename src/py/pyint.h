@@ -1,0 +1,53 @@
+/*
+ * pyint.h -- what the files of src/py share among themselves.  Includes Python.h; never include it
+ * outside src/py.
+ */
+#ifndef PYC_PYINT_H
+#define PYC_PYINT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <signal.h>
+
+#include "py.h"
+
+/* The kernel's callbacks, copied at init. */
+extern pyc_py_host_t pyc_py_host;
+
+/* State of the cell being run, read by the displayhook and input(). */
+typedef struct pyc_py_cell {
+    int running;                 /* a cell is executing */
+    int silent;
+    int allow_stdin;
+    int execution_count;
+} pyc_py_cell_t;
+extern pyc_py_cell_t pyc_py_cell;
+
+/* Set by the SIGINT handler while a cell runs. */
+extern volatile sig_atomic_t pyc_py_interrupted;
+extern volatile sig_atomic_t pyc_py_executing;
+
+/* The _pyc builtin module (streams, displayhook, display, input); registered before init. */
+PyObject *pyc_py_module_init(void);
+
+/* Creates a stream object writing to stdout (0) or stderr (1). */
+PyObject *pyc_py_stream_new(int which);
+int pyc_py_stream_ready(PyObject *module);
+
+/* Converts a Python value to JSON (dict with str keys, list, tuple, str, int, float, bool, None; anything
+ * else by str()).  Returns a new reference, or NULL with a Python error set. */
+json_t *pyc_py_to_json(PyObject *obj);
+
+/* The MIME bundle of obj: data with at least text/plain, and metadata.  Both new references.  Returns 0, or
+ * -1 with a Python error set. */
+int pyc_py_format(PyObject *obj, json_t **data, json_t **metadata);
+
+/* Formats the current Python exception as {"ename", "evalue", "traceback"} and clears it.  Frames before
+ * the first frame of a cell are dropped from the traceback. */
+json_t *pyc_py_error_content(void);
+
+/* Methods of the _pyc module defined in display.c and exec.c. */
+extern PyMethodDef pyc_py_display_methods[];
+extern PyMethodDef pyc_py_input_methods[];
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * server.h -- the five ZeroMQ channels and the threads that own them.
+ *
+ * Threads (DESIGN.md section 2):
+ *   main      owns shell and stdin; asks pyc_server_next for the next request, with the GIL released.
+ *   control   owns control; hands each request to a callback that answers what needs no Python
+ *             (kernel_info, interrupt, shutdown) and forwards the rest to the main thread.
+ *   iopub     owns iopub; sends what any thread queued, in queue order.
+ *   heartbeat echoes on a ROUTER socket through zmq_proxy.
+ * Threads inherit the signal mask of the thread that creates them: create the server with SIGINT and
+ * SIGTERM blocked, so that signals reach only the main thread.  Only this module and fork touch ZeroMQ.
+ *
+ * Frames that cannot be decoded (layout, signature, replay, JSON, header) are dropped with one log line.
+ */
+#ifndef PYC_SERVER_H
+#define PYC_SERVER_H
+
+#include <stdbool.h>
+
+#include "connfile.h"
+#include "io.h"
+
+/* The largest JSON dict frame accepted, and the largest total of buffers.  Larger messages are dropped
+ * with a log line. */
+#define PYC_SERVER_MAX_DICT ((size_t)256 << 20)
+#define PYC_SERVER_MAX_BUFFERS ((size_t)4 << 30)
+
+typedef struct pyc_server pyc_server_t;
+
+/* Called in the control thread for each decoded control request.  Returns true when the request was fully
+ * handled (the callback destroyed it or kept it), false to have it queued for the main thread. */
+typedef bool (*pyc_control_fn)(void *ctx, pyc_msg_t *msg);
+
+/* Creates the context and binds the five sockets.  Ports given as 0 are chosen by the system and written
+ * back into cf.  auth is borrowed and must outlive the server. */
+pyc_server_t *pyc_server_new(pyc_connfile_t *cf, pyc_auth_t *auth, pyc_error_t *err);
+
+/* Starts the control, iopub and heartbeat threads. */
+int pyc_server_start(pyc_server_t *srv, pyc_control_fn on_control, void *ctx, pyc_error_t *err);
+
+/* The io interface for kernel.c. */
+pyc_io_t *pyc_server_io(pyc_server_t *srv);
+
+/* Main thread: returns the next request (control requests forwarded by the control thread come before
+ * shell requests), with *chan set to PYC_CHAN_SHELL or PYC_CHAN_CONTROL.  Returns NULL when timeout_ms
+ * (-1: no limit) passes or pyc_server_wake is called. */
+pyc_msg_t *pyc_server_next(pyc_server_t *srv, int timeout_ms, int *chan);
+
+/* Any thread: makes a waiting pyc_server_next return NULL. */
+void pyc_server_wake(pyc_server_t *srv);
+
+/* Sends everything queued for iopub and control, stops the threads, and closes the sockets, giving queued
+ * messages up to one second to leave.  Sets *srv_p to NULL.  NULL-safe. */
+void pyc_server_destroy(pyc_server_t **srv_p);
+
+#endif
