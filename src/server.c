@@ -52,13 +52,15 @@ struct pyc_server {
     void *sock[PYC_CHAN_COUNT];
     pyc_auth_t *auth;
     pyc_io_t io;
-    queue_t iopub_q, control_q, inbox_q;
+    pthread_mutex_t iopub_lock;  /* whoever holds it may send on iopub */
+    queue_t control_q, inbox_q;
     pyc_control_fn on_control;
     void *control_ctx;
     void *hb_ctl[2];             /* inproc PAIR: [0] kept by the main thread, [1] steers the proxy */
-    pthread_t th_iopub, th_control, th_hb;
+    pthread_t th_control, th_hb;
     bool started;
     volatile int stop;
+    int stop_iopub;              /* set under iopub_lock once the socket is closed */
 };
 
 /* ---- queues ---------------------------------------------------------------------------------------- */
@@ -224,9 +226,15 @@ io_send(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n)
     if (it == NULL)
         return -1;
     switch (chan) {
-    case PYC_CHAN_IOPUB:
-        queue_push(&srv->iopub_q, it);
-        return 0;
+    case PYC_CHAN_IOPUB: {
+        /* Sent at once by the calling thread: a PUB socket without a high-water mark never blocks, and
+         * the lock both orders the messages and hands the socket from thread to thread safely. */
+        pthread_mutex_lock(&srv->iopub_lock);
+        int rc = srv->stop_iopub ? -1 : send_item(srv->sock[PYC_CHAN_IOPUB], it);
+        pthread_mutex_unlock(&srv->iopub_lock);
+        qitem_free(it);
+        return rc;
+    }
     case PYC_CHAN_CONTROL:
         queue_push(&srv->control_q, it);
         return 0;
@@ -369,26 +377,6 @@ io_recv_stdin(pyc_io_t *io, int timeout_ms)
 /* ---- threads --------------------------------------------------------------------------------------- */
 
 static void *
-iopub_main(void *arg)
-{
-    pyc_server_t *srv = arg;
-    for (;;) {
-        struct pollfd pfd = {.fd = srv->iopub_q.efd, .events = POLLIN};
-        int stopping = srv->stop;
-        if (!stopping && poll(&pfd, 1, -1) < 0 && errno != EINTR)
-            break;
-        for (qitem_t *it = queue_take_all(&srv->iopub_q), *next; it != NULL; it = next) {
-            next = it->next;
-            send_item(srv->sock[PYC_CHAN_IOPUB], it);
-            qitem_free(it);
-        }
-        if (stopping)
-            break;
-    }
-    return NULL;
-}
-
-static void *
 control_main(void *arg)
 {
     pyc_server_t *srv = arg;
@@ -489,8 +477,9 @@ pyc_server_new(pyc_connfile_t *cf, pyc_auth_t *auth, pyc_error_t *err)
     srv->io.send = io_send;
     srv->io.next_pending = io_next_pending;
     srv->io.recv_stdin = io_recv_stdin;
-    srv->iopub_q.efd = srv->control_q.efd = srv->inbox_q.efd = -1;
-    if (queue_init(&srv->iopub_q) < 0 || queue_init(&srv->control_q) < 0 || queue_init(&srv->inbox_q) < 0) {
+    pthread_mutex_init(&srv->iopub_lock, NULL);
+    srv->control_q.efd = srv->inbox_q.efd = -1;
+    if (queue_init(&srv->control_q) < 0 || queue_init(&srv->inbox_q) < 0) {
         pyc_error_set(err, "eventfd: %s", strerror(errno));
         goto fail;
     }
@@ -523,19 +512,11 @@ pyc_server_start(pyc_server_t *srv, pyc_control_fn on_control, void *ctx, pyc_er
 {
     srv->on_control = on_control;
     srv->control_ctx = ctx;
-    if (pthread_create(&srv->th_iopub, NULL, iopub_main, srv) != 0)
-        return pyc_error_set(err, "cannot start the iopub thread");
-    if (pthread_create(&srv->th_control, NULL, control_main, srv) != 0) {
-        srv->stop = 1;
-        queue_signal(&srv->iopub_q);
-        pthread_join(srv->th_iopub, NULL);
+    if (pthread_create(&srv->th_control, NULL, control_main, srv) != 0)
         return pyc_error_set(err, "cannot start the control thread");
-    }
     if (pthread_create(&srv->th_hb, NULL, hb_main, srv) != 0) {
         srv->stop = 1;
-        queue_signal(&srv->iopub_q);
         queue_signal(&srv->control_q);
-        pthread_join(srv->th_iopub, NULL);
         pthread_join(srv->th_control, NULL);
         return pyc_error_set(err, "cannot start the heartbeat thread");
     }
@@ -607,26 +588,27 @@ pyc_server_destroy(pyc_server_t **srv_p)
         srv->stop = 1;
         queue_signal(&srv->control_q);
         pthread_join(srv->th_control, NULL);
-        queue_signal(&srv->iopub_q);
-        pthread_join(srv->th_iopub, NULL);
     }
     if (srv->started) {
         zmq_send(srv->hb_ctl[0], "TERMINATE", 9, 0);
         pthread_join(srv->th_hb, NULL);
     }
+    pthread_mutex_lock(&srv->iopub_lock);
+    srv->stop_iopub = 1;         /* a Python thread still printing now finds the socket gone */
     for (int c = 0; c < PYC_CHAN_COUNT; c++) {
         if (srv->sock[c] != NULL)
             zmq_close(srv->sock[c]);
     }
+    pthread_mutex_unlock(&srv->iopub_lock);
     for (int i = 0; i < 2; i++) {
         if (srv->hb_ctl[i] != NULL)
             zmq_close(srv->hb_ctl[i]);
     }
     if (srv->zctx != NULL)
         zmq_ctx_term(srv->zctx);
-    queue_clear(&srv->iopub_q);
     queue_clear(&srv->control_q);
     queue_clear(&srv->inbox_q);
+    pthread_mutex_destroy(&srv->iopub_lock);
     free(srv);
     *srv_p = NULL;
 }
