@@ -64,7 +64,7 @@ run_kernel(const char *connection_file, const char *argv0)
     int rc = 1;
 
     if (pyc_connfile_load(connection_file, &cf, &err) < 0) {
-        pyc_log("%s", err.text);
+        pyc_log("%s: %s", connection_file, err.text);
         return 2;
     }
     auth = pyc_auth_new(cf.signature_scheme, cf.key, cf.keylen, 0, &err);
