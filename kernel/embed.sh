@@ -2,8 +2,10 @@
 # embed.sh -- turns files into a C source that holds their bytes, so pyc-kernel carries its own kernelspec
 # logos and `pyc-kernel install` works from any build tree or installed binary.
 #
-#     sh kernel/embed.sh SRCDIR FILE... > kernel/logos.c
+#     sh kernel/embed.sh [--symbol NAME] [--base DIR] SRCDIR FILE... > kernel/logos.c
 #
+# --symbol names the table (default pyc_embedded_files); --base DIR makes each name the file's path relative
+# to DIR (for the Python package: "pyc/__init__.py") instead of its basename.
 # Each FILE is a path relative to SRCDIR (for example kernelspec/pyc/logo-32x32.png). The output defines
 # `pyc_embedded_files[]` (declared in kernel/install.h): one {basename, bytes, size} entry per FILE in the
 # order given, ended by {NULL, NULL, 0}. The bytes are static arrays data0, data1, ... written as hex by
@@ -15,8 +17,17 @@
 
 set -eu
 
+symbol=pyc_embedded_files
+base=
+while [ $# -gt 0 ]; do
+    case $1 in
+        --symbol) symbol=$2; shift 2 ;;
+        --base) base=$2; shift 2 ;;
+        *) break ;;
+    esac
+done
 if [ $# -lt 1 ]; then
-    echo "usage: sh embed.sh SRCDIR FILE..." >&2
+    echo "usage: sh embed.sh [--symbol NAME] [--base DIR] SRCDIR FILE..." >&2
     exit 2
 fi
 srcdir=$1
@@ -33,14 +44,18 @@ table=
 n=0
 for f in "$@"; do
     path=$srcdir/$f
-    name=$(basename "$f")
+    if [ -n "$base" ]; then
+        name=${f#"$base"/}
+    else
+        name=$(basename "$f")
+    fi
     if [ ! -f "$path" ] || [ ! -r "$path" ]; then
         echo "embed.sh: cannot read $path" >&2
         exit 1
     fi
     case $name in
-        *[!A-Za-z0-9._-]*)
-            echo "embed.sh: $name: only letters, digits, '.', '_' and '-' are allowed in names" >&2
+        *[!A-Za-z0-9._/-]*)
+            echo "embed.sh: $name: only letters, digits, '.', '_', '-' and '/' are allowed in names" >&2
             exit 1
             ;;
     esac
@@ -61,7 +76,7 @@ for f in "$@"; do
 done
 
 echo ""
-echo "const pyc_embedded_file_t pyc_embedded_files[] = {"
+echo "const pyc_embedded_file_t $symbol[] = {"
 printf '%s' "$table"
 echo "    {NULL, NULL, 0},"
 echo "};"

@@ -103,6 +103,7 @@ run_kernel(const char *connection_file, const char *argv0)
     pyc_py_config_t pc = {
         .program_name = argv0,
         .python_exe = exe != NULL && exe[0] != '\0' ? exe : PYC_PYTHON_EXE,
+        .python_files = pyc_python_files,
     };
     if (pyc_py_init(&pc, &host, &err) < 0) {
         pyc_log("%s", err.text);

@@ -361,9 +361,11 @@ on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         pyc_streams_set_discard(k->streams, false);
 
     json_t *content;
+    if (res.payload == NULL)
+        res.payload = json_array();
     if (res.ok) {
-        content = json_pack("{s:s, s:i, s:O, s:[]}", "status", "ok", "execution_count", count,
-                            "user_expressions", res.user_expressions, "payload");
+        content = json_pack("{s:s, s:i, s:O, s:O}", "status", "ok", "execution_count", count,
+                            "user_expressions", res.user_expressions, "payload", res.payload);
     } else {
         if (!silent)
             publish_to(k, msg, "error", json_deep_copy(res.error));
@@ -371,11 +373,12 @@ on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         json_object_set_new(content, "status", json_string("error"));
         json_object_set_new(content, "execution_count", json_integer(count));
         json_object_set(content, "user_expressions", res.user_expressions);
-        json_object_set_new(content, "payload", json_array());
+        json_object_set(content, "payload", res.payload);
     }
     reply(k, chan, msg, "execute_reply", reply_metadata(res.ok ? "ok" : "error"), content);
     json_decref(res.error);
     json_decref(res.user_expressions);
+    json_decref(res.payload);
     if (!res.ok && stop_on_error)
         k->aborting = true;
 }
@@ -400,6 +403,66 @@ on_is_complete(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         pyc_py_leave();
     }
     reply(k, chan, msg, "is_complete_reply", NULL, content);
+}
+
+/* Reads code and cursor_pos (default: the end of the code, counted in code points) of a request. */
+static const char *
+code_and_cursor(const pyc_msg_t *msg, long *cursor_pos)
+{
+    json_t *code = json_object_get(msg->content, "code");
+    json_t *pos = json_object_get(msg->content, "cursor_pos");
+    if (!json_is_string(code))
+        return NULL;
+    const char *c = json_string_value(code);
+    if (json_is_integer(pos)) {
+        *cursor_pos = (long)json_integer_value(pos);
+    } else {
+        long n = 0;
+        for (const unsigned char *p = (const unsigned char *)c; *p != '\0'; p++)
+            n += (*p & 0xC0) != 0x80;
+        *cursor_pos = n;
+    }
+    return c;
+}
+
+static json_t *
+bad_request(const char *what)
+{
+    return json_pack("{s:s, s:s, s:s, s:[]}", "status", "error", "ename", "BadRequest", "evalue", what,
+                     "traceback");
+}
+
+static void
+on_complete(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    long pos;
+    const char *code = code_and_cursor(msg, &pos);
+    json_t *content;
+    if (code == NULL) {
+        content = bad_request("complete_request content lacks a string 'code'");
+    } else {
+        pyc_py_enter();
+        content = pyc_py_complete(code, pos);
+        pyc_py_leave();
+    }
+    reply(k, chan, msg, "complete_reply", NULL, content);
+}
+
+static void
+on_inspect(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    long pos;
+    const char *code = code_and_cursor(msg, &pos);
+    json_t *detail = json_object_get(msg->content, "detail_level");
+    json_t *content;
+    if (code == NULL) {
+        content = bad_request("inspect_request content lacks a string 'code'");
+    } else {
+        pyc_py_enter();
+        content = pyc_py_inspect(code, pos, json_is_integer(detail) ? (int)json_integer_value(detail) : 0);
+        pyc_py_leave();
+    }
+    reply(k, chan, msg, "inspect_reply", NULL, content);
 }
 
 static void
@@ -456,6 +519,8 @@ static const struct {
     {"execute_request", on_execute, false},
     {"kernel_info_request", on_kernel_info, true},
     {"is_complete_request", on_is_complete, false},
+    {"complete_request", on_complete, false},
+    {"inspect_request", on_inspect, false},
     {"comm_info_request", on_comm_info, false},
     {"connect_request", on_connect, false},
     {"shutdown_request", on_shutdown, true},

@@ -11,6 +11,8 @@
 
 #include <string.h>
 
+#include "msg.h"
+
 json_t *
 pyc_py_to_json(PyObject *obj)
 {
@@ -270,50 +272,136 @@ displayhook(PyObject *self, PyObject *obj)
     Py_RETURN_NONE;
 }
 
-/* display(*objs, metadata=None, transient=None, display_id=None, raw=False): publishes display_data. */
+/* Builds the content of a display_data or update_display_data for obj. */
+static json_t *
+display_content(PyObject *obj, PyObject *metadata, PyObject *transient, PyObject *display_id, int raw)
+{
+    json_t *data, *md;
+    if (raw && PyDict_Check(obj)) {
+        data = pyc_py_to_json(obj);
+        md = json_object();
+        if (data == NULL) {
+            json_decref(md);
+            return NULL;
+        }
+    } else if (pyc_py_format(obj, &data, &md) < 0) {
+        return NULL;
+    }
+    if (metadata != NULL && metadata != Py_None) {
+        json_t *m = pyc_py_to_json(metadata);
+        if (m == NULL)
+            PyErr_Clear();
+        else if (json_is_object(m))
+            json_object_update(md, m);
+        json_decref(m);
+    }
+    json_t *tr = transient != NULL && transient != Py_None ? pyc_py_to_json(transient) : json_object();
+    if (!json_is_object(tr)) {
+        PyErr_Clear();
+        json_decref(tr);
+        tr = json_object();
+    }
+    if (display_id != NULL && display_id != Py_None) {
+        json_t *id = pyc_py_to_json(display_id);
+        if (id != NULL)
+            json_object_set_new(tr, "display_id", id);
+        else
+            PyErr_Clear();
+    }
+    return json_pack("{s:o, s:o, s:o}", "data", data, "metadata", md, "transient", tr);
+}
+
+static PyObject *
+kwarg(PyObject *kwargs, const char *name)
+{
+    return kwargs != NULL ? PyDict_GetItemString(kwargs, name) : NULL;
+}
+
+/* Returns pyc.DisplayHandle(display_id), or the id itself when the package cannot be imported. */
+static PyObject *
+display_handle(PyObject *display_id)
+{
+    PyObject *mod = PyImport_ImportModule("pyc");
+    PyObject *cls = mod != NULL ? PyObject_GetAttrString(mod, "DisplayHandle") : NULL;
+    Py_XDECREF(mod);
+    if (cls == NULL) {
+        PyErr_Clear();
+        Py_INCREF(display_id);
+        return display_id;
+    }
+    PyObject *h = PyObject_CallFunctionObjArgs(cls, display_id, NULL);
+    Py_DECREF(cls);
+    return h;
+}
+
+/* display(*objs, metadata=None, transient=None, display_id=None, raw=False): publishes display_data for
+ * each object.  display_id=True asks for a new id; with an id, returns a handle whose update() publishes
+ * update_display_data. */
 static PyObject *
 display(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
-    PyObject *metadata = NULL, *transient = NULL, *display_id = NULL, *raw = NULL;
-    if (kwargs != NULL) {
-        metadata = PyDict_GetItemString(kwargs, "metadata");
-        transient = PyDict_GetItemString(kwargs, "transient");
-        display_id = PyDict_GetItemString(kwargs, "display_id");
-        raw = PyDict_GetItemString(kwargs, "raw");
+    PyObject *display_id = kwarg(kwargs, "display_id"), *raw = kwarg(kwargs, "raw");
+    PyObject *new_id = NULL, *result = NULL;
+    int is_raw = raw != NULL && PyObject_IsTrue(raw) == 1;
+    if (display_id == Py_True) {
+        char id[PYC_MSG_ID_LEN + 1];
+        pyc_msg_new_id(id);
+        new_id = PyUnicode_FromString(id);
+        if (new_id == NULL)
+            return NULL;
+        display_id = new_id;
+    }
+    if (!(pyc_py_cell.silent && pyc_py_cell.running)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
+            json_t *content = display_content(PyTuple_GET_ITEM(args, i), kwarg(kwargs, "metadata"),
+                                              kwarg(kwargs, "transient"), display_id, is_raw);
+            if (content == NULL)
+                goto out;
+            pyc_py_host.publish(pyc_py_host.ctx, "display_data", content);
+        }
+    }
+    if (display_id != NULL && display_id != Py_None)
+        result = display_handle(display_id);
+    else
+        result = Py_NewRef(Py_None);
+out:
+    Py_XDECREF(new_id);
+    return result;
+}
+
+/* update_display(obj, display_id=..., metadata=None, transient=None, raw=False): publishes
+ * update_display_data, which replaces every output shown with that display_id. */
+static PyObject *
+update_display(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    PyObject *display_id = kwarg(kwargs, "display_id"), *raw = kwarg(kwargs, "raw");
+    if (PyTuple_GET_SIZE(args) != 1 || display_id == NULL || display_id == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "update_display(obj, display_id=ID) takes one object and a display_id");
+        return NULL;
     }
     if (pyc_py_cell.silent && pyc_py_cell.running)
         Py_RETURN_NONE;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
-        PyObject *obj = PyTuple_GET_ITEM(args, i);
-        json_t *data, *md;
-        if (raw != NULL && PyObject_IsTrue(raw) && PyDict_Check(obj)) {
-            data = pyc_py_to_json(obj);
-            md = json_object();
-            if (data == NULL)
-                return NULL;
-        } else if (pyc_py_format(obj, &data, &md) < 0) {
-            return NULL;
-        }
-        if (metadata != NULL && metadata != Py_None) {
-            json_t *m = pyc_py_to_json(metadata);
-            if (m != NULL)
-                json_object_update(md, m);
-            json_decref(m);
-        }
-        json_t *tr = transient != NULL && transient != Py_None ? pyc_py_to_json(transient) : json_object();
-        if (tr == NULL)
-            tr = json_object();
-        if (display_id != NULL && display_id != Py_None) {
-            json_t *id = pyc_py_to_json(display_id);
-            if (id != NULL)
-                json_object_set_new(tr, "display_id", id);
-        }
-        json_t *content = json_pack("{s:o, s:o, s:o}", "data", data, "metadata", md, "transient", tr);
-        pyc_py_host.publish(pyc_py_host.ctx, "display_data", content);
-    }
-    if (PyErr_Occurred())
+    json_t *content = display_content(PyTuple_GET_ITEM(args, 0), kwarg(kwargs, "metadata"),
+                                      kwarg(kwargs, "transient"), display_id,
+                                      raw != NULL && PyObject_IsTrue(raw) == 1);
+    if (content == NULL)
         return NULL;
+    pyc_py_host.publish(pyc_py_host.ctx, "update_display_data", content);
+    Py_RETURN_NONE;
+}
+
+/* clear_output(wait=False): clears the cell's output now, or when the next output arrives (wait=True). */
+static PyObject *
+clear_output(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    static char *kwlist[] = {"wait", NULL};
+    int wait = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:clear_output", kwlist, &wait))
+        return NULL;
+    pyc_py_host.publish(pyc_py_host.ctx, "clear_output", json_pack("{s:b}", "wait", wait));
     Py_RETURN_NONE;
 }
 
@@ -321,5 +409,9 @@ PyMethodDef pyc_py_display_methods[] = {
     {"displayhook", (PyCFunction)displayhook, METH_O, "Publish the value of a cell's last expression."},
     {"display", (PyCFunction)(void (*)(void))display, METH_VARARGS | METH_KEYWORDS,
      "display(*objs, metadata=None, transient=None, display_id=None, raw=False): publish rich output."},
+    {"update_display", (PyCFunction)(void (*)(void))update_display, METH_VARARGS | METH_KEYWORDS,
+     "update_display(obj, display_id=ID, metadata=None, raw=False): replace an earlier display."},
+    {"clear_output", (PyCFunction)(void (*)(void))clear_output, METH_VARARGS | METH_KEYWORDS,
+     "clear_output(wait=False): clear the output of the cell."},
     {NULL, NULL, 0, NULL},
 };

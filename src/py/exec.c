@@ -15,6 +15,7 @@
 #include <string.h>
 
 static unsigned long cell_serial;
+json_t *pyc_py_payload;          /* payloads of the running cell (add_payload), or NULL */
 static PyObject *event_loop;     /* asyncio loop for top-level await, made on first use */
 static PyObject *support;        /* dict of the Python helpers below, made on first use */
 
@@ -252,6 +253,8 @@ ends_with_semicolon(const char *code)
     return memchr(code + start, '#', n - start) == NULL;
 }
 
+/* Runs a cell.  Returns 0, -1 when it raised (Python error set), or -2 when it did not parse (a SyntaxError
+ * is set and no code ran). */
 static int
 run_cell(const char *code, PyObject *globals)
 {
@@ -266,8 +269,10 @@ run_cell(const char *code, PyObject *globals)
     PyObject *mod = Py_CompileStringObject(code, filename, Py_file_input, &flags, -1);
     PyObject *body = NULL, *last = NULL, *interactive = NULL;
     int rc = -1;
-    if (mod == NULL)
+    if (mod == NULL) {
+        rc = -2;                 /* nothing ran: the caller may try the IPython-style transforms */
         goto out;
+    }
     body = PyObject_GetAttrString(mod, "body");
     if (body == NULL || !PyList_Check(body))
         goto out;
@@ -312,6 +317,107 @@ out:
     Py_XDECREF(mod);
     Py_DECREF(filename);
     return rc;
+}
+
+/* Calls pyc.<module>.<func>(*args) from the embedded package; returns a new reference or NULL with a
+ * Python error set. */
+static PyObject *
+call_support(const char *module, const char *func, PyObject *args)
+{
+    PyObject *mod = PyImport_ImportModule(module);
+    if (mod == NULL)
+        return NULL;
+    PyObject *fn = PyObject_GetAttrString(mod, func);
+    Py_DECREF(mod);
+    if (fn == NULL)
+        return NULL;
+    PyObject *r = PyObject_CallObject(fn, args);
+    Py_DECREF(fn);
+    return r;
+}
+
+/* The cell did not parse: tries pyc._transform.transform_cell (the IPython-style lines !cmd, %magic,
+ * obj?).  When it changes nothing, or fails, the original SyntaxError stands. */
+static int
+run_transformed(const char *code, PyObject *globals)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *args = Py_BuildValue("(s)", code);
+    PyObject *t = args != NULL ? call_support("pyc._transform", "transform_cell", args) : NULL;
+    Py_XDECREF(args);
+    const char *tcode = t != NULL && PyUnicode_Check(t) ? PyUnicode_AsUTF8(t) : NULL;
+    if (tcode == NULL || strcmp(tcode, code) == 0) {
+        Py_XDECREF(t);
+        PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        return -2;
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    int rc = run_cell(tcode, globals);
+    Py_DECREF(t);
+    return rc;
+}
+
+/* After every cell: the finder's after_cell (matplotlib figures, MPLBACKEND), only once matplotlib is
+ * loaded.  Its failure is reported on stderr and does not change the cell's outcome. */
+static void
+after_cell(void)
+{
+    PyObject *type, *value, *tb;
+    PyObject *modules = PyImport_GetModuleDict();
+    if (pyc_py_finder == NULL || PyDict_GetItemString(modules, "matplotlib") == NULL)
+        return;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *r = PyObject_CallMethod(pyc_py_finder, "after_cell", NULL);
+    if (r == NULL) {
+        json_t *e = pyc_py_error_content();
+        char line[512];
+        int n = snprintf(line, sizeof line, "pyc: showing figures failed: %s: %s\n",
+                         json_string_value(json_object_get(e, "ename")),
+                         json_string_value(json_object_get(e, "evalue")));
+        pyc_py_host.stream_write(pyc_py_host.ctx, 1, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : 0);
+        json_decref(e);
+    }
+    Py_XDECREF(r);
+    PyErr_Restore(type, value, tb);
+}
+
+/* Turns a support function's dict result into a reply content; failures become error replies. */
+static json_t *
+support_reply(PyObject *r)
+{
+    json_t *out = r != NULL && PyDict_Check(r) ? pyc_py_to_json(r) : NULL;
+    Py_XDECREF(r);
+    if (out == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "support function did not return a dict");
+        out = pyc_py_error_content();
+        json_object_set_new(out, "status", json_string("error"));
+    }
+    return out;
+}
+
+json_t *
+pyc_py_complete(const char *code, long cursor_pos)
+{
+    PyObject *main = PyImport_AddModule("__main__");
+    PyObject *args = Py_BuildValue("(slO)", code, cursor_pos, PyModule_GetDict(main));
+    PyObject *r = args != NULL ? call_support("pyc._complete", "complete", args) : NULL;
+    Py_XDECREF(args);
+    return support_reply(r);
+}
+
+json_t *
+pyc_py_inspect(const char *code, long cursor_pos, int detail_level)
+{
+    PyObject *main = PyImport_AddModule("__main__");
+    PyObject *args = Py_BuildValue("(sliO)", code, cursor_pos, detail_level, PyModule_GetDict(main));
+    PyObject *r = args != NULL ? call_support("pyc._inspect", "inspect", args) : NULL;
+    Py_XDECREF(args);
+    return support_reply(r);
 }
 
 static json_t *
@@ -367,7 +473,12 @@ pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_res
     };
     pyc_py_interrupted = 0;
     pyc_py_executing = 1;
+    json_decref(pyc_py_payload);
+    pyc_py_payload = json_array();
     int rc = globals != NULL ? run_cell(code, globals) : -1;
+    if (rc == -2 && strpbrk(code, "!%?") != NULL)
+        rc = run_transformed(code, globals);
+    after_cell();
     if (rc < 0) {
         res->ok = false;
         if (!PyErr_Occurred())
@@ -379,7 +490,8 @@ pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_res
     else
         res->user_expressions = json_object();
     discard_late_interrupt();
-    pyc_py_host.stream_flush(pyc_py_host.ctx);
+    res->payload = pyc_py_payload;
+    pyc_py_payload = NULL;
     pyc_py_cell.running = 0;
 }
 
@@ -485,7 +597,28 @@ py_getpass(PyObject *self, PyObject *args, PyObject *kwargs)
     return read_line(prompt, true);
 }
 
+/* _pyc.add_payload(dict): adds a payload (e.g. a page of help) to the running cell's execute_reply. */
+static PyObject *
+py_add_payload(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    if (!PyDict_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "add_payload() takes a dict");
+        return NULL;
+    }
+    if (pyc_py_payload == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "add_payload() outside a cell");
+        return NULL;
+    }
+    json_t *j = pyc_py_to_json(arg);
+    if (j == NULL)
+        return NULL;
+    json_array_append_new(pyc_py_payload, j);
+    Py_RETURN_NONE;
+}
+
 PyMethodDef pyc_py_input_methods[] = {
+    {"add_payload", (PyCFunction)py_add_payload, METH_O, "Add a payload to the current execute_reply."},
     {"input", (PyCFunction)py_input, METH_VARARGS, "input(prompt='') -> str, asked of the frontend."},
     {"getpass", (PyCFunction)(void (*)(void))py_getpass, METH_VARARGS | METH_KEYWORDS,
      "getpass(prompt='Password: ') -> str, asked of the frontend without echo."},

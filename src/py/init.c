@@ -21,6 +21,90 @@ volatile sig_atomic_t pyc_py_executing;
 
 static PyThreadState *main_ts;
 static char version[32];
+PyObject *pyc_py_finder;         /* the finder object below, kept for the after-cell hook */
+
+/* The finder that serves the `pyc` package from the files compiled into the program.  It also selects pyc's
+ * matplotlib backend: when matplotlib is first imported and the user chose no backend (MPLBACKEND unset), it
+ * sets MPLBACKEND for that import only; after_cell removes it again once matplotlib is loaded, so that child
+ * processes, which cannot import pyc, never see it.  after_cell also shows the figures a cell left open. */
+static const char finder_src[] =
+    "import sys as _sys, os as _os\n"
+    "class PycFinder:\n"
+    "    \"\"\"Serves the modules of the pyc package compiled into the kernel.\"\"\"\n"
+    "    def __init__(self, files):\n"
+    "        self.files = files\n"
+    "        self.mpl_env = False\n"
+    "    def _locate(self, fullname):\n"
+    "        rel = fullname.replace('.', '/')\n"
+    "        if rel + '/__init__.py' in self.files:\n"
+    "            return rel + '/__init__.py', True\n"
+    "        if rel + '.py' in self.files:\n"
+    "            return rel + '.py', False\n"
+    "        return None, False\n"
+    "    def find_spec(self, fullname, path=None, target=None):\n"
+    "        if fullname == 'matplotlib' and self.mpl_env is False and 'MPLBACKEND' not in _os.environ:\n"
+    "            _os.environ['MPLBACKEND'] = 'module://pyc.mpl_backend'\n"
+    "            self.mpl_env = True\n"
+    "        if not fullname.startswith('pyc'):\n"
+    "            return None\n"
+    "        fn, pkg = self._locate(fullname)\n"
+    "        if fn is None:\n"
+    "            return None\n"
+    "        return type(_sys.__spec__)(fullname, self, origin='<pyc>/' + fn, is_package=pkg)\n"
+    "    def create_module(self, spec):\n"
+    "        return None\n"
+    "    def exec_module(self, module):\n"
+    "        origin = module.__spec__.origin\n"
+    "        code = compile(bytes(self.files[origin[6:]]), origin, 'exec', dont_inherit=True)\n"
+    "        exec(code, module.__dict__)\n"
+    "    def get_source(self, fullname):\n"
+    "        fn = self._locate(fullname)[0]\n"
+    "        return None if fn is None else bytes(self.files[fn]).decode('utf-8')\n"
+    "    def is_package(self, fullname):\n"
+    "        return self._locate(fullname)[1]\n"
+    "    def after_cell(self):\n"
+    "        if self.mpl_env and 'matplotlib' in _sys.modules:\n"
+    "            if _os.environ.get('MPLBACKEND') == 'module://pyc.mpl_backend':\n"
+    "                del _os.environ['MPLBACKEND']\n"
+    "            self.mpl_env = None\n"
+    "        m = _sys.modules.get('pyc.mpl_backend')\n"
+    "        if m is not None and hasattr(m, 'flush_figures'):\n"
+    "            m.flush_figures()\n"
+    "finder = PycFinder(files)\n"
+    "_sys.meta_path.insert(0, finder)\n";
+
+/* Installs the finder for the embedded package.  The files stay in the program's read-only data: the
+ * finder sees them as memoryviews, copied only when a module is compiled. */
+static int
+install_finder(const pyc_embedded_file_t *files)
+{
+    PyObject *d = PyDict_New(), *g = PyDict_New();
+    int rc = -1;
+    if (d == NULL || g == NULL)
+        goto out;
+    for (const pyc_embedded_file_t *f = files; f != NULL && f->name != NULL; f++) {
+        PyObject *mv = PyMemoryView_FromMemory((char *)f->data, (Py_ssize_t)f->size, PyBUF_READ);
+        if (mv == NULL || PyDict_SetItemString(d, f->name, mv) < 0) {
+            Py_XDECREF(mv);
+            goto out;
+        }
+        Py_DECREF(mv);
+    }
+    if (PyDict_SetItemString(g, "__builtins__", PyEval_GetBuiltins()) < 0 ||
+        PyDict_SetItemString(g, "files", d) < 0)
+        goto out;
+    PyObject *r = PyRun_String(finder_src, Py_file_input, g, g);
+    if (r == NULL)
+        goto out;
+    Py_DECREF(r);
+    pyc_py_finder = PyDict_GetItemString(g, "finder");
+    Py_XINCREF(pyc_py_finder);
+    rc = pyc_py_finder != NULL ? 0 : -1;
+out:
+    Py_XDECREF(d);
+    Py_XDECREF(g);
+    return rc;
+}
 
 static void
 on_sigint(int sig)
@@ -165,6 +249,10 @@ pyc_py_init(const pyc_py_config_t *cfg, const pyc_py_host_t *host, pyc_error_t *
 
     if (install_hooks(err) < 0)
         return -1;
+    if (install_finder(cfg->python_files) < 0) {
+        PyErr_Print();
+        return pyc_error_set(err, "could not install the importer of the embedded pyc package");
+    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

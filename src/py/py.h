@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "embedded.h"
 #include "error.h"
 
 /* What the interpreter needs from the kernel.  Callbacks run on whatever thread Python code runs on (user
@@ -33,6 +34,7 @@ typedef struct pyc_py_host {
 typedef struct pyc_py_config {
     const char *program_name;    /* argv[0], for sys.argv */
     const char *python_exe;      /* sys.executable */
+    const pyc_embedded_file_t *python_files; /* the `pyc` package, served to import; may be NULL */
 } pyc_py_config_t;
 
 /* Starts the interpreter, installs the kernel's sys.stdout/sys.stderr/displayhook/input, and releases the
@@ -56,6 +58,7 @@ typedef struct pyc_py_exec_opts {
 
 typedef struct pyc_py_exec_result {
     bool ok;
+    json_t *payload;             /* new reference: the execute_reply payload list (page, ...) */
     json_t *error;               /* new reference when !ok: {"ename", "evalue", "traceback"} */
     json_t *user_expressions;    /* new reference: an object (empty when none were asked) */
 } pyc_py_exec_result_t;
@@ -64,6 +67,11 @@ typedef struct pyc_py_exec_result {
  * execute_result unless silent).  Exceptions, KeyboardInterrupt and SystemExit end the cell, never the
  * kernel.  SIGINT raises KeyboardInterrupt only while this runs. */
 void pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_result_t *res);
+
+/* Answers complete_request and inspect_request: new reply contents (status ok, or error with ename and
+ * evalue when the support code fails).  cursor_pos counts Unicode code points. */
+json_t *pyc_py_complete(const char *code, long cursor_pos);
+json_t *pyc_py_inspect(const char *code, long cursor_pos, int detail_level);
 
 /* Answers is_complete: returns a new object {"status": "complete"|"incomplete"|"invalid"|"unknown",
  * "indent": "..." (incomplete only)}. */

@@ -27,6 +27,12 @@ extern pyc_py_cell_t pyc_py_cell;
 extern volatile sig_atomic_t pyc_py_interrupted;
 extern volatile sig_atomic_t pyc_py_executing;
 
+/* The finder of the embedded pyc package (init.c); its after_cell() runs after every cell. */
+extern PyObject *pyc_py_finder;
+
+/* The payload list of the running cell's execute_reply (exec.c). */
+extern json_t *pyc_py_payload;
+
 /* The _pyc builtin module (streams, displayhook, display, input); registered before init. */
 PyObject *pyc_py_module_init(void);
 

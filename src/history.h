@@ -1,0 +1,80 @@
+/*
+ * history.h -- the kernel's execution history, kept in SQLite so that it survives restarts.
+ *
+ * Each time the kernel starts it opens the history file and begins a new numbered session, as IPython does;
+ * every executed cell is recorded as (session, line = execution_count, source) and, when the cell had a
+ * result, its text/plain output.  The history answers Jupyter's history_request (messaging spec 5.3) with the
+ * semantics of ipykernel: "tail", "range" and "search".  The storage layout, the query semantics and the
+ * numbers behind them are described at the top of history.c.
+ *
+ * Thread-safety: none.  A pyc_history_t belongs to the kernel's main thread, which makes every call.  Two
+ * kernels (two processes) may share one file: SQLite's locking and a busy timeout arbitrate between them.
+ */
+#ifndef PYC_HISTORY_H
+#define PYC_HISTORY_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "error.h"
+
+typedef struct pyc_history pyc_history_t;
+
+/* Opens or creates the database at path (":memory:" allowed), creating parent directories (mode 0700),
+ * and starts a new session numbered one more than the highest in the file.  Returns NULL with err on failure
+ * (the kernel then runs without history and logs the reason).
+ *
+ * A new file is created with mode 0600, since it holds whatever code the user typed.  Trailing newlines of
+ * sources are stripped, as IPython strips them. */
+pyc_history_t *pyc_history_open(const char *path, pyc_error_t *err);
+
+/* NULL-safe; commits what is pending: it marks the session ended (end time and number of cells), closes the
+ * database and sets *self_p to NULL.  A failure to write the end mark is not reported: the history is
+ * intact without it, as it is after a crash. */
+void pyc_history_close(pyc_history_t **self_p);
+
+/* The number of the current session (1 for the first one in a file), or 0 when self is NULL. */
+int pyc_history_session(const pyc_history_t *self);
+
+/* Records cell `line` (the execution_count) of the current session; output may be NULL (the text/plain of
+ * the result, if any).  Cheap: must not cost a disk sync per cell.
+ *
+ * The write is committed before the call returns (it survives a crash of the kernel, not necessarily a
+ * power loss).  Returns 0, or -1 with err when the write fails, including when `line` is already recorded
+ * in this session (IPython refuses such duplicates too).  source and output must be NUL-terminated UTF-8. */
+int pyc_history_add(pyc_history_t *self, int line, const char *source, const char *output, pyc_error_t *err);
+
+/* Sets the output of an already-added line of the current session (result arrives after the source).
+ * Replaces an earlier output of that line; output NULL removes it.  Returns 0, or -1 with err when the line
+ * was never added or the write fails. */
+int pyc_history_set_output(pyc_history_t *self, int line, const char *output, pyc_error_t *err);
+
+/* Answers a history_request: `content` is the request content (jansson object); returns a new reply content
+ * object {"status": "ok", "history": [...]} or {"status": "error", "ename", "evalue", "traceback": []} for bad
+ * arguments.  Never NULL except out of memory.
+ *
+ * The caller keeps its reference to content.  Entries are [session, line, source] when "output" is false
+ * and [session, line, [source, output_or_null]] when it is true, in ascending (session, line) order; session
+ * numbers are absolute, also for the current session.  The fields are those of the spec:
+ *   hist_access_type  "tail", "range" or "search" (required);
+ *   raw, output       booleans, default true and false;
+ *   tail:   n         an integer >= 0 (required): the last n cells over all sessions, the current one's first;
+ *   range:  session   0 = current, negative = counted back from it (-1 the previous one), positive = absolute;
+ *           start, stop  lines start..stop-1; stop null, absent or 0 means to the end; negative values count
+ *                     back from the end of the session, like Python slices;
+ *   search: pattern   a glob (SQLite GLOB: *, ?, [...], case-sensitive) that must match the whole source;
+ *           n         the last n matches, null or absent for all;  unique  keep only the latest of equal sources.
+ * A database error gives an error reply too (ename "HistoryError").  When self is NULL (the kernel runs without
+ * history) the request is still checked, and a good one is answered with an empty history, as ipykernel does
+ * when its history is disabled. */
+json_t *pyc_history_request(pyc_history_t *self, json_t *content);
+
+/* The default path: $PYC_HISTORY_FILE if set, else <jupyter data dir>/pyc/history.sqlite where the data dir is
+ * $JUPYTER_DATA_DIR, else $XDG_DATA_HOME/jupyter, else $HOME/.local/share/jupyter.  Writes into out.
+ *
+ * Variables that are set but empty count as unset (as in jupyter_core); without HOME the home directory comes
+ * from the password database.  Returns 0, or -1 when no home directory is known or the path does not fit in
+ * cap bytes (out is then "" when cap > 0). */
+int pyc_history_default_path(char *out, size_t cap);
+
+#endif
