@@ -154,6 +154,20 @@ pyc_buf_add_json_string(pyc_buf_t *b, const char *s, size_t n)
         return -1;
     b->data[b->len++] = '"';
     while (i < n) {
+        /* Eight plain ASCII bytes at a time: none below 0x20, none '"' or '\\', none >= 0x80. */
+        while (i + 8 <= n) {
+            uint64_t v;
+            memcpy(&v, u + i, 8);
+            const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+            uint64_t ctl = (v - ones * 0x20) & ~v;
+            uint64_t quote = v ^ (ones * '"'), bslash = v ^ (ones * '\\');
+            uint64_t special = (ctl | ((quote - ones) & ~quote) | ((bslash - ones) & ~bslash) | v) & high;
+            if (special != 0)
+                break;
+            i += 8;
+        }
+        if (i >= n)
+            break;
         unsigned char c = u[i];
         if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
             i++;

@@ -269,7 +269,7 @@ static pyc_msg_t *
 recv_msg(pyc_server_t *srv, int chan)
 {
     void *sock = srv->sock[chan];
-    size_t cap = 16, n = 0, total_big = 0;
+    size_t cap = 8, n = 0, total_big = 0;  /* 8 frames cover a request with one identity */
     frameset_t *fs = malloc(sizeof *fs + cap * sizeof(zmq_msg_t));
     const char *why = NULL;
     int more = 1;
