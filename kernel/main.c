@@ -127,7 +127,11 @@ run_kernel(const char *connection_file, const char *argv0)
     bool restart = false;
     while (!pyc_kernel_quitting(k, &restart)) {
         int chan;
-        pyc_msg_t *msg = pyc_server_next(srv, 1000, &chan);
+        pyc_msg_t *msg = pyc_server_next(srv, 0, &chan);
+        if (msg == NULL) {
+            pyc_kernel_idle(k);  /* nothing queued: finish deferred work before waiting */
+            msg = pyc_server_next(srv, 1000, &chan);
+        }
         if (msg != NULL) {
             pyc_kernel_handle(k, chan, msg);
         } else if (parent_gone(parent)) {

@@ -14,6 +14,7 @@
 #define PYC_HISTORY_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "error.h"
@@ -44,6 +45,12 @@ int pyc_history_session(const pyc_history_t *self);
  * in this session (IPython refuses such duplicates too).  source and output must be NUL-terminated UTF-8. */
 int pyc_history_add(pyc_history_t *self, int line, const char *source, const char *output, pyc_error_t *err);
 
+/* Opens (on) or commits (off) a batch: while it is open, adds share one transaction, so a burst of cells
+ * costs one commit instead of one each, and they are durable only once the batch is committed.  The kernel
+ * opens a batch at its first cell and commits it whenever it is about to wait for requests, so the file
+ * holds every cell whenever the kernel is idle.  Returns 0, or -1 with err. */
+int pyc_history_batch(pyc_history_t *self, bool on, pyc_error_t *err);
+
 /* Sets the output of an already-added line of the current session (result arrives after the source).
  * Replaces an earlier output of that line; output NULL removes it.  Returns 0, or -1 with err when the line
  * was never added or the write fails. */
@@ -54,11 +61,13 @@ int pyc_history_set_output(pyc_history_t *self, int line, const char *output, py
  * arguments.  Never NULL except out of memory.
  *
  * The caller keeps its reference to content.  Entries are [session, line, source] when "output" is false
- * and [session, line, [source, output_or_null]] when it is true, in ascending (session, line) order; session
- * numbers are absolute, also for the current session.  The fields are those of the spec:
+ * and [session, line, [source, output_or_null]] when it is true, in ascending (session, line) order (except
+ * that "tail" puts the current session last); session numbers are absolute, also for the current session.
+ * The fields are those of the spec:
  *   hist_access_type  "tail", "range" or "search" (required);
  *   raw, output       booleans, default true and false;
- *   tail:   n         an integer >= 0 (required): the last n cells over all sessions, the current one's first;
+ *   tail:   n         an integer >= 0 (required): the last n cells over all sessions, the current session
+ *                     counting as the latest (as IPython's get_tail);
  *   range:  session   0 = current, negative = counted back from it (-1 the previous one), positive = absolute;
  *           start, stop  lines start..stop-1; stop null, absent or 0 means to the end; negative values count
  *                     back from the end of the session, like Python slices;

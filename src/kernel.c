@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "history.h"
 #include "log.h"
 #include "msg.h"
 #include "py/py.h"
@@ -45,6 +46,8 @@ struct pyc_kernel {
     bool allow_stdin;
 
     char *kernel_info;           /* serialized kernel_info_reply content, made once by pyc_kernel_starting */
+    pyc_history_t *history;      /* NULL when the history file could not be opened */
+    bool history_batch;          /* a batch of history rows is open (committed when idle) */
     atomic_int executing;
     atomic_int quit;
     atomic_int restart;
@@ -335,6 +338,13 @@ on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     if (store_history)
         k->execution_count++;
     int count = k->execution_count;
+    if (store_history && k->history != NULL) {
+        pyc_error_t err;
+        if (!k->history_batch && pyc_history_batch(k->history, true, &err) == 0)
+            k->history_batch = true;
+        if (pyc_history_add(k->history, count, json_string_value(code_v), NULL, &err) < 0)
+            pyc_log("%s", err.text);
+    }
     if (!silent)
         publish_to(k, msg, "execute_input", json_pack("{s:O, s:i}", "code", code_v, "execution_count", count));
 
@@ -466,6 +476,13 @@ on_inspect(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 }
 
 static void
+on_history(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    pyc_kernel_idle(k);          /* the answer includes the cells of the open batch */
+    reply(k, chan, msg, "history_reply", NULL, pyc_history_request(k->history, msg->content));
+}
+
+static void
 on_comm_info(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
     reply(k, chan, msg, "comm_info_reply", NULL, json_pack("{s:s, s:{}}", "status", "ok", "comms"));
@@ -522,6 +539,7 @@ static const struct {
     {"complete_request", on_complete, false},
     {"inspect_request", on_inspect, false},
     {"comm_info_request", on_comm_info, false},
+    {"history_request", on_history, false},
     {"connect_request", on_connect, false},
     {"shutdown_request", on_shutdown, true},
     {"interrupt_request", on_interrupt, true},
@@ -593,6 +611,17 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
     k->aborting = false;
 }
 
+void
+pyc_kernel_idle(pyc_kernel_t *k)
+{
+    if (k->history_batch) {
+        pyc_error_t err;
+        if (pyc_history_batch(k->history, false, &err) < 0)
+            pyc_log("%s", err.text);
+        k->history_batch = false;
+    }
+}
+
 bool
 pyc_kernel_quitting(pyc_kernel_t *k, bool *restart)
 {
@@ -627,6 +656,13 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
         u = json_string("pyc");  /* USER was not valid UTF-8 */
     k->username_json = json_dumps(u, JSON_ENCODE_ANY);
     json_decref(u);
+    char hpath[4096];
+    pyc_error_t herr;
+    if (pyc_history_default_path(hpath, sizeof hpath) < 0) {
+        pyc_log("history is off: no place for the history file");
+    } else if ((k->history = pyc_history_open(hpath, &herr)) == NULL) {
+        pyc_log("history is off: %s", herr.text);
+    }
     k->streams = pyc_streams_new(on_stream_publish, k, err);
     if (k->username_json == NULL || k->streams == NULL) {
         if (k->username_json == NULL)
@@ -669,6 +705,8 @@ pyc_kernel_destroy(pyc_kernel_t **k_p)
         return;
     pyc_kernel_t *k = *k_p;
     pyc_streams_destroy(&k->streams);
+    pyc_kernel_idle(k);
+    pyc_history_close(&k->history);
     free(k->parent);
     free(k->username_json);
     free(k->kernel_info);

@@ -47,6 +47,9 @@ bool pyc_kernel_control(void *k, pyc_msg_t *msg);
 /* Main thread, GIL released: handles one request from shell or control and destroys it. */
 void pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg);
 
+/* Main thread: the kernel is about to wait for requests (none is queued): commits the history batch. */
+void pyc_kernel_idle(pyc_kernel_t *k);
+
 /* True once a shutdown was asked for; *restart tells whether the client will start a new kernel. */
 bool pyc_kernel_quitting(pyc_kernel_t *k, bool *restart);
 
