@@ -65,15 +65,15 @@ header_frame(const pyc_msg_t *msg)
 /* Builds, signs and sends one message.  content is taken over when content_owned is true (it must then be
  * a malloc'd block).  Returns 0 or -1; the message is lost on -1 (out of memory), with a log line. */
 static int
-send_frames(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_idents, const char *msg_type,
-            const void *parent, size_t parent_len, const char *metadata, char *content, size_t content_len,
-            bool content_owned)
+send_frames_buf(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_idents, const char *msg_type,
+                const void *parent, size_t parent_len, const char *metadata, char *content, size_t content_len,
+                bool content_owned, const pyc_frame_t *buffers, size_t nbuf)
 {
     pyc_buf_t hdr;
     char sig[PYC_AUTH_MAX_HEX + 1];
     pyc_outframe_t stack_frames[16];
     pyc_outframe_t *f = stack_frames;
-    size_t n = n_idents + 6;
+    size_t n = n_idents + 6 + nbuf;
     int rc = -1;
 
     pyc_buf_init(&hdr, 4096);
@@ -104,6 +104,8 @@ send_frames(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_ident
     f[n_idents + 3] = (pyc_outframe_t){dicts[1].data, dicts[1].size, NULL};
     f[n_idents + 4] = (pyc_outframe_t){metadata, dicts[2].size, NULL};
     f[n_idents + 5] = (pyc_outframe_t){content, content_len, content_owned ? content : NULL};
+    for (size_t i = 0; i < nbuf; i++)
+        f[n_idents + 6 + i] = (pyc_outframe_t){buffers[i].data, buffers[i].size, NULL};
     content_owned = false;       /* the io owns it now, whatever happens */
     rc = k->io->send(k->io, chan, f, n);
 out:
@@ -115,6 +117,15 @@ out:
     if (f != stack_frames)
         free(f);
     return rc;
+}
+
+static int
+send_frames(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_idents, const char *msg_type,
+            const void *parent, size_t parent_len, const char *metadata, char *content, size_t content_len,
+            bool content_owned)
+{
+    return send_frames_buf(k, chan, idents, n_idents, msg_type, parent, parent_len, metadata, content,
+                           content_len, content_owned, NULL, 0);
 }
 
 /* Sends a JSON content (stolen) with optional metadata (stolen). */
@@ -226,6 +237,29 @@ host_publish(void *ctx, const char *msg_type, json_t *content)
 }
 
 static void
+host_publish_ex(void *ctx, const char *msg_type, json_t *content, json_t *metadata, const pyc_frame_t *buffers,
+                size_t nbuf)
+{
+    pyc_kernel_t *k = ctx;
+    pyc_streams_flush(k->streams);
+    char *text = json_dumps(content, JSON_COMPACT);
+    char *md = metadata != NULL ? json_dumps(metadata, JSON_COMPACT) : NULL;
+    json_decref(content);
+    json_decref(metadata);
+    if (text == NULL) {
+        free(md);
+        pyc_log("could not encode the content of %s", msg_type);
+        return;
+    }
+    pyc_frame_t topic = {msg_type, strlen(msg_type)};
+    pthread_mutex_lock(&k->parent_lock);
+    send_frames_buf(k, PYC_CHAN_IOPUB, &topic, 1, msg_type, k->parent, k->parent_len, md, text, strlen(text),
+                    true, buffers, nbuf);
+    pthread_mutex_unlock(&k->parent_lock);
+    free(md);
+}
+
+static void
 host_stream_write(void *ctx, int which, const char *data, size_t n)
 {
     pyc_kernel_t *k = ctx;
@@ -281,6 +315,7 @@ pyc_kernel_py_host(pyc_kernel_t *k, pyc_py_host_t *host)
 {
     host->ctx = k;
     host->publish = host_publish;
+    host->publish_ex = host_publish_ex;
     host->stream_write = host_stream_write;
     host->stream_flush = host_stream_flush;
     host->input = host_input;
@@ -475,17 +510,32 @@ on_inspect(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     reply(k, chan, msg, "inspect_reply", NULL, content);
 }
 
+/* comm_open, comm_msg, comm_close from the frontend go to the comm manager inside the interpreter
+ * (pyc._comm), which holds the targets registered from Python. */
 static void
-on_history(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+on_comm(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
-    pyc_kernel_idle(k);          /* the answer includes the cells of the open batch */
-    reply(k, chan, msg, "history_reply", NULL, pyc_history_request(k->history, msg->content));
+    (void)k;
+    (void)chan;
+    pyc_py_enter();
+    pyc_py_comm(msg->msg_type, msg->content, msg->metadata, msg->buffers, msg->n_buffers);
+    pyc_py_leave();
 }
 
 static void
 on_comm_info(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
-    reply(k, chan, msg, "comm_info_reply", NULL, json_pack("{s:s, s:{}}", "status", "ok", "comms"));
+    pyc_py_enter();
+    json_t *content = pyc_py_comm_info(msg->content);
+    pyc_py_leave();
+    reply(k, chan, msg, "comm_info_reply", NULL, content);
+}
+
+static void
+on_history(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    pyc_kernel_idle(k);          /* the answer includes the cells of the open batch */
+    reply(k, chan, msg, "history_reply", NULL, pyc_history_request(k->history, msg->content));
 }
 
 static void
@@ -540,6 +590,9 @@ static const struct {
     {"inspect_request", on_inspect, false},
     {"comm_info_request", on_comm_info, false},
     {"history_request", on_history, false},
+    {"comm_open", on_comm, false},
+    {"comm_msg", on_comm, false},
+    {"comm_close", on_comm, false},
     {"connect_request", on_connect, false},
     {"shutdown_request", on_shutdown, true},
     {"interrupt_request", on_interrupt, true},

@@ -84,6 +84,118 @@ pyc_py_to_json(PyObject *obj)
     return r;
 }
 
+PyObject *
+pyc_py_from_json(json_t *j)
+{
+    switch (json_typeof(j)) {
+    case JSON_OBJECT: {
+        PyObject *d = PyDict_New();
+        const char *key;
+        json_t *value;
+        if (d == NULL)
+            return NULL;
+        json_object_foreach(j, key, value) {
+            PyObject *v = pyc_py_from_json(value);
+            if (v == NULL || PyDict_SetItemString(d, key, v) < 0) {
+                Py_XDECREF(v);
+                Py_DECREF(d);
+                return NULL;
+            }
+            Py_DECREF(v);
+        }
+        return d;
+    }
+    case JSON_ARRAY: {
+        PyObject *l = PyList_New((Py_ssize_t)json_array_size(j));
+        if (l == NULL)
+            return NULL;
+        for (size_t i = 0; i < json_array_size(j); i++) {
+            PyObject *v = pyc_py_from_json(json_array_get(j, i));
+            if (v == NULL) {
+                Py_DECREF(l);
+                return NULL;
+            }
+            PyList_SET_ITEM(l, (Py_ssize_t)i, v);
+        }
+        return l;
+    }
+    case JSON_STRING:
+        return PyUnicode_DecodeUTF8(json_string_value(j), (Py_ssize_t)json_string_length(j), "replace");
+    case JSON_INTEGER:
+        return PyLong_FromLongLong(json_integer_value(j));
+    case JSON_REAL:
+        return PyFloat_FromDouble(json_real_value(j));
+    case JSON_TRUE:
+        Py_RETURN_TRUE;
+    case JSON_FALSE:
+        Py_RETURN_FALSE;
+    default:
+        Py_RETURN_NONE;
+    }
+}
+
+/* _pyc.publish(msg_type, content, metadata=None, buffers=None): publishes any iopub message (comms use it)
+ * with the current request as parent; buffers are bytes-like objects sent as extra frames. */
+static PyObject *
+py_publish(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    static char *kwlist[] = {"msg_type", "content", "metadata", "buffers", NULL};
+    const char *msg_type;
+    PyObject *content, *metadata = Py_None, *buffers = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|OO:publish", kwlist, &msg_type, &content, &metadata,
+                                     &buffers))
+        return NULL;
+    json_t *c = pyc_py_to_json(content);
+    if (c == NULL)
+        return NULL;
+    json_t *md = metadata != Py_None ? pyc_py_to_json(metadata) : NULL;
+    if (metadata != Py_None && md == NULL) {
+        json_decref(c);
+        return NULL;
+    }
+    Py_ssize_t nbuf = 0;
+    PyObject *seq = NULL;
+    Py_buffer *views = NULL;
+    pyc_frame_t *frames = NULL;
+    if (buffers != Py_None) {
+        seq = PySequence_Fast(buffers, "buffers must be a list of bytes-like objects");
+        if (seq == NULL)
+            goto fail;
+        nbuf = PySequence_Fast_GET_SIZE(seq);
+        views = PyMem_Calloc((size_t)nbuf + 1, sizeof *views);
+        frames = PyMem_Calloc((size_t)nbuf + 1, sizeof *frames);
+        if (views == NULL || frames == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        for (Py_ssize_t i = 0; i < nbuf; i++) {
+            if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), &views[i], PyBUF_SIMPLE) < 0) {
+                nbuf = i;
+                goto fail;
+            }
+            frames[i].data = views[i].buf;
+            frames[i].size = (size_t)views[i].len;
+        }
+    }
+    pyc_py_host.publish_ex(pyc_py_host.ctx, msg_type, c, md, frames, (size_t)nbuf);
+    for (Py_ssize_t i = 0; i < nbuf; i++)
+        PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    PyMem_Free(frames);
+    Py_XDECREF(seq);
+    Py_RETURN_NONE;
+fail:
+    for (Py_ssize_t i = 0; i < nbuf; i++)
+        PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    PyMem_Free(frames);
+    Py_XDECREF(seq);
+    json_decref(c);
+    json_decref(md);
+    return NULL;
+}
+
 /* Writes the current exception to sys.stderr and clears it. */
 static void
 report_and_clear(const char *what)
@@ -413,5 +525,7 @@ PyMethodDef pyc_py_display_methods[] = {
      "update_display(obj, display_id=ID, metadata=None, raw=False): replace an earlier display."},
     {"clear_output", (PyCFunction)(void (*)(void))clear_output, METH_VARARGS | METH_KEYWORDS,
      "clear_output(wait=False): clear the output of the cell."},
+    {"publish", (PyCFunction)(void (*)(void))py_publish, METH_VARARGS | METH_KEYWORDS,
+     "publish(msg_type, content, metadata=None, buffers=None): publish an iopub message."},
     {NULL, NULL, 0, NULL},
 };

@@ -420,6 +420,56 @@ pyc_py_inspect(const char *code, long cursor_pos, int detail_level)
     return support_reply(r);
 }
 
+void
+pyc_py_comm(const char *msg_type, json_t *content, json_t *metadata, const pyc_frame_t *buffers, size_t nbuf)
+{
+    PyObject *c = pyc_py_from_json(content), *md = pyc_py_from_json(metadata);
+    PyObject *bufs = PyList_New((Py_ssize_t)nbuf);
+    PyObject *r = NULL;
+    if (c != NULL && md != NULL && bufs != NULL) {
+        int ok = 1;
+        for (size_t i = 0; i < nbuf && ok; i++) {
+            PyObject *b = PyBytes_FromStringAndSize(buffers[i].data, (Py_ssize_t)buffers[i].size);
+            if (b == NULL)
+                ok = 0;
+            else
+                PyList_SET_ITEM(bufs, (Py_ssize_t)i, b);
+        }
+        PyObject *args = ok ? Py_BuildValue("(sOOO)", msg_type, c, md, bufs) : NULL;
+        r = args != NULL ? call_support("pyc._comm", "dispatch", args) : NULL;
+        Py_XDECREF(args);
+    }
+    if (r == NULL) {
+        json_t *e = pyc_py_error_content();
+        char line[512];
+        int n = snprintf(line, sizeof line, "pyc: %s failed: %s: %s\n", msg_type,
+                         json_string_value(json_object_get(e, "ename")),
+                         json_string_value(json_object_get(e, "evalue")));
+        pyc_py_host.stream_write(pyc_py_host.ctx, 1, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : 0);
+        json_decref(e);
+    }
+    Py_XDECREF(r);
+    Py_XDECREF(c);
+    Py_XDECREF(md);
+    Py_XDECREF(bufs);
+}
+
+json_t *
+pyc_py_comm_info(json_t *content)
+{
+    json_t *target = json_object_get(content, "target_name");
+    PyObject *args = Py_BuildValue("(s)", json_is_string(target) ? json_string_value(target) : NULL);
+    PyObject *r = args != NULL ? call_support("pyc._comm", "comm_info", args) : NULL;
+    Py_XDECREF(args);
+    json_t *comms = r != NULL && PyDict_Check(r) ? pyc_py_to_json(r) : NULL;
+    Py_XDECREF(r);
+    if (comms == NULL) {
+        PyErr_Clear();
+        comms = json_object();
+    }
+    return json_pack("{s:s, s:o}", "status", "ok", "comms", comms);
+}
+
 static json_t *
 eval_user_expressions(json_t *exprs, PyObject *globals)
 {

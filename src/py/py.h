@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "auth.h"
 #include "embedded.h"
 #include "error.h"
 
@@ -22,6 +23,9 @@ typedef struct pyc_py_host {
     /* Publishes an iopub message for the current request; steals content.  Streams are flushed first so
      * that output stays in order. */
     void (*publish)(void *ctx, const char *msg_type, json_t *content);
+    /* Publishes with metadata (stolen, may be NULL) and binary buffers (copied) for the current request. */
+    void (*publish_ex)(void *ctx, const char *msg_type, json_t *content, json_t *metadata,
+                       const pyc_frame_t *buffers, size_t nbuf);
     /* Appends text to stdout (0) or stderr (1), and flushes both. */
     void (*stream_write)(void *ctx, int which, const char *data, size_t n);
     void (*stream_flush)(void *ctx);
@@ -72,6 +76,14 @@ void pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exe
  * evalue when the support code fails).  cursor_pos counts Unicode code points. */
 json_t *pyc_py_complete(const char *code, long cursor_pos);
 json_t *pyc_py_inspect(const char *code, long cursor_pos, int detail_level);
+
+/* Hands comm_open, comm_msg or comm_close from the frontend to pyc._comm; problems are printed to the
+ * cell's stderr, never raised. */
+void pyc_py_comm(const char *msg_type, json_t *content, json_t *metadata, const pyc_frame_t *buffers,
+                 size_t nbuf);
+
+/* Answers comm_info_request: a new {"status": "ok", "comms": {id: {"target_name": ...}}}. */
+json_t *pyc_py_comm_info(json_t *content);
 
 /* Answers is_complete: returns a new object {"status": "complete"|"incomplete"|"invalid"|"unknown",
  * "indent": "..." (incomplete only)}. */

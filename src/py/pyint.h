@@ -44,6 +44,9 @@ int pyc_py_stream_ready(PyObject *module);
  * else by str()).  Returns a new reference, or NULL with a Python error set. */
 json_t *pyc_py_to_json(PyObject *obj);
 
+/* Converts JSON to Python objects; a new reference or NULL with a Python error set. */
+PyObject *pyc_py_from_json(json_t *j);
+
 /* The MIME bundle of obj: data with at least text/plain, and metadata.  Both new references.  Returns 0, or
  * -1 with a Python error set. */
 int pyc_py_format(PyObject *obj, json_t **data, json_t **metadata);
