@@ -231,11 +231,14 @@ mime_value(const char *mime, PyObject *v)
     if (PyBytes_Check(v) || PyByteArray_Check(v)) {
         if (is_binary_mime(mime)) {
             PyObject *b64 = PyImport_ImportModule("binascii");
-            PyObject *enc = b64 != NULL ? PyObject_CallMethod(b64, "b2a_base64", "Oi", v, 0) : NULL;
+            PyObject *enc = b64 != NULL ? PyObject_CallMethod(b64, "b2a_base64", "O", v) : NULL;
             Py_XDECREF(b64);
             if (enc == NULL)
                 return NULL;
-            json_t *j = json_stringn(PyBytes_AS_STRING(enc), (size_t)PyBytes_GET_SIZE(enc));
+            size_t elen = (size_t)PyBytes_GET_SIZE(enc);
+            if (elen > 0 && PyBytes_AS_STRING(enc)[elen - 1] == '\n')
+                elen--;          /* b2a_base64 ends its output with a newline */
+            json_t *j = json_stringn(PyBytes_AS_STRING(enc), elen);
             Py_DECREF(enc);
             return j;
         }

@@ -1,0 +1,226 @@
+"""Cell transforms: the IPython-style lines that users and agents type, rewritten as calls of pyc._magics.
+
+transform_cell(code) returns code itself when it parses as Python (top-level await allowed): plain Python
+is never altered.  Only when it does not parse are the lines that begin a statement and start (after
+their indentation) with `!` or `%`, or end with `?` / `??` outside strings and comments, rewritten:
+
+    !cmd                 ->  __import__('pyc._magics')._magics.system('cmd')
+    x = !cmd, !!cmd      ->  x = ...getoutput('cmd')
+    %name args           ->  ...line_magic('name', 'args')        (x = %name args as well)
+    %%name args + body   ->  ...cell_magic('name', 'args', 'body')  (first line of the cell only)
+    obj?, obj??, ?obj    ->  ...page('obj', 0 or 1)
+
+Each rewritten line keeps its line number (lines that a magic swallows -- backslash continuations, a
+%%magic's body -- become empty), so a traceback's line numbers match the cell as typed.  If the rewritten
+cell still does not parse and the error is on a rewritten line, the original cell is returned, so that the
+user sees the SyntaxError of what they typed rather than of generated code; an error on a line that was
+not rewritten is a genuine one and is reported from the rewritten cell (same line, same text).
+"""
+
+import re
+
+from ._source import STRING_BODY, TOKEN
+
+# ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, without importing ast: parsing is enough to tell
+# plain Python (every IPython-style line is a syntax error for the parser).
+_PARSE_FLAGS = 0x400 | 0x2000
+
+_CALL = "__import__('pyc._magics')._magics."
+
+_MAGIC = re.compile(r"%(%?)([A-Za-z_]\w*)(.*)\Z", re.S)
+_ASSIGN = re.compile(r"([\w.]+(?:\s*,\s*[\w.]+)*)\s*=\s*([!%])(.*)\Z", re.S)
+
+
+def _error_line(code):
+    """None if code parses, else the line number of its SyntaxError (0 when unknown)."""
+    try:
+        compile(code, "<cell>", "exec", _PARSE_FLAGS, dont_inherit=True)
+    except SyntaxError as e:
+        return e.lineno or 0
+    except (ValueError, OverflowError, MemoryError, RecursionError):
+        return None  # not something a transform can help with: let the kernel report it
+    return None
+
+
+def transform_cell(code):
+    """code unchanged if it parses as Python; otherwise code with its IPython-style lines rewritten (or
+    unchanged when none are, or when the rewriting would only trade the user's SyntaxError for one in
+    generated code)."""
+    if not isinstance(code, str) or _error_line(code) is None:
+        return code
+    try:
+        new, changed = _transform(code)
+    except Exception:
+        return code
+    if not changed:
+        return code
+    line = _error_line(new)
+    if line is not None and (line == 0 or line in changed):
+        return code
+    return new
+
+
+def _scan_line(line, quote, depth):
+    """Follows one physical line from the state at its start (quote: the string still open, or None;
+    depth: open brackets).  Returns (quote, depth, code_end, backslash): the state at its end, where its
+    code ends (before a comment) and whether it ends with a line-continuation backslash."""
+    i = 0
+    n = len(line)
+    if quote is not None:
+        m = STRING_BODY[quote].match(line)
+        if m.group(1) is None:
+            if len(quote) == 3 or line.endswith("\\"):
+                return quote, depth, n, False
+            return None, depth, n, False
+        i = m.end()
+    while i < n:
+        m = TOKEN.search(line, i)
+        if m is None:
+            break
+        tok = m.group()
+        if tok == "#":
+            return None, depth, m.start(), False
+        if tok in "([{":
+            depth += 1
+            i = m.end()
+        elif tok in ")]}":
+            depth = max(depth - 1, 0)
+            i = m.end()
+        else:
+            m2 = STRING_BODY[tok].match(line, m.end())
+            if m2.group(1) is None:
+                if len(tok) == 3 or line.endswith("\\"):
+                    return tok, depth, n, False
+                return None, depth, n, False  # an unterminated '...': a syntax error, ended here
+            i = m2.end()
+    return None, depth, n, line.endswith("\\")
+
+
+def _joined(lines, i):
+    """The magic line at i with its backslash continuations joined, and how many lines it spans."""
+    text = lines[i]
+    used = 1
+    while text.endswith("\\") and i + used < len(lines):
+        text = text[:-1] + lines[i + used]
+        used += 1
+    return text, used
+
+
+def _page(target, level):
+    return "%spage(%r, %d)" % (_CALL, target, level)
+
+
+def _magic_call(name, args):
+    return "%sline_magic(%r, %r)" % (_CALL, name, args)
+
+
+def _rhs(kind, rest):
+    """The expression that replaces `!cmd` / `%name args` on the right of an assignment."""
+    if kind == "!":
+        return "%sgetoutput(%r)" % (_CALL, rest.strip())
+    m = _MAGIC.match("%" + rest)
+    if m is None or m.group(1):
+        return None
+    return _magic_call(m.group(2), m.group(3).strip())
+
+
+def _line_transform(lines, i, first):
+    """The replacement of line i (a statement start) and the number of lines it takes, or None."""
+    line = lines[i]
+    stripped = line.lstrip()
+    if not stripped:
+        return None
+    indent = line[: len(line) - len(stripped)]
+    c = stripped[0]
+    if c == "%":
+        m = _MAGIC.match(stripped)
+        if m is None:
+            return None
+        if m.group(1):  # %%name
+            name, args = m.group(2), m.group(3).strip()
+            if not first:
+                return indent + "%scell_magic(%r, %r, None)" % (_CALL, name, args), 1
+            body = "\n".join(lines[i + 1 :])
+            return indent + "%scell_magic(%r, %r, %r)" % (_CALL, name, args, body), len(lines) - i
+        text, used = _joined(lines, i)
+        m = _MAGIC.match(text.lstrip())
+        name, args = m.group(2), m.group(3).strip()
+        if args.endswith("?") and not args.rstrip("?").strip():
+            return indent + _page("%" + name, 1 if args.startswith("??") else 0), used
+        out = _magic_call(name, args)
+        if args.endswith(";"):
+            out += ";"
+        return indent + out, used
+    if c == "!":
+        text, used = _joined(lines, i)
+        cmd = text.lstrip()[1:]
+        if cmd.startswith("!"):
+            return indent + "%sgetoutput(%r)" % (_CALL, cmd[1:].strip()), used
+        return indent + "%ssystem(%r)" % (_CALL, cmd.strip()), used
+    if c == "?":
+        target = stripped.lstrip("?").strip()
+        return indent + _page(target, 1 if stripped.startswith("??") else 0), 1
+    m = _ASSIGN.match(stripped)
+    if m is not None:
+        text, used = _joined(lines, i)
+        m = _ASSIGN.match(text.lstrip())
+        if m is None:
+            return None
+        lhs = m.group(1)
+        try:
+            compile(lhs + " = None", "<lhs>", "exec", _PARSE_FLAGS, dont_inherit=True)
+        except SyntaxError:
+            return None
+        rhs = _rhs(m.group(2), m.group(3))
+        if rhs is None:
+            return None
+        return indent + lhs + " = " + rhs, used
+    return None
+
+
+def _help_transform(line, code_end):
+    """`obj?` / `obj??` (the code part of the line ends with ?) -> page(...), or None."""
+    code = line[:code_end].rstrip()
+    if not code.endswith("?"):
+        return None
+    stripped = code.lstrip()
+    indent = code[: len(code) - len(stripped)]
+    target = stripped.rstrip("?")
+    level = 1 if len(stripped) - len(target) >= 2 else 0
+    return indent + _page(target.strip(), level)
+
+
+def _transform(code):
+    """(rewritten code, set of the 1-based numbers of the lines rewritten or emptied)."""
+    lines = code.split("\n")
+    out = list(lines)
+    changed = set()
+    first = next((k for k, ln in enumerate(lines) if ln.strip()), 0)
+    quote, depth, cont = None, 0, False
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        cr = line.endswith("\r")
+        if cr:
+            line = line[:-1]
+            lines[i] = line
+        at_start = quote is None and depth == 0 and not cont
+        if at_start:
+            r = _line_transform(lines, i, i == first)
+            if r is not None:
+                text, used = r
+                out[i] = text + ("\r" if cr else "")
+                changed.add(i + 1)
+                for k in range(i + 1, i + used):
+                    out[k] = ""
+                    changed.add(k + 1)
+                i += used
+                continue
+        quote, depth, end, cont = _scan_line(line, quote, depth)
+        if at_start and quote is None and depth == 0 and not cont:
+            r = _help_transform(line, end)
+            if r is not None:
+                out[i] = r + ("\r" if cr else "")
+                changed.add(i + 1)
+        i += 1
+    return "\n".join(out), changed
