@@ -24,6 +24,7 @@
 #include "auth.h"
 #include "config.h"
 #include "connfile.h"
+#include "fork.h"
 #include "install.h"
 #include "kernel.h"
 #include "log.h"
@@ -41,10 +42,11 @@ usage(FILE *f)
                PACKAGE_VERSION);
 }
 
+/* ctx is the main loop's server variable, which a forked child replaces. */
 static void
 wake_main(void *ctx)
 {
-    pyc_server_wake(ctx);
+    pyc_server_wake(*(pyc_server_t **)ctx);
 }
 
 /* True when JPY_PARENT_PID names a process that no longer exists. */
@@ -52,6 +54,14 @@ static bool
 parent_gone(pid_t parent)
 {
     return parent > 1 && kill(parent, 0) < 0 && errno == ESRCH;
+}
+
+static pyc_kernel_t *the_kernel;
+
+static int
+fork_child(void *ctx, bool outlive, json_t **info, pyc_error_t *err)
+{
+    return (int)pyc_fork_child(the_kernel, ctx, outlive, info, err);
 }
 
 static int
@@ -86,14 +96,28 @@ run_kernel(const char *connection_file, const char *argv0)
         pyc_log("%s", err.text);
         goto out;
     }
+    const char *pp = getenv("JPY_PARENT_PID");
+    pid_t parent = pp != NULL ? (pid_t)strtol(pp, NULL, 10) : 0;
+    pyc_fork_env_t fenv = {
+        .connection_file = connection_file,
+        .cf = &cf,
+        .srv = &srv,
+        .auth = &auth,
+        .watch_parent = &parent,
+    };
+    const char *maxc = getenv("PYC_MAX_CHILDREN");
     pyc_kernel_config_t kc = {
         .io = pyc_server_io(srv),
         .auth = auth,
         .cf = &cf,
         .wake_main = wake_main,
-        .wake_ctx = srv,
+        .wake_ctx = &srv,
+        .fork_child = fork_child,
+        .fork_ctx = &fenv,
+        .max_children = maxc != NULL ? (int)strtol(maxc, NULL, 10) : 32,
     };
     k = pyc_kernel_new(&kc, &err);
+    the_kernel = k;
     if (k == NULL) {
         pyc_log("%s", err.text);
         goto out;
@@ -122,8 +146,6 @@ run_kernel(const char *connection_file, const char *argv0)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_sigmask(SIG_UNBLOCK, &block, NULL);
 
-    const char *pp = getenv("JPY_PARENT_PID");
-    pid_t parent = pp != NULL ? (pid_t)strtol(pp, NULL, 10) : 0;
     bool restart = false;
     while (!pyc_kernel_quitting(k, &restart)) {
         int chan;
@@ -134,7 +156,10 @@ run_kernel(const char *connection_file, const char *argv0)
         }
         if (msg != NULL) {
             pyc_kernel_handle(k, chan, msg);
-        } else if (parent_gone(parent)) {
+            continue;
+        }
+        pyc_kernel_idle(k);      /* a second passed: reap children, commit history */
+        if (parent_gone(parent)) {
             pyc_log("parent process %ld is gone; exiting", (long)parent);
             break;
         }
@@ -143,6 +168,10 @@ run_kernel(const char *connection_file, const char *argv0)
     pyc_py_enter();
     pyc_py_finalize();
     rc = 0;
+    if (fenv.own_connection_file != NULL) {
+        unlink(fenv.own_connection_file);    /* a forked child removes the file it wrote */
+        free(fenv.own_connection_file);
+    }
 out:
     pyc_kernel_destroy(&k);
     pyc_server_destroy(&srv);

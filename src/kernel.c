@@ -13,6 +13,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -42,11 +43,20 @@ struct pyc_kernel {
 
     int execution_count;
     bool aborting;               /* after an error with stop_on_error: abort queued execute requests */
+    pyc_msg_t **queued;          /* the requests that were waiting when the error happened */
+    size_t n_queued;
     const pyc_msg_t *current;    /* the request being handled on the main thread */
     bool allow_stdin;
 
     char *kernel_info;           /* serialized kernel_info_reply content, made once by pyc_kernel_starting */
     pyc_history_t *history;      /* NULL when the history file could not be opened */
+    int (*fork_child)(void *ctx, bool outlive, json_t **info, pyc_error_t *err);
+    void *fork_ctx;
+    int max_children;
+    pid_t *children;             /* live forked children, reaped when idle */
+    char **children_files;       /* their connection files, removed when they end */
+    int n_children;
+    bool just_forked;            /* this process is a child that has not finished the fork request */
     bool history_batch;          /* a batch of history rows is open (committed when idle) */
     atomic_int executing;
     atomic_int quit;
@@ -405,6 +415,22 @@ on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     if (silent)
         pyc_streams_set_discard(k->streams, false);
 
+    if (!res.ok && stop_on_error && !silent) {
+        /* Take the requests already waiting before the reply goes out: a request sent after the client
+         * saw this reply must not be aborted. */
+        k->aborting = true;
+        pyc_msg_t *m;
+        while ((m = k->io->next_pending(k->io)) != NULL) {
+            pyc_msg_t **grown = realloc(k->queued, (k->n_queued + 1) * sizeof *grown);
+            if (grown == NULL) {
+                pyc_log("shell: dropped message: out of memory while aborting");
+                pyc_msg_destroy(&m);
+                continue;
+            }
+            k->queued = grown;
+            k->queued[k->n_queued++] = m;
+        }
+    }
     json_t *content;
     if (res.payload == NULL)
         res.payload = json_array();
@@ -424,8 +450,6 @@ on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     json_decref(res.error);
     json_decref(res.user_expressions);
     json_decref(res.payload);
-    if (!res.ok && stop_on_error)
-        k->aborting = true;
 }
 
 static void
@@ -512,11 +536,108 @@ on_inspect(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 
 /* comm_open, comm_msg, comm_close from the frontend go to the comm manager inside the interpreter
  * (pyc._comm), which holds the targets registered from Python. */
+/* Reaps the children that ended; keeps the list to the live ones. */
+static void
+reap_children(pyc_kernel_t *k)
+{
+    int live = 0;
+    for (int i = 0; i < k->n_children; i++) {
+        if (waitpid(k->children[i], NULL, WNOHANG) == 0) {
+            k->children_files[live] = k->children_files[i];
+            k->children[live++] = k->children[i];
+        } else {
+            /* A child that ended by a signal could not remove its connection file. */
+            unlink(k->children_files[i]);
+            free(k->children_files[i]);
+        }
+    }
+    k->n_children = live;
+}
+
+/* Records a new child and its connection file. */
+static void
+add_child(pyc_kernel_t *k, pid_t pid, const char *file)
+{
+    pid_t *grown = realloc(k->children, (size_t)(k->n_children + 1) * sizeof *grown);
+    if (grown == NULL)
+        return;
+    k->children = grown;
+    char **files = realloc(k->children_files, (size_t)(k->n_children + 1) * sizeof *files);
+    if (files == NULL)
+        return;
+    k->children_files = files;
+    k->children_files[k->n_children] = strdup(file != NULL ? file : "");
+    k->children[k->n_children++] = pid;
+}
+
+/* Comm target pyc.fork: {"n": N, "outlive": false} forks N children from the state after the last
+ * finished request; the answer is one comm_msg {"status": "ok", "children": [{pid, connection_file,
+ * connection}...]} (or {"status": "error", "ename", "evalue"}), then comm_close. */
+static void
+on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
+{
+    json_t *content = msg->content;
+    const char *comm_id = json_string_value(json_object_get(content, "comm_id"));
+    json_t *data = json_object_get(content, "data");
+    json_t *nv = json_object_get(data, "n");
+    json_int_t n = json_is_integer(nv) ? json_integer_value(nv) : nv == NULL ? 1 : -1;
+    bool outlive = json_is_true(json_object_get(data, "outlive"));
+    json_t *children = json_array(), *result = NULL;
+    pyc_error_t err;
+
+    reap_children(k);
+    if (comm_id == NULL) {
+        pyc_log("pyc.fork: comm_open without a comm_id");
+        json_decref(children);
+        return;
+    }
+    if (k->fork_child == NULL) {
+        result = json_pack("{s:s, s:s, s:s}", "status", "error", "ename", "ForkError", "evalue",
+                           "this kernel cannot fork");
+    } else if (n < 1 || n > k->max_children - k->n_children) {
+        result = json_pack("{s:s, s:s, s:o}", "status", "error", "ename", "ForkError", "evalue",
+                           json_sprintf("n must be a whole number from 1 to %d (at most %d live children)",
+                                        k->max_children - k->n_children, k->max_children));
+    } else {
+        for (json_int_t i = 0; i < n; i++) {
+            json_t *info = NULL;
+            int pid = k->fork_child(k->fork_ctx, outlive, &info, &err);
+            if (pid == 0) {      /* the child: the parent answers this request, not us */
+                k->just_forked = true;
+                json_decref(children);
+                return;
+            }
+            if (pid < 0) {
+                result = json_pack("{s:s, s:s, s:s, s:o}", "status", "error", "ename", "ForkError", "evalue",
+                                   err.text, "children", children);
+                children = NULL;
+                break;
+            }
+            if (!outlive)
+                add_child(k, pid, json_string_value(json_object_get(info, "connection_file")));
+            json_array_append_new(children, info);
+        }
+        if (result == NULL)
+            result = json_pack("{s:s, s:o}", "status", "ok", "children", children);
+    }
+    if (result == NULL) {
+        json_decref(children);
+        return;
+    }
+    publish_to(k, msg, "comm_msg", json_pack("{s:s, s:o}", "comm_id", comm_id, "data", result));
+    publish_to(k, msg, "comm_close", json_pack("{s:s, s:{}}", "comm_id", comm_id, "data"));
+}
+
 static void
 on_comm(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
-    (void)k;
     (void)chan;
+    json_t *target = json_object_get(msg->content, "target_name");
+    if (strcmp(msg->msg_type, "comm_open") == 0 && json_is_string(target) &&
+        strcmp(json_string_value(target), "pyc.fork") == 0) {
+        on_fork(k, msg);
+        return;
+    }
     pyc_py_enter();
     pyc_py_comm(msg->msg_type, msg->content, msg->metadata, msg->buffers, msg->n_buffers);
     pyc_py_leave();
@@ -622,6 +743,8 @@ dispatch(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
     else
         pyc_log("%s: unknown message type '%s' (no reply)", chan == PYC_CHAN_CONTROL ? "control" : "shell",
                 msg->msg_type);
+    if (k->just_forked)
+        return;                  /* a new child: the request was its parent's, and so is its idle */
     pyc_streams_flush(k->streams);
     status(k, msg, "idle");
 }
@@ -648,25 +771,79 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
     k->current = msg;
     dispatch(k, chan, msg);
     k->current = NULL;
+    if (k->just_forked) {
+        /* The request's frames are the parent's ZeroMQ messages: leave them alone in the child. */
+        k->just_forked = false;
+        return;
+    }
     pyc_msg_destroy(&msg);
     if (!k->aborting)
         return;
-    /* A cell failed with stop_on_error: every execute request already waiting is aborted, each with its
-     * own busy and idle; other requests waiting are answered as usual, in order. */
-    pyc_msg_t *next;
-    while ((next = k->io->next_pending(k->io)) != NULL) {
+    /* A cell failed with stop_on_error: every execute request that was waiting then is aborted, each with
+     * its own busy and idle; other requests that were waiting are answered as usual, in order. */
+    for (size_t i = 0; i < k->n_queued; i++) {
+        pyc_msg_t *next = k->queued[i];
         set_parent(k, next);
         k->current = next;
         dispatch(k, PYC_CHAN_SHELL, next);
         k->current = NULL;
         pyc_msg_destroy(&next);
     }
+    free(k->queued);
+    k->queued = NULL;
+    k->n_queued = 0;
     k->aborting = false;
+}
+
+void
+pyc_kernel_fork_lock(pyc_kernel_t *k, bool take)
+{
+    if (take) {
+        pyc_streams_lock(k->streams);
+        pthread_mutex_lock(&k->parent_lock);
+    } else {
+        pthread_mutex_unlock(&k->parent_lock);
+        pyc_streams_unlock(k->streams);
+    }
+}
+
+int
+pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const pyc_connfile_t *cf,
+                        pyc_error_t *err)
+{
+    k->io = io;
+    k->auth = auth;
+    k->cf = *cf;
+    k->cf.key = NULL;
+    k->cf.keylen = 0;
+    pyc_msg_new_id(k->session);
+    k->main_thread = pthread_self();
+    atomic_store(&k->executing, 0);
+    atomic_store(&k->quit, 0);
+    free(k->children);           /* the parent's children are not ours (their files leak: a small copy) */
+    free(k->children_files);
+    k->children = NULL;
+    k->children_files = NULL;
+    k->n_children = 0;
+    /* The SQLite connection must not cross fork(): forget it and start a session of our own. */
+    k->history = NULL;
+    k->history_batch = false;
+    char hpath[4096];
+    pyc_error_t herr;
+    if (pyc_history_default_path(hpath, sizeof hpath) == 0 && (k->history = pyc_history_open(hpath, &herr)) == NULL)
+        pyc_log("history is off in the child: %s", herr.text);
+    pyc_streams_abandon(&k->streams);
+    k->streams = pyc_streams_new(on_stream_publish, k, err);
+    if (k->streams == NULL)
+        return -1;
+    return pyc_streams_capture_fds(k->streams, err);
 }
 
 void
 pyc_kernel_idle(pyc_kernel_t *k)
 {
+    if (k->n_children > 0)
+        reap_children(k);
     if (k->history_batch) {
         pyc_error_t err;
         if (pyc_history_batch(k->history, false, &err) < 0)
@@ -700,6 +877,9 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     k->cf.keylen = 0;
     k->wake_main = cfg->wake_main;
     k->wake_ctx = cfg->wake_ctx;
+    k->fork_child = cfg->fork_child;
+    k->fork_ctx = cfg->fork_ctx;
+    k->max_children = cfg->max_children > 0 ? cfg->max_children : 32;
     k->main_thread = pthread_self();
     pthread_mutex_init(&k->parent_lock, NULL);
     pyc_msg_new_id(k->session);
@@ -760,7 +940,15 @@ pyc_kernel_destroy(pyc_kernel_t **k_p)
     pyc_streams_destroy(&k->streams);
     pyc_kernel_idle(k);
     pyc_history_close(&k->history);
+    /* Children that were not asked to outlive us die with us (PR_SET_PDEATHSIG); their files go now. */
+    for (int i = 0; i < k->n_children; i++) {
+        kill(k->children[i], SIGKILL);
+        unlink(k->children_files[i]);
+        free(k->children_files[i]);
+    }
+    free(k->children_files);
     free(k->parent);
+    free(k->children);
     free(k->username_json);
     free(k->kernel_info);
     pthread_mutex_destroy(&k->parent_lock);

@@ -10,6 +10,7 @@
 #ifndef PYC_KERNEL_H
 #define PYC_KERNEL_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "auth.h"
@@ -25,6 +26,11 @@ typedef struct pyc_kernel_config {
     const pyc_connfile_t *cf;    /* borrowed; ports are those actually bound */
     void (*wake_main)(void *ctx);/* makes the main loop look at pyc_kernel_quitting */
     void *wake_ctx;
+    /* Forks one child kernel (see fork.h): the child's pid and its report in the parent, 0 in the child,
+     * -1 with err.  NULL disables the pyc.fork comm target. */
+    int (*fork_child)(void *ctx, bool outlive, json_t **info, pyc_error_t *err);
+    void *fork_ctx;
+    int max_children;            /* live children allowed at once (pyc.fork) */
 } pyc_kernel_config_t;
 
 pyc_kernel_t *pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err);
@@ -49,6 +55,16 @@ void pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg);
 
 /* Main thread: the kernel is about to wait for requests (none is queued): commits the history batch. */
 void pyc_kernel_idle(pyc_kernel_t *k);
+
+/* Around fork(): takes (true) or releases (false) the locks a forked child must not inherit held: the
+ * streams lock, then the parent lock.  The caller holds the GIL. */
+void pyc_kernel_fork_lock(pyc_kernel_t *k, bool take);
+
+/* In a forked child: switches the kernel to its own channels (io, auth, connection), a new session id,
+ * new output pipes and its own history session.  The streams and history inherited from the parent are
+ * abandoned, never used. */
+int pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const pyc_connfile_t *cf,
+                            pyc_error_t *err);
 
 /* True once a shutdown was asked for; *restart tells whether the client will start a new kernel. */
 bool pyc_kernel_quitting(pyc_kernel_t *k, bool *restart);

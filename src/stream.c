@@ -296,3 +296,35 @@ pyc_streams_destroy(pyc_streams_t **s_p)
     free(s);
     *s_p = NULL;
 }
+
+void
+pyc_streams_lock(pyc_streams_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+}
+
+void
+pyc_streams_unlock(pyc_streams_t *s)
+{
+    pthread_mutex_unlock(&s->lock);
+}
+
+void
+pyc_streams_abandon(pyc_streams_t **s_p)
+{
+    /* The memory is the parent's copy; freeing it is safe, but nothing else is: no join, no fd restore. */
+    pyc_streams_t *s = *s_p;
+    *s_p = NULL;
+    if (s == NULL)
+        return;
+    for (int i = 0; i < 2; i++) {
+        if (s->s[i].pipe_rd >= 0)
+            close(s->s[i].pipe_rd);
+        if (s->s[i].saved_fd >= 0)
+            close(s->s[i].saved_fd);
+        pyc_buf_free(&s->s[i].pending);
+    }
+    if (s->wake_fd >= 0)
+        close(s->wake_fd);
+    free(s);
+}

@@ -49,6 +49,14 @@ void pyc_streams_flush(pyc_streams_t *s);
 /* While discarding, output of both streams is dropped (silent cells).  Flush before turning it on. */
 void pyc_streams_set_discard(pyc_streams_t *s, bool discard);
 
+/* Holds the streams lock across fork(), so that the child never inherits it locked by the flusher. */
+void pyc_streams_lock(pyc_streams_t *s);
+void pyc_streams_unlock(pyc_streams_t *s);
+
+/* In a forked child: forgets the streams inherited from the parent without touching them (their thread
+ * does not exist in the child and their pipes belong to the parent).  Sets *s_p to NULL. */
+void pyc_streams_abandon(pyc_streams_t **s_p);
+
 /* Stops the flusher, restores fds 1 and 2, and frees everything; sets *s_p to NULL.  Pending output is
  * published first.  NULL-safe. */
 void pyc_streams_destroy(pyc_streams_t **s_p);

@@ -13,6 +13,7 @@
 #include "pyint.h"
 
 #include <string.h>
+#include <unistd.h>
 
 pyc_py_host_t pyc_py_host;
 pyc_py_cell_t pyc_py_cell;
@@ -303,4 +304,19 @@ pyc_py_finalize(void)
     if (Py_FinalizeEx() < 0) {
         /* Flushing a stream failed at exit; nothing more can be done. */
     }
+}
+
+int
+pyc_py_fork(void)
+{
+    PyOS_BeforeFork();
+    pid_t pid = fork();
+    if (pid == 0) {
+        PyOS_AfterFork_Child();
+        pyc_py_interrupted = 0;
+        pyc_py_executing = 0;
+    } else {
+        PyOS_AfterFork_Parent();
+    }
+    return (int)pid;
 }

@@ -92,6 +92,10 @@ json_t *pyc_py_is_complete(const char *code);
 /* True when SIGINT arrived while the current cell runs.  Safe without the GIL, from the main thread. */
 bool pyc_py_interrupt_pending(void);
 
+/* fork(2) with CPython's before/after-fork handling (PyOS_BeforeFork, PyOS_AfterFork_Child/Parent).
+ * Must hold the GIL.  Returns what fork returns. */
+int pyc_py_fork(void);
+
 /* Runs atexit handlers and finalizes the interpreter.  Must hold the GIL (pyc_py_enter). */
 void pyc_py_finalize(void);
 
