@@ -1,0 +1,210 @@
+"""Session fork (DESIGN.md section 5, issue 4): the comm target pyc.fork makes full kernels out of the live
+one.  Each child starts from the parent's state copy-on-write, answers on its own ports with its own key,
+is reachable through the connection file it wrote, leaves the parent's process group and dies with the
+parent unless asked to outlive it."""
+
+import json
+import os
+import signal
+import time
+import uuid
+
+import pytest
+
+from pyctest import (
+    IS_PYC,
+    NOT_PYC_REASON,
+    TIMEOUT,
+    connect_client,
+    eval_value,
+    execute,
+    kill_pid,
+    pid_alive,
+    register_pid,
+    stream_text,
+)
+
+pytestmark = pytest.mark.skipif(not IS_PYC, reason=NOT_PYC_REASON)
+
+
+def fork(kc, n=1, outlive=False, timeout=TIMEOUT):
+    """Opens a pyc.fork comm and returns the data of the kernel's answer (after its comm_close)."""
+    comm_id = uuid.uuid4().hex
+    msg = kc.session.msg("comm_open", {"comm_id": comm_id, "target_name": "pyc.fork",
+                                       "data": {"n": n, "outlive": outlive}})
+    kc.shell_channel.send(msg)
+    data, closed = None, False
+    deadline = time.monotonic() + timeout
+    while not closed:
+        m = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        if m["content"].get("comm_id") != comm_id:
+            continue
+        if m["msg_type"] == "comm_msg":
+            data = m["content"]["data"]
+        elif m["msg_type"] == "comm_close":
+            closed = True
+    for c in (data or {}).get("children", []):
+        register_pid(c["pid"])
+    return data
+
+
+def state(pid):
+    """The kernel's view of a process: 'gone', 'zombie' or 'alive'."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("State:"):
+                    return "zombie" if "Z" in line.split()[1] else "alive"
+    except FileNotFoundError:
+        pass
+    return "gone"
+
+
+def wait_dead(pid, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if state(pid) != "alive":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def forked(fresh_kernel):
+    """A fresh kernel with state, forked into three children; clients for the children."""
+    kc = fresh_kernel.kc
+    execute(kc, "import json\nshared = {'a': [1, 2, 3]}\nx = 10")
+    data = fork(kc, n=3)
+    assert data["status"] == "ok", data
+    clients = [connect_client(c["connection_file"]) for c in data["children"]]
+    yield fresh_kernel, data["children"], clients
+    for c in clients:
+        c.stop_channels()
+    for c in data["children"]:
+        kill_pid(c["pid"])
+
+
+def test_children_start_from_parent_state_and_are_isolated(forked):
+    k, children, clients = forked
+    assert len({c["pid"] for c in children}) == 3
+    assert all(c["pid"] != k.pid for c in children)
+    for i, kc in enumerate(clients):
+        # variables and modules of the parent are there
+        assert eval_value(kc, "shared['a'], x, json.dumps(1)") == "([1, 2, 3], 10, '1')"
+        reply, _ = execute(kc, "x += %d\nshared['a'].append(%d)" % (i + 1, i))
+        assert reply["content"]["status"] == "ok"
+    # a change in one child is invisible to the parent and the siblings
+    assert eval_value(k.kc, "x, shared['a']") == "(10, [1, 2, 3])"
+    for i, kc in enumerate(clients):
+        assert eval_value(kc, "x, shared['a']") == "(%d, [1, 2, 3, %d])" % (10 + i + 1, i)
+
+
+def test_child_is_a_full_kernel(forked):
+    k, children, clients = forked
+    c = children[0]
+    info = json.load(open(c["connection_file"]))
+    assert oct(os.stat(c["connection_file"]).st_mode & 0o777) == "0o600"
+    assert os.path.dirname(c["connection_file"]) == os.path.dirname(k.km.connection_file)
+    assert info["key"] != json.load(open(k.km.connection_file))["key"]
+    assert info["shell_port"] not in [json.load(open(k.km.connection_file))[p] for p in
+                                      ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+    kc = clients[0]
+    reply, msgs = execute(kc, "print('from child', os.getpid() if 'os' in dir() else __import__('os').getpid())")
+    assert stream_text(msgs) == "from child %d\n" % c["pid"]
+    reply, msgs = execute(kc, "1/0")
+    assert reply["content"]["ename"] == "ZeroDivisionError"
+    assert eval_value(kc, "x") == "10"
+    # its own process group, so an interrupt of the parent's group does not reach it
+    assert os.getpgid(c["pid"]) != os.getpgid(k.pid)
+
+
+def test_kill_child_leaves_parent_and_siblings(forked):
+    k, children, clients = forked
+    os.kill(children[0]["pid"], signal.SIGKILL)
+    assert wait_dead(children[0]["pid"])
+    assert eval_value(k.kc, "x") == "10"
+    assert eval_value(clients[1], "x") == "10"
+
+
+def test_shutdown_of_child_ends_only_that_child(forked):
+    k, children, clients = forked
+    clients[0].shutdown()
+    assert wait_dead(children[0]["pid"])
+    assert eval_value(k.kc, "x") == "10"
+    assert eval_value(clients[1], "x") == "10"
+    # the parent reaps it (no zombie left behind) and its connection file goes
+    deadline = time.monotonic() + 5
+    while state(children[0]["pid"]) != "gone" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert state(children[0]["pid"]) == "gone"
+    assert not os.path.exists(children[0]["connection_file"])
+
+
+def test_interrupt_of_parent_group_leaves_children(forked):
+    k, children, clients = forked
+    msg_id = clients[0].execute("import time\nfor _ in range(30):\n    time.sleep(0.1)\nprint('finished')")
+    time.sleep(0.5)
+    os.killpg(os.getpgid(k.pid), signal.SIGINT)
+    reply = clients[0].get_shell_msg(timeout=TIMEOUT)
+    assert reply["parent_header"]["msg_id"] == msg_id
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert eval_value(k.kc, "x") == "10"
+
+
+def test_parent_shutdown_ends_children(fresh_kernel):
+    kc = fresh_kernel.kc
+    data = fork(kc, n=2)
+    assert data["status"] == "ok"
+    pids = [c["pid"] for c in data["children"]]
+    fresh_kernel.shutdown()
+    for pid in pids:
+        assert wait_dead(pid), "child %d outlived its parent" % pid
+    for c in data["children"]:
+        assert not os.path.exists(c["connection_file"])
+
+
+def test_outlive(fresh_kernel):
+    kc = fresh_kernel.kc
+    execute(kc, "y = 'kept'")
+    data = fork(kc, n=1, outlive=True)
+    child = data["children"][0]
+    try:
+        fresh_kernel.shutdown()
+        time.sleep(0.5)
+        assert state(child["pid"]) == "alive"
+        ckc = connect_client(child["connection_file"])
+        assert eval_value(ckc, "y") == "'kept'"
+        ckc.shutdown()
+        assert wait_dead(child["pid"])
+        ckc.stop_channels()
+    finally:
+        kill_pid(child["pid"])
+
+
+def test_bad_requests_and_cap(kc):
+    for n in (0, -1, 10_000, "three"):
+        data = fork(kc, n=n)
+        assert data["status"] == "error" and data["ename"] == "ForkError", data
+    # the kernel goes on
+    assert eval_value(kc, "1 + 1") == "2"
+
+
+def test_console_existing_on_child(forked):
+    pexpect = pytest.importorskip("pexpect")
+    from pyctest import PYC_PYTHON, child_env
+
+    k, children, clients = forked
+    child = pexpect.spawn(PYC_PYTHON, ["-m", "jupyter_console", "--existing", children[1]["connection_file"],
+                                        "--simple-prompt"], env=child_env(), encoding="utf-8", timeout=60)
+    try:
+        child.expect(r"In \[\d+\]: ")
+        child.sendline("x * 3")
+        child.expect("30")
+        child.expect(r"In \[\d+\]: ")
+        child.sendeof()
+        if child.expect([r"(?i)really want to exit", pexpect.EOF], timeout=30) == 0:
+            child.sendline("y")
+            child.expect(pexpect.EOF, timeout=30)
+    finally:
+        child.close(force=True)
+    assert eval_value(clients[1], "x") == "10"
