@@ -49,7 +49,8 @@ struct pyc_kernel {
     bool allow_stdin;
 
     char *kernel_info;           /* serialized kernel_info_reply content, made once by pyc_kernel_starting */
-    pyc_history_t *history;      /* NULL when the history file could not be opened */
+    pyc_history_t *history;      /* opened on first use (history_of); NULL when it could not be */
+    bool history_tried;
     int (*fork_child)(void *ctx, bool outlive, json_t **info, pyc_error_t *err);
     void *fork_ctx;
     int max_children;
@@ -331,6 +332,23 @@ pyc_kernel_py_host(pyc_kernel_t *k, pyc_py_host_t *host)
     host->input = host_input;
 }
 
+/* The history, opened on first use: SQLite costs a kernel 1.2 MB of resident memory and some start-up
+ * time once a database is open, which a kernel that never runs a cell should not pay. */
+static pyc_history_t *
+history_of(pyc_kernel_t *k)
+{
+    if (!k->history_tried) {
+        char hpath[4096];
+        pyc_error_t herr;
+        k->history_tried = true;
+        if (pyc_history_default_path(hpath, sizeof hpath) < 0)
+            pyc_log("history is off: no place for the history file");
+        else if ((k->history = pyc_history_open(hpath, &herr)) == NULL)
+            pyc_log("history is off: %s", herr.text);
+    }
+    return k->history;
+}
+
 /* ---- requests -------------------------------------------------------------------------------------- */
 
 static bool
@@ -383,7 +401,7 @@ on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     if (store_history)
         k->execution_count++;
     int count = k->execution_count;
-    if (store_history && k->history != NULL) {
+    if (store_history && history_of(k) != NULL) {
         pyc_error_t err;
         if (!k->history_batch && pyc_history_batch(k->history, true, &err) == 0)
             k->history_batch = true;
@@ -656,7 +674,7 @@ static void
 on_history(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
     pyc_kernel_idle(k);          /* the answer includes the cells of the open batch */
-    reply(k, chan, msg, "history_reply", NULL, pyc_history_request(k->history, msg->content));
+    reply(k, chan, msg, "history_reply", NULL, pyc_history_request(history_of(k), msg->content));
 }
 
 static void
@@ -827,11 +845,8 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     k->n_children = 0;
     /* The SQLite connection must not cross fork(): forget it and start a session of our own. */
     k->history = NULL;
+    k->history_tried = false;
     k->history_batch = false;
-    char hpath[4096];
-    pyc_error_t herr;
-    if (pyc_history_default_path(hpath, sizeof hpath) == 0 && (k->history = pyc_history_open(hpath, &herr)) == NULL)
-        pyc_log("history is off in the child: %s", herr.text);
     pyc_streams_abandon(&k->streams);
     k->streams = pyc_streams_new(on_stream_publish, k, err);
     if (k->streams == NULL)
@@ -889,13 +904,6 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
         u = json_string("pyc");  /* USER was not valid UTF-8 */
     k->username_json = json_dumps(u, JSON_ENCODE_ANY);
     json_decref(u);
-    char hpath[4096];
-    pyc_error_t herr;
-    if (pyc_history_default_path(hpath, sizeof hpath) < 0) {
-        pyc_log("history is off: no place for the history file");
-    } else if ((k->history = pyc_history_open(hpath, &herr)) == NULL) {
-        pyc_log("history is off: %s", herr.text);
-    }
     k->streams = pyc_streams_new(on_stream_publish, k, err);
     if (k->username_json == NULL || k->streams == NULL) {
         if (k->username_json == NULL)
