@@ -14,6 +14,7 @@ from pyctest import (
     child_env,
     connect_client,
     execute,
+    ipc_dir,
     kernel_argv,
     kill_pid,
     new_log_path,
@@ -147,10 +148,8 @@ def test_stderr_lines_are_prefixed(fresh_kernel):
             assert line.startswith("pyc-kernel: "), line
 
 
-def test_ipc_transport(tmp_path):
-    import tempfile
-
-    d = tempfile.mkdtemp(prefix="pyc-ipc-")  # short path: unix socket names are limited to ~107 bytes
+def test_ipc_transport():
+    d = ipc_dir()
     k = Kernel("pyc", transport="ipc", ip=os.path.join(d, "k"))
     try:
         info = k.km.get_connection_info()

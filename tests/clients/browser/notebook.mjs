@@ -1,0 +1,183 @@
+// Drives the classic Jupyter Notebook page in Debian's headless Chromium with playwright-core:
+// opens a notebook, runs its cells one by one with Shift+Enter, answers the input() prompt by typing into the
+// input box, and prints (one JSON line on stdout) what the page shows for each cell.  The assertions are
+// made by tests/clients/test_notebook_browser.py.
+//
+// Usage: node notebook.mjs <config.json>
+//   config: { url, chromium, userDataDir, screenshot, answer, timeoutMs }
+// Exit code 0 when the page was read (whatever it shows); 2 when the page could not be driven (the JSON
+// then has "error").
+
+import { readFileSync } from 'node:fs';
+import { chromium } from 'playwright-core';
+
+const cfg = JSON.parse(readFileSync(process.argv[2], 'utf8'));
+const timeoutMs = cfg.timeoutMs ?? 45000;
+const started = Date.now();
+const steps = [];
+const consoleErrors = [];
+
+function step(name) {
+  steps.push({ name, ms: Date.now() - started });
+}
+
+function left() {
+  return Math.max(1000, timeoutMs - (Date.now() - started));
+}
+
+// What each code cell shows, read from the DOM (not from the notebook model).
+function readCells() {
+  const cells = [];
+  for (const cell of document.querySelectorAll('#notebook-container .cell')) {
+    if (!cell.classList.contains('code_cell')) continue;
+    const input = cell.querySelector('.input_area');
+    const source = (input ? input.innerText : '').replace(/\u200b/g, ''); // CodeMirror's empty line
+    // Shift+Enter on the last cell appends an empty one
+    if (!source.trim() && !cell.querySelector('.output_area')) continue;
+    const prompt = cell.querySelector('.input_prompt');
+    const areas = [];
+    for (const area of cell.querySelectorAll('.output_area')) {
+      const sub = area.querySelector('.output_subarea');
+      const tables = [...area.querySelectorAll('table')].map((t) => ({
+        headers: [...t.querySelectorAll('th')].map((th) => th.innerText.trim()),
+        cells: [...t.querySelectorAll('td')].map((td) => td.innerText.trim()),
+      }));
+      const imgs = [...area.querySelectorAll('img')].map((img) => ({
+        src: (img.getAttribute('src') || '').slice(0, 40),
+        complete: img.complete,
+        naturalWidth: img.naturalWidth,
+        naturalHeight: img.naturalHeight,
+      }));
+      areas.push({
+        classes: sub ? sub.className : '',
+        text: area.innerText,
+        tables,
+        imgs,
+        rawInput: !!area.querySelector('input.raw_input'),
+      });
+    }
+    cells.push({
+      source,
+      prompt: prompt ? prompt.innerText.trim() : '',
+      running: cell.classList.contains('running'),
+      outputs: areas,
+    });
+  }
+  return cells;
+}
+
+let context;
+const result = { ok: false, steps, consoleErrors };
+try {
+  context = await chromium.launchPersistentContext(cfg.userDataDir, {
+    executablePath: cfg.chromium,
+    headless: true,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--no-first-run',
+      '--disable-sync',
+    ],
+    viewport: { width: 1200, height: 900 },
+    timeout: 20000,
+  });
+  step('launched');
+  const page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(20000);
+  page.on('console', (msg) => {
+    if (msg.type() === 'error') consoleErrors.push(msg.text().slice(0, 300));
+  });
+  page.on('pageerror', (err) => consoleErrors.push('pageerror: ' + String(err).slice(0, 300)));
+
+  await page.goto(cfg.url, { waitUntil: 'load' });
+  step('loaded');
+  // The kernel is up and its websocket connected; the kernel indicator is idle.
+  await page.waitForFunction(
+    () =>
+      window.Jupyter &&
+      Jupyter.notebook &&
+      Jupyter.notebook._fully_loaded &&
+      Jupyter.notebook.kernel &&
+      Jupyter.notebook.kernel.is_connected() &&
+      document.querySelector('#kernel_indicator_icon.kernel_idle_icon') !== null,
+    null,
+    { timeout: Math.min(left(), 30000) },
+  );
+  step('kernel idle');
+  result.kernelName = await page.evaluate(() => Jupyter.notebook.kernel.name);
+
+  // Run the cells one by one as a person would: click into the cell, Shift+Enter, and wait until it has
+  // finished before the next one (so that a cell that fails does not abort the ones after it).  The cell
+  // that asks for input() gets its answer typed into the input box.
+  const nCells = await page.evaluate(() => Jupyter.notebook.ncells());
+  result.runs = [];
+  for (let i = 0; i < nCells; i++) {
+    const run = { index: i };
+    result.runs.push(run);
+    try {
+      const editor = page.locator('#notebook-container .cell').nth(i).locator('.CodeMirror');
+      await editor.click();
+      await page.keyboard.press('Shift+Enter');
+      // done: the prompt is a number (or empty when the kernel aborted it) and the kernel is idle; or the
+      // cell asks for input
+      const state = await page.waitForFunction(
+        (i) => {
+          const c = Jupyter.notebook.get_cell(i);
+          if (c.element.find('input.raw_input').length) return 'input';
+          const idle = document.querySelector('#kernel_indicator_icon.kernel_idle_icon') !== null;
+          return c.input_prompt_number !== '*' && idle ? 'done' : false;
+        },
+        i,
+        { timeout: Math.min(left(), 20000), polling: 50 },
+      );
+      if ((await state.jsonValue()) === 'input') {
+        const box = page.locator('input.raw_input');
+        run.inputPrompt = await page.locator('pre.raw_input_prompt').first().innerText();
+        result.inputPrompt = run.inputPrompt;
+        await box.click();
+        await box.pressSequentially(cfg.answer, { delay: 10 });
+        await box.press('Enter');
+        step('answered input');
+        await page.waitForFunction(
+          (i) =>
+            Jupyter.notebook.get_cell(i).input_prompt_number !== '*' &&
+            document.querySelector('#kernel_indicator_icon.kernel_idle_icon') !== null,
+          i,
+          { timeout: Math.min(left(), 20000), polling: 50 },
+        );
+      }
+      run.done = true;
+    } catch (e) {
+      run.error = String(e).split('\n')[0];
+    }
+    step('cell ' + i);
+  }
+  // Let images finish decoding before they are read and shot.
+  await page
+    .waitForFunction(() => [...document.querySelectorAll('.output_area img')].every((i) => i.complete), null, {
+      timeout: 5000,
+    })
+    .catch(() => {});
+
+  result.cells = await page.evaluate(readCells);
+  // The notebook scrolls inside #site; let it grow so that the full-page screenshot shows every cell.
+  await page.addStyleTag({
+    content: '#site { height: auto !important; overflow: visible !important; } body { overflow: visible !important; }',
+  });
+  await page.screenshot({ path: cfg.screenshot, fullPage: true });
+  step('screenshot');
+  result.ok = true;
+} catch (e) {
+  result.error = String(e.stack || e);
+}
+try {
+  if (context) await context.close();
+} catch (e) {
+  result.closeError = String(e).split('\n')[0];
+}
+result.elapsedMs = Date.now() - started;
+process.stdout.write(JSON.stringify(result) + '\n');
+process.exit(result.ok ? 0 : 2);

@@ -1,0 +1,92 @@
+// Runs a kernel through a Jupyter server with @jupyterlab/services, as JupyterLab does: KernelManager
+// starts it over REST, the KernelConnection talks to it over the server's WebSocket, and the kernel is
+// shut down through the server again.  Prints one JSON line on stdout for
+// tests/clients/test_jupyterlab_services.py to check.
+//
+// Usage: node services.mjs <config.json>
+//   config: { baseUrl, token, kernelName, codes: [..], timeoutMs }
+// Exit code 0 when every step ran (whatever the kernel answered); 2 otherwise (the JSON then has "error").
+
+import { readFileSync } from 'node:fs';
+import WebSocket from 'ws';
+import services from '@jupyterlab/services';
+
+const { KernelManager, KernelAPI, ServerConnection } = services;
+const cfg = JSON.parse(readFileSync(process.argv[2], 'utf8'));
+const started = Date.now();
+const result = { ok: false, steps: [], statuses: [], connectionStatuses: [], executions: [] };
+
+function step(name) {
+  result.steps.push({ name, ms: Date.now() - started });
+}
+
+function finish(code) {
+  result.elapsedMs = Date.now() - started;
+  process.stdout.write(JSON.stringify(result) + '\n');
+  process.exit(code);
+}
+
+const timer = setTimeout(() => {
+  result.error = 'timed out after ' + cfg.timeoutMs + ' ms (last step: ' + JSON.stringify(result.steps.at(-1)) + ')';
+  finish(2);
+}, cfg.timeoutMs ?? 40000);
+
+let manager;
+try {
+  const serverSettings = ServerConnection.makeSettings({
+    baseUrl: cfg.baseUrl,
+    wsUrl: cfg.baseUrl.replace(/^http/, 'ws'),
+    token: cfg.token,
+    appendToken: true, // the token in the WebSocket URL too (a WebSocket in Node sends no cookie)
+    WebSocket,
+  });
+  manager = new KernelManager({ serverSettings });
+  await manager.ready;
+  step('manager ready');
+
+  const kernel = await manager.startNew({ name: cfg.kernelName });
+  result.kernelId = kernel.id;
+  result.kernelName = kernel.name;
+  kernel.statusChanged.connect((_, s) => result.statuses.push(s));
+  kernel.connectionStatusChanged.connect((_, s) => result.connectionStatuses.push(s));
+  step('started');
+
+  // The connection asks for kernel_info as soon as its WebSocket is open.
+  const info = await kernel.info;
+  result.info = {
+    implementation: info.implementation,
+    protocol_version: info.protocol_version,
+    language: info.language_info && info.language_info.name,
+  };
+  result.connectionStatus = kernel.connectionStatus;
+  step('kernel_info');
+
+  for (const code of cfg.codes) {
+    const iopub = [];
+    const future = kernel.requestExecute({ code, silent: false, store_history: true });
+    future.onIOPub = (msg) => iopub.push({ msg_type: msg.header.msg_type, content: msg.content });
+    // done: the execute_reply has come and the kernel has gone idle for this request
+    const reply = await future.done;
+    result.executions.push({
+      code,
+      reply: { status: reply.content.status, execution_count: reply.content.execution_count },
+      iopub,
+    });
+    step('executed ' + JSON.stringify(code));
+  }
+
+  await kernel.shutdown();
+  step('shut down');
+  result.statusAfterShutdown = kernel.status;
+  result.runningAfterShutdown = (await KernelAPI.listRunning(serverSettings)).map((m) => m.id);
+  result.ok = true;
+} catch (e) {
+  result.error = String((e && e.stack) || e);
+}
+clearTimeout(timer);
+try {
+  if (manager) manager.dispose();
+} catch (e) {
+  result.disposeError = String(e);
+}
+finish(result.ok ? 0 : 2);

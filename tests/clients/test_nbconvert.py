@@ -1,0 +1,198 @@
+"""Batch clients: `jupyter nbconvert --execute` on examples/quickstart.ipynb, and nbclient directly."""
+
+import os
+import subprocess
+import time
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from pyctest import (
+    PYC_PYTHON,
+    PYC_SRCDIR,
+    child_env,
+    descendants_of,
+    kill_pid,
+    pid_alive,
+    register_pid,
+)
+
+QUICKSTART = os.path.join(PYC_SRCDIR, "examples", "quickstart.ipynb")
+
+# (source prefix, expected outputs as (output_type, name-or-mime, text))
+EXPECTED = [
+    ('print("Hello from pyc!")', [("stream", "stdout", "Hello from pyc!\n")]),
+    ("x = 6", [("execute_result", "text/plain", "42")]),
+    ("for i in range(3)", [("stream", "stdout", "line 0\nline 1\nline 2\n")]),
+    ("def greet", []),
+    ('greet("Jupyter")', [("execute_result", "text/plain", "'Hello, Jupyter!'")]),
+    ("try:", [("stream", "stdout", "caught: division by zero\n")]),
+    ("import sys", [("stream", "stderr", "a warning on stderr\n")]),
+    ("import math", [("execute_result", "text/plain", "409114")]),
+]
+
+
+def simplify(outputs):
+    out = []
+    for o in outputs:
+        if o["output_type"] == "stream":
+            if out and out[-1][0] == "stream" and out[-1][1] == o["name"]:
+                out[-1] = ("stream", o["name"], out[-1][2] + o["text"])
+            else:
+                out.append(("stream", o["name"], o["text"]))
+        elif o["output_type"] in ("execute_result", "display_data"):
+            out.append((o["output_type"], "text/plain", o["data"].get("text/plain")))
+        else:
+            out.append((o["output_type"], o.get("ename"), o.get("evalue")))
+    return out
+
+
+def run_watched(argv, timeout, **kw):
+    """Run a client process; every process under it (its kernel) is recorded while it runs and killed by
+    pid at the end if it outlived the client."""
+    p = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=child_env(), **kw
+    )
+    register_pid(p.pid)
+    seen = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while p.poll() is None and time.monotonic() < deadline:
+            for c in descendants_of(p.pid):
+                if c not in seen:
+                    seen.add(c)
+                    register_pid(c)
+            time.sleep(0.05)
+        if p.poll() is None:
+            kill_pid(p.pid)
+            out = p.communicate(timeout=10)[0]
+            pytest.fail("%s did not finish within %ss:\n%s" % (argv, timeout, out.decode(errors="replace")))
+        out = p.communicate(timeout=10)[0]
+    finally:
+        kill_pid(p.pid)
+        late = [c for c in seen if pid_alive(c)]
+        if late:
+            time.sleep(2)  # let a kernel that is on its way out go by itself
+        for c in seen:
+            kill_pid(c)
+    return p.returncode, out.decode("utf-8", "replace")
+
+
+def test_quickstart_notebook_is_valid():
+    nb = nbformat.read(QUICKSTART, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert len(code) == len(EXPECTED)
+    for cell, (prefix, _) in zip(code, EXPECTED):
+        assert cell.source.startswith(prefix), (cell.source, prefix)
+
+
+@pytest.mark.timeout(180)
+def test_nbconvert_execute_quickstart(tmp_path):
+    argv = [
+        # Debian's python3-nbconvert has no jupyter-nbconvert script, so `python3 -m jupyter nbconvert`
+        # fails there; the module entry point works everywhere.
+        PYC_PYTHON, "-m", "nbconvert",
+        "--to", "notebook", "--execute",
+        "--ExecutePreprocessor.kernel_name=pyc",
+        "--ExecutePreprocessor.timeout=60",
+        "--output-dir", str(tmp_path),
+        QUICKSTART,
+    ]
+    code, out = run_watched(argv, timeout=150)
+    assert code == 0, out
+    result = tmp_path / "quickstart.ipynb"
+    assert result.exists(), out
+    nb = nbformat.read(str(result), as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata["language_info"]["name"] == "python"
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    for n, (cell, (prefix, expected)) in enumerate(zip(code_cells, EXPECTED), start=1):
+        assert cell.source.startswith(prefix)
+        assert simplify(cell.outputs) == expected, (cell.source, cell.outputs)
+        assert cell.execution_count == n, (cell.source, cell.execution_count)
+        for o in cell.outputs:
+            if o["output_type"] == "execute_result":
+                assert o["execution_count"] == n
+
+
+def _client(nb, **kw):
+    from nbclient import NotebookClient
+
+    client = NotebookClient(nb, kernel_name="pyc", timeout=60, startup_timeout=60, **kw)
+    pids = []
+
+    def on_start(notebook=None, **_):
+        pid = client.km.provisioner.process.pid
+        pids.append(pid)
+        register_pid(pid)
+
+    client.on_notebook_start = on_start
+    return client, pids
+
+
+def _finish(pids):
+    for pid in pids:
+        deadline = time.monotonic() + 5
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        kill_pid(pid)
+
+
+def error_notebook():
+    return new_notebook(
+        cells=[
+            new_code_cell("a = 1\nprint('before', a)"),
+            new_code_cell("1 / 0"),
+            new_code_cell("print('after', a)"),
+        ]
+    )
+
+
+def test_nbclient_error_raises():
+    from nbclient.exceptions import CellExecutionError
+
+    nb = error_notebook()
+    client, pids = _client(nb)
+    try:
+        with pytest.raises(CellExecutionError) as info:
+            client.execute()
+    finally:
+        _finish(pids)
+    assert "ZeroDivisionError" in str(info.value)
+    assert simplify(nb.cells[0].outputs) == [("stream", "stdout", "before 1\n")]
+    assert nb.cells[2].outputs == []  # not run
+
+
+def test_nbclient_allow_errors():
+    nb = error_notebook()
+    client, pids = _client(nb, allow_errors=True)
+    try:
+        client.execute()
+    finally:
+        _finish(pids)
+    assert simplify(nb.cells[0].outputs) == [("stream", "stdout", "before 1\n")]
+    errs = [o for o in nb.cells[1].outputs if o["output_type"] == "error"]
+    assert len(errs) == 1 and errs[0]["ename"] == "ZeroDivisionError"
+    # the kernel and its namespace survived the error
+    assert simplify(nb.cells[2].outputs) == [("stream", "stdout", "after 1\n")]
+    assert [c.execution_count for c in nb.cells] == [1, 2, 3]
+
+
+@pytest.mark.timeout(120)
+def test_nbclient_cell_timeout_interrupts():
+    """A cell over nbclient's timeout is interrupted (interrupt_on_timeout) and the error recorded."""
+    nb = new_notebook(cells=[new_code_cell("import time\ntime.sleep(60)"), new_code_cell("print('next')")])
+    client, pids = _client(nb, allow_errors=True)
+    client.timeout = 3
+    client.interrupt_on_timeout = True
+    t0 = time.monotonic()
+    try:
+        client.execute()
+    finally:
+        _finish(pids)
+    assert time.monotonic() - t0 < 45
+    errs = [o for o in nb.cells[0].outputs if o["output_type"] == "error"]
+    assert errs and errs[0]["ename"] == "KeyboardInterrupt", nb.cells[0].outputs
+    assert simplify(nb.cells[1].outputs) == [("stream", "stdout", "next\n")]

@@ -1,0 +1,349 @@
+"""The classic Jupyter Notebook page in headless Chromium, driven by playwright-core (tests/clients/browser).
+
+One notebook server and one browser run per module: the node script opens a notebook whose kernelspec is
+`pyc`, runs its cells one by one with Shift+Enter (each to its end, so that a failing cell does not abort
+the next ones), answers the input() prompt by typing into the box, reads what the page shows for each cell
+and saves a full-page screenshot; the tests below check that page.
+
+Needs Debian's jupyter-notebook and chromium, and `npm ci` in tests/clients/browser (.ci/deps does both).
+Without them the tests skip, except in CI (CI=true) where they fail.  The screenshot goes to
+$PYC_ARTIFACTS_DIR (default: <pytest tmp dir>/artifacts).
+"""
+
+import importlib.util
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from pyctest import (
+    IS_PYC,
+    PYC_PYTHON,
+    child_env,
+    descendants_of,
+    env_root,
+    kill_pid,
+    pid_alive,
+    register_pid,
+)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BROWSER_DIR = os.path.join(HERE, "browser")
+CHROMIUM = os.environ.get("PYC_CHROMIUM", "/usr/bin/chromium")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+ANSWER = "pyc tester"
+PRINTED = "Hello from the browser!"
+PROMPT = "Your name? "
+
+CELLS = [
+    ("print", 'print("%s")' % PRINTED, {}),
+    (
+        "dataframe",
+        'import pandas as pd\ndf = pd.DataFrame({"name": ["alpha", "beta", "gamma"], "value": [1, 22, 333]})\ndf',
+        {},
+    ),
+    (
+        "plot",
+        "import matplotlib.pyplot as plt\n"
+        "fig, ax = plt.subplots(figsize=(4, 2.5))\n"
+        'ax.plot([0, 1, 2, 3], [0, 1, 4, 9], marker="o")\n'
+        'ax.set_title("squares")\n'
+        "plt.show()",
+        {},
+    ),
+    # raises-exception: the Notebook sends stop_on_error=false, so the cells after it still run
+    ("error", "1 / 0", {"tags": ["raises-exception"]}),
+    ("input", 'answer = input("%s")\nprint("Hello, " + answer + "!")' % PROMPT, {}),
+]
+INDEX = {name: i for i, (name, _, _) in enumerate(CELLS)}
+
+
+def require(ok, what):
+    """Skip (or, in CI, fail) when a prerequisite of the browser test is missing."""
+    if ok:
+        return
+    if IN_CI:
+        pytest.fail("%s (CI is set, so a missing prerequisite is a failure; .ci/deps installs it)" % what)
+    pytest.skip("%s; run .ci/deps to install it" % what)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def marked_pids(marker):
+    """Pids (other than this one) whose command line contains marker."""
+    key = marker.encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as f:
+                if key in f.read():
+                    pids.append(int(entry))
+        except OSError:
+            pass
+    return pids
+
+
+class Watched:
+    """Processes started by this module: each pid, and every process found under it while it ran, is
+    registered with pyctest and killed by pid at the end."""
+
+    def __init__(self, marker):
+        # marker: a path unique to this run; a process whose command line holds it is ours even when it has
+        # left the tree (Chromium's crashpad handlers are reparented to init, their --database is in $HOME)
+        self.marker = marker
+        self.roots = []
+        self.seen = set()
+
+    def start(self, argv, env=None, **kw):
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env or child_env(), **kw)
+        register_pid(p.pid)
+        self.roots.append(p)
+        return p
+
+    def scan(self):
+        found = [c for p in self.roots if p.poll() is None for c in descendants_of(p.pid)]
+        found += marked_pids(self.marker)
+        for c in found:
+            if c not in self.seen:
+                self.seen.add(c)
+                register_pid(c)
+
+    def wait(self, p, timeout):
+        """Wait for p while scanning for new descendants; returns False on timeout."""
+        deadline = time.monotonic() + timeout
+        while p.poll() is None:
+            self.scan()
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def stop(self, p, grace=10.0):
+        """SIGTERM (a Jupyter server then shuts its kernels down), then SIGKILL by pid."""
+        self.scan()
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                kill_pid(p.pid)
+        p.poll()
+
+    def close(self):
+        for p in reversed(self.roots):
+            self.stop(p)
+        self.scan()
+        deadline = time.monotonic() + 3
+        while any(pid_alive(c) for c in self.seen) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for c in self.seen:
+            kill_pid(c)
+
+
+def api_get(base, token, path, timeout=2.0):
+    req = urllib.request.Request(base + path, headers={"Authorization": "token " + token})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read().decode())
+
+
+def wait_server(proc, base, token, log_path, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        try:
+            return api_get(base, token, "/api/kernelspecs")
+        except Exception as e:  # not listening yet
+            last = e
+            time.sleep(0.1)
+    with open(log_path, errors="replace") as f:
+        log = f.read()[-3000:]
+    pytest.fail("the notebook server did not answer at %s (%s; exit %s):\n%s" % (base, last, proc.poll(), log))
+
+
+@pytest.fixture(scope="module")
+def artifacts_dir(tmp_path_factory):
+    d = os.environ.get("PYC_ARTIFACTS_DIR") or str(tmp_path_factory.getbasetemp() / "artifacts")
+    os.makedirs(d, exist_ok=True)
+    print("artifacts dir: %s" % d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory, artifacts_dir):
+    """Runs the notebook in the browser once; returns (what notebook.mjs printed, screenshot path)."""
+    require(shutil.which("node") is not None, "node is not installed")
+    require(os.access(CHROMIUM, os.X_OK), "Chromium is not installed (%s; Debian package chromium)" % CHROMIUM)
+    require(
+        os.path.isdir(os.path.join(BROWSER_DIR, "node_modules", "playwright-core")),
+        "playwright-core is not installed (npm ci in %s)" % BROWSER_DIR,
+    )
+    require(
+        importlib.util.find_spec("notebook") is not None,
+        "the classic Notebook is not installed for %s (Debian package jupyter-notebook)" % PYC_PYTHON,
+    )
+
+    tmp = tmp_path_factory.mktemp("notebook-browser")
+    nbdir = tmp / "notebooks"
+    nbdir.mkdir()
+    nb = new_notebook(
+        cells=[new_code_cell(src, metadata=dict(meta)) for _, src, meta in CELLS],
+        metadata={
+            "kernelspec": {"name": "pyc", "display_name": "Python 3 (pyc)", "language": "python"},
+            "language_info": {"name": "python"},
+        },
+    )
+    nbformat.write(nb, str(nbdir / "browser.ipynb"))
+
+    port = free_port()
+    token = secrets.token_hex(16)
+    base = "http://127.0.0.1:%d" % port
+    server_log = os.path.join(env_root(), "logs", "notebook-server-%d.log" % port)
+    watched = Watched(os.path.join(str(tmp), ""))
+    try:
+        with open(server_log, "wb") as log:
+            server = watched.start(
+                [
+                    PYC_PYTHON, "-m", "notebook",
+                    "--no-browser", "--allow-root",
+                    "--ip=127.0.0.1", "--port=%d" % port, "--port-retries=0",
+                    "--NotebookApp.token=%s" % token,
+                    "--NotebookApp.password=",
+                    "--notebook-dir=%s" % nbdir,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        specs = wait_server(server, base, token, server_log)
+        assert "pyc" in specs.get("kernelspecs", {}), "the server does not see the pyc kernelspec: %s" % specs
+
+        shot = os.path.join(artifacts_dir, "notebook-browser%s.png" % ("" if IS_PYC else "-override"))
+        cfg = {
+            "url": "%s/notebooks/browser.ipynb?token=%s" % (base, token),
+            "chromium": CHROMIUM,
+            "userDataDir": str(tmp / "chromium-profile"),
+            "screenshot": shot,
+            "answer": ANSWER,
+            "timeoutMs": 45000,
+        }
+        cfg_path = tmp / "config.json"
+        cfg_path.write_text(json.dumps(cfg))
+        out_path = tmp / "node-stdout.txt"
+        err_path = tmp / "node-stderr.txt"
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            # HOME of its own, so that Chromium's crash database (and so its crashpad handlers) carry the marker
+            home = tmp / "browser-home"
+            home.mkdir()
+            node = watched.start(
+                ["node", "notebook.mjs", str(cfg_path)],
+                cwd=BROWSER_DIR,
+                env=child_env(HOME=str(home)),
+                stdout=out,
+                stderr=err,
+            )
+            finished = watched.wait(node, 60)
+        if not finished:
+            watched.stop(node, grace=3)
+        stdout = out_path.read_text(errors="replace")
+        stderr = err_path.read_text(errors="replace")
+        print("screenshot: %s" % shot)
+        if not finished:
+            pytest.fail("notebook.mjs did not finish within 60 s\nstdout: %s\nstderr: %s" % (stdout, stderr[-3000:]))
+        try:
+            result = json.loads(stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            pytest.fail(
+                "notebook.mjs printed no JSON (exit %s)\nstdout: %s\nstderr: %s" % (node.returncode, stdout, stderr)
+            )
+        result["stderr"] = stderr
+        yield result, shot
+    finally:
+        watched.close()
+
+
+def cell(result, name):
+    assert result.get("ok"), "the page could not be driven: %s" % result.get("error")
+    cells = result["cells"]
+    assert len(cells) == len(CELLS), "the page shows %d code cells, not %d" % (len(cells), len(CELLS))
+    return cells[INDEX[name]]
+
+
+def text_of(c):
+    return "\n".join(o["text"] for o in c["outputs"])
+
+
+def last_line(c):
+    lines = [ln for ln in text_of(c).splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else "(no output)"
+
+
+def test_page_ran_every_cell(page):
+    result, shot = page
+    assert result.get("ok"), "the page could not be driven: %s\n%s" % (result.get("error"), result.get("stderr"))
+    assert result["kernelName"] == "pyc"
+    unfinished = [(CELLS[r["index"]][0], r.get("error")) for r in result["runs"] if not r.get("done")]
+    assert not unfinished, "cells that did not finish: %s" % unfinished
+    prompts = [" ".join(c["prompt"].split()) for c in result["cells"]]  # the prompt has a no-break space
+    assert all(p.startswith("In [") and p not in ("In [*]:", "In [ ]:") for p in prompts), prompts
+    assert os.path.getsize(shot) > 10000, "the screenshot %s is (almost) empty" % shot
+
+
+def test_print_shows(page):
+    c = cell(page[0], "print")
+    assert PRINTED in text_of(c), c
+
+
+def test_dataframe_table(page):
+    c = cell(page[0], "dataframe")
+    tables = [t for o in c["outputs"] for t in o["tables"]]
+    assert tables, "no <table> for the DataFrame; the cell shows %r" % text_of(c)
+    t = tables[0]
+    assert {"name", "value"} <= set(t["headers"]), t
+    for v in ("alpha", "beta", "gamma", "1", "22", "333"):
+        assert v in t["cells"], (v, t)
+
+
+def test_plot_image(page):
+    c = cell(page[0], "plot")
+    imgs = [i for o in c["outputs"] for i in o["imgs"]]
+    assert imgs, "no <img> for the plot; the cell shows %r" % text_of(c)
+    img = imgs[0]
+    assert img["src"].startswith("data:image/png;base64,"), img
+    assert img["complete"] and img["naturalWidth"] > 100 and img["naturalHeight"] > 50, img
+
+
+def test_traceback_shows(page):
+    c = cell(page[0], "error")
+    errors = [o for o in c["outputs"] if "output_error" in o["classes"]]
+    assert errors, "no error output; the cell shows %r" % text_of(c)
+    assert "ZeroDivisionError" in errors[0]["text"], errors[0]["text"]
+    assert "division by zero" in errors[0]["text"], errors[0]["text"]
+
+
+def test_input_answered(page):
+    result = page[0]
+    c = cell(result, "input")
+    assert result.get("inputPrompt") is not None, "the input box did not appear; the cell shows %r" % text_of(c)
+    assert result["inputPrompt"].startswith(PROMPT.strip()), result["inputPrompt"]
+    text = text_of(c)
+    # the Notebook echoes the prompt and the answer as stdout once the box is submitted
+    assert PROMPT + ANSWER in text, text
+    assert "Hello, %s!" % ANSWER in text, text
+    assert not any(o["rawInput"] for o in c["outputs"]), "the input box is still shown"

@@ -1,0 +1,117 @@
+"""pytest configuration shared by tests/integration and tests/clients.
+
+Environment (exported by `make check` through tests/pytest.sh):
+  PYC_KERNEL    absolute path of the built pyc-kernel
+  PYC_PYTHON    the Python that runs pytest and the Jupyter clients
+  PYC_SRCDIR    the source dir (for examples/)
+  PYC_TEST_ARGV optional JSON argv list that replaces pyc-kernel in the kernelspecs (calibration against
+                ipykernel); pyc-only tests then skip.
+"""
+
+import os
+import shutil
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import pyctest  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "pyc_only: behaviour that only pyc promises (skips for other kernels)")
+    try:
+        pyctest.setup_environment()
+    except (RuntimeError, ValueError) as e:
+        raise pytest.UsageError(str(e))
+
+
+def pytest_report_header(config):
+    return [
+        "kernel under test: %s" % ("pyc" if pyctest.IS_PYC else "override (PYC_TEST_ARGV)"),
+        "kernel argv: %s" % pyctest.kernel_argv_template(),
+        "isolated jupyter dirs: %s" % pyctest.env_root(),
+    ]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    stray = [pid for pid in sorted(pyctest.STARTED_PIDS) if pyctest.pid_alive(pid)]
+    for pid in stray:
+        pyctest.kill_pid(pid)
+    if stray:
+        sys.stderr.write("\nERROR: processes started by the tests were still alive at the end: %s\n" % stray)
+        session.exitstatus = 1
+    # The temp Jupyter dirs and kernel logs (stderr of every kernel) are kept when something failed.
+    if session.exitstatus == 0:
+        shutil.rmtree(pyctest.env_root(), ignore_errors=True)
+    else:
+        sys.stderr.write("\nkernel logs and Jupyter dirs of this run: %s\n" % pyctest.env_root())
+
+
+class _ModuleKernel:
+    """A module's shared kernel, started again if a test left it dead."""
+
+    def __init__(self, name):
+        self.name = name
+        self.kernel = None
+        self.old = []
+        self.failed = None
+
+    def get(self):
+        if self.failed is not None:
+            # one failed start per module is enough: do not wait for the kernel again in every test
+            pytest.fail("the module's kernel did not start: %s" % self.failed)
+        if self.kernel is not None and not self.kernel.is_alive():
+            self.old.append(self.kernel)
+            self.kernel.shutdown(now=True)
+            self.kernel = None
+        if self.kernel is None:
+            try:
+                self.kernel = pyctest.Kernel(self.name)
+            except Exception as e:
+                self.failed = "%s: %s" % (type(e).__name__, e)
+                raise
+        return self.kernel
+
+    def close(self):
+        if self.kernel is not None:
+            self.kernel.shutdown(now=False)
+        for k in self.old:
+            k.shutdown(now=True)
+
+
+@pytest.fixture(scope="module")
+def _module_kernel():
+    holder = _ModuleKernel("pyc")
+    yield holder
+    holder.close()
+
+
+@pytest.fixture
+def kernel(_module_kernel):
+    """The module's shared pyc kernel (a pyctest.Kernel): km, kc, stderr()..."""
+    k = _module_kernel.get()
+    pyctest.drain(k.kc, "iopub", quiet=0.01)
+    return k
+
+
+@pytest.fixture
+def kc(kernel):
+    return kernel.kc
+
+
+@pytest.fixture
+def fresh_kernel():
+    """A kernel of its own for a test that kills, restarts or interrupts it."""
+    k = pyctest.Kernel("pyc")
+    yield k
+    k.shutdown(now=True)
+
+
+@pytest.fixture
+def msg_kernel():
+    """A kernel started from the `pyc-msg` kernelspec (interrupt_mode "message")."""
+    k = pyctest.Kernel("pyc-msg")
+    yield k
+    k.shutdown(now=True)

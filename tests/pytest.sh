@@ -1,0 +1,33 @@
+#!/bin/sh
+# Runs the pytest suites (tests/integration, tests/clients) against the built pyc-kernel.
+# `make check` exports PYC_KERNEL, PYC_PYTHON, PYC_SRCDIR and PYTEST_ARGS.
+# Calibration against ipykernel:
+#   PYC_TEST_ARGV='["/usr/bin/python3","-m","ipykernel_launcher","-f","{connection_file}"]' tests/pytest.sh
+set -u
+
+srcdir=${PYC_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
+python=${PYC_PYTHON:-/usr/bin/python3}
+PYC_SRCDIR=$srcdir
+PYC_PYTHON=$python
+export PYC_SRCDIR PYC_PYTHON
+
+if [ -z "${PYC_TEST_ARGV:-}" ]; then
+    if [ -z "${PYC_KERNEL:-}" ] || [ ! -x "$PYC_KERNEL" ]; then
+        echo "pytest.sh: PYC_KERNEL (${PYC_KERNEL:-unset}) is not an executable pyc-kernel" >&2
+        exit 1
+    fi
+fi
+
+# Bytecode of the test modules stays out of the source tree.
+PYTHONDONTWRITEBYTECODE=1
+export PYTHONDONTWRITEBYTECODE
+
+# shellcheck disable=SC2086 # PYTEST_ARGS is a list of words
+"$python" -m pytest -p no:cacheprovider -q -ra --timeout=120 ${PYTEST_ARGS:-} \
+    "$srcdir/tests/integration" "$srcdir/tests/clients"
+rc=$?
+if [ "$rc" -eq 5 ]; then
+    echo "pytest.sh: no tests were collected" >&2
+    exit 1
+fi
+exit "$rc"
