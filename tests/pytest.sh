@@ -22,6 +22,18 @@ fi
 PYTHONDONTWRITEBYTECODE=1
 export PYTHONDONTWRITEBYTECODE
 
+# Screenshots and other artifacts of the client tests.
+PYC_ARTIFACTS_DIR=${PYC_ARTIFACTS_DIR:-$(pwd)/tests/artifacts}
+export PYC_ARTIFACTS_DIR
+mkdir -p "$PYC_ARTIFACTS_DIR"
+
+# The in-interpreter package's own tests (a fake _pyc module; no kernel), unless PYTEST_ARGS narrows the run.
+rc_py=0
+if [ -z "${PYTEST_ARGS:-}" ]; then
+    "$python" -m pytest -p no:cacheprovider -q --timeout=120 "$srcdir/tests/python"
+    rc_py=$?
+fi
+
 # shellcheck disable=SC2086 # PYTEST_ARGS is a list of words
 "$python" -m pytest -p no:cacheprovider -q -ra --timeout=120 ${PYTEST_ARGS:-} \
     "$srcdir/tests/integration" "$srcdir/tests/clients"
@@ -30,4 +42,5 @@ if [ "$rc" -eq 5 ]; then
     echo "pytest.sh: no tests were collected" >&2
     exit 1
 fi
+[ "$rc" -eq 0 ] && rc=$rc_py
 exit "$rc"
