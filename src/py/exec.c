@@ -437,7 +437,8 @@ pyc_py_comm(const char *msg_type, json_t *content, json_t *metadata, const pyc_f
     if (c != NULL && md != NULL && bufs != NULL) {
         int ok = 1;
         for (size_t i = 0; i < nbuf && ok; i++) {
-            PyObject *b = PyBytes_FromStringAndSize(buffers[i].data, (Py_ssize_t)buffers[i].size);
+            /* Writable, so that unpickled NumPy arrays can use the memory as it is (one copy, not two). */
+            PyObject *b = PyByteArray_FromStringAndSize(buffers[i].data, (Py_ssize_t)buffers[i].size);
             if (b == NULL)
                 ok = 0;
             else

@@ -208,3 +208,27 @@ def test_console_existing_on_child(forked):
     finally:
         child.close(force=True)
     assert eval_value(clients[1], "x") == "10"
+
+
+def test_pyc_client_fork(fresh_kernel):
+    import sys
+
+    sys.path.insert(0, os.path.join(os.environ.get("PYC_SRCDIR", ""), "kernel", "python"))
+    import pyc_client
+
+    execute(fresh_kernel.kc, "z = 'from parent'")
+    children = pyc_client.fork(fresh_kernel.kc, 2)
+    try:
+        assert len(children) == 2
+        for c in children:
+            register_pid(c.pyc_child["pid"])
+            c.wait_for_ready(timeout=TIMEOUT)
+            assert eval_value(c, "z") == "'from parent'"
+        # objects move between the forks with the pickle transfer
+        execute(children[0], "w = [1, 2, 3]")
+        pyc_client.copy(children[0], "w", children[1])
+        assert eval_value(children[1], "w") == "[1, 2, 3]"
+    finally:
+        for c in children:
+            c.stop_channels()
+            kill_pid(c.pyc_child["pid"])

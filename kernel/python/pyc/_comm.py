@@ -141,6 +141,11 @@ def dispatch(msg_type, content, metadata, buffers):
     if msg_type == "comm_open":
         target = content.get("target_name", "")
         f = manager.targets.get(target)
+        if f is None and target == "pyc.pickle":
+            from pyc import _pickle
+
+            manager.register_target("pyc.pickle", _pickle.target)
+            f = _pickle.target
         if f is None:
             _pyc.publish("comm_close", {"comm_id": comm_id, "data": {}})
             print("pyc: no comm target %r is registered; comm %s closed" % (target, comm_id), file=sys.stderr)

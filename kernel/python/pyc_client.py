@@ -1,0 +1,261 @@
+"""pyc_client: move Python objects into, out of and between pyc kernels, from jupyter_client.
+
+    from jupyter_client.manager import start_new_kernel
+    import pyc_client
+
+    km, kc = start_new_kernel(kernel_name="pyc")
+    pyc_client.put(kc, "df", df)              # df is now a variable of the kernel
+    df2 = pyc_client.get(kc, "df")            # and back
+    ns = pyc_client.get(kc)                   # every picklable user variable, as a dict
+    pyc_client.put(kc, None, {"a": 1})        # merge a dict into the kernel's namespace
+    pyc_client.copy(kc, "df", kc2)            # kernel to kernel; nothing is unpickled in between
+    children = pyc_client.fork(kc, 3)         # three live copies of the kernel, each a client
+
+`client` is a jupyter_client BlockingKernelClient with its channels started (start_new_kernel gives one,
+so does KernelManager.client() after start_channels()).  Objects travel as pickles, protocol 5: the
+out-of-band buffers of NumPy arrays and pandas frames are raw frames of the Jupyter message (no base64, no
+copy when they are pickled), and their SHA-256 digests travel in the signed message content and are
+checked before anything is unpickled, here and in the kernel.  Errors of the kernel raise PycError
+(.ename, .evalue); no answer in time raises TimeoutError.  Classes must be importable where an object is
+unpickled: an instance of a class defined in a notebook cell lives in the kernel's __main__ and loads only
+where __main__ has the same class (another kernel that ran the same cell).
+
+Wire format (the kernel side is pyc._pickle, the comm target "pyc.pickle"): each operation opens one comm
+with a comm_open on the shell channel, whose `data` is the request and whose buffers are the pickle for a
+put; the kernel answers on iopub with one comm_msg on that comm (buffers: the pickle, for a get), then a
+comm_close.  iopub messages that are not part of the operation and arrive while it waits are dropped.
+
+Trust: unpickling runs code.  get() trusts the kernel as much as running its output would; put() is the
+same trust boundary as executing code in the kernel.
+"""
+
+import hashlib
+import hmac
+import pickle
+import time
+import uuid
+import warnings
+
+__all__ = ["get", "put", "copy", "fork", "request", "PycError", "PycSkippedWarning", "TARGET", "PROTOCOL"]
+
+TARGET = "pyc.pickle"
+PROTOCOL = 5
+
+
+class PycError(Exception):
+    """An error answer of the kernel: .ename, .evalue (and .reply, the whole answer)."""
+
+    def __init__(self, ename, evalue, reply=None):
+        super().__init__("%s: %s" % (ename, evalue))
+        self.ename = ename
+        self.evalue = evalue
+        self.reply = reply or {}
+
+
+class PycSkippedWarning(UserWarning):
+    """get() of a whole namespace left out names that could not be pickled."""
+
+
+# ---- transport ----------------------------------------------------------------------------------------
+
+
+def _sync(sock):
+    """A blocking pyzmq socket on the same ZeroMQ socket as `sock` (the blocking client's channels hold
+    zmq.asyncio sockets).  Frames are then received without a copy, and a send never waits on an event
+    loop that nobody runs."""
+    import zmq
+
+    underlying = getattr(sock, "underlying", None)
+    if underlying is None:
+        raise TypeError("pyc_client needs a jupyter_client BlockingKernelClient with started channels")
+    return zmq.Socket.shadow(underlying)
+
+
+def _left(deadline, what):
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("no answer from the kernel to %s in time" % what)
+    return left
+
+
+def _recv_iopub(client, sock, deadline, what):
+    if not sock.poll(int(_left(deadline, what) * 1000) + 1):
+        _left(deadline, what)
+        return None
+    frames = sock.recv_multipart(copy=False)
+    session = client.session
+    _, msg_list = session.feed_identities(frames, copy=False)
+    return session.deserialize(msg_list, content=True, copy=False)
+
+
+def request(client, data, buffers=(), timeout=60, target=None):
+    """Sends one pyc.pickle request (the comm_open's data, with buffers) and waits for the kernel's answer.
+
+    Returns (answer data, answer buffers as memoryviews).  Raises PycError for an error answer or when the
+    kernel closes the comm without an answer (no pyc.pickle target: not a pyc kernel), TimeoutError when
+    nothing comes within timeout seconds."""
+    target = target or TARGET
+    deadline = time.monotonic() + timeout
+    what = "%s %s" % (target, data.get("op", ""))
+    session = client.session
+    shell = _sync(client.shell_channel.socket)
+    iopub = _sync(client.iopub_channel.socket)
+    comm_id = uuid.uuid4().hex
+    msg = session.msg("comm_open", {"comm_id": comm_id, "target_name": target, "data": data})
+    msg_id = msg["header"]["msg_id"]
+    session.send(shell, msg, buffers=list(buffers))
+    stderr = []
+    answer = None
+    while answer is None:
+        m = _recv_iopub(client, iopub, deadline, what)
+        if m is None:
+            continue
+        mt = m["header"]["msg_type"]
+        content = m.get("content") or {}
+        parent = (m.get("parent_header") or {}).get("msg_id")
+        if mt == "comm_msg" and content.get("comm_id") == comm_id:
+            answer = m
+        elif (mt == "comm_close" and content.get("comm_id") == comm_id) or (
+            mt == "status" and parent == msg_id and content.get("execution_state") == "idle"
+        ):
+            detail = "".join(stderr).strip()
+            raise PycError("NoTarget", "the kernel closed the comm without an answer: it has no %r comm target "
+                           "(is it a pyc kernel?)%s" % (target, ("\n" + detail) if detail else ""))
+        elif mt == "stream" and parent == msg_id:
+            stderr.append(content.get("text", ""))
+    # the comm_close and the idle status follow at once: take them off the channel (briefly)
+    settle = min(deadline, time.monotonic() + 1.0)
+    try:
+        while True:
+            m = _recv_iopub(client, iopub, settle, what)
+            if m is None:
+                continue
+            if (m["header"]["msg_type"] == "status" and (m.get("parent_header") or {}).get("msg_id") == msg_id
+                    and m["content"].get("execution_state") == "idle"):
+                break
+    except TimeoutError:
+        pass
+    reply = answer["content"].get("data") or {}
+    if reply.get("status") != "ok":
+        raise PycError(reply.get("ename", "Error"), reply.get("evalue", "the kernel answered %r" % (reply,)), reply)
+    return reply, list(answer.get("buffers") or [])
+
+
+# ---- pickles ------------------------------------------------------------------------------------------
+
+
+def _flat(pb):
+    try:
+        return pb.raw()
+    except BufferError:
+        return memoryview(memoryview(pb).tobytes())
+
+
+def _dumps(obj):
+    oob = []
+    main = pickle.dumps(obj, protocol=PROTOCOL, buffer_callback=lambda pb: oob.append(_flat(pb)))
+    return [main] + oob
+
+
+def _digests(buffers):
+    return [hashlib.sha256(b).hexdigest() for b in buffers]
+
+
+def _check(reply, buffers):
+    digests = reply.get("sha256")
+    if not isinstance(digests, list) or len(digests) != len(buffers):
+        raise PycError("IntegrityError", "the answer has %d buffers and %s digests" %
+                       (len(buffers), len(digests) if isinstance(digests, list) else "no"), reply)
+    for i, (b, want) in enumerate(zip(buffers, digests)):
+        if not hmac.compare_digest(hashlib.sha256(b).hexdigest(), str(want).lower()):
+            raise PycError("IntegrityError", "buffer %d of the answer does not match its SHA-256 digest" % i, reply)
+
+
+def _names_request(op, name):
+    if name is None:
+        return {"op": op, "names": None}
+    if isinstance(name, str):
+        return {"op": op, "name": name}
+    return {"op": op, "names": list(name)}
+
+
+def _warn_skipped(reply, stacklevel=3):
+    skipped = reply.get("skipped") or {}
+    if skipped:
+        warnings.warn("not transferred (cannot be pickled): " +
+                      "; ".join("%s (%s)" % (k, v) for k, v in sorted(skipped.items())),
+                      PycSkippedWarning, stacklevel=stacklevel)
+
+
+def get(client, name=None, timeout=60):
+    """The value of `name` in the kernel.  name=None: every picklable user variable, as a dict (names that
+    cannot be pickled are left out with a PycSkippedWarning); a list of names: a dict of those.
+
+    NumPy arrays come back writable, on the received frames without a copy."""
+    reply, buffers = request(client, _names_request("get", name), timeout=timeout)
+    _check(reply, buffers)
+    if not isinstance(name, str):
+        _warn_skipped(reply)
+    return pickle.loads(buffers[0], buffers=buffers[1:])
+
+
+def put(client, name, obj, timeout=60):
+    """Sets `name` in the kernel to a copy of obj.  name=None: obj is a dict whose items are merged into
+    the kernel's namespace.  Returns the kernel's answer (a dict: name or names, type, nbytes)."""
+    if name is None and not isinstance(obj, dict):
+        raise TypeError("put(client, None, obj) merges a dict into the namespace; obj is a %s" % type(obj).__name__)
+    if name is not None and not isinstance(name, str):
+        raise TypeError("name must be a str or None")
+    buffers = _dumps(obj)
+    data = _names_request("put", name)
+    data["sha256"] = _digests(buffers)
+    data["nbytes"] = sum(memoryview(b).nbytes for b in buffers)
+    reply, _ = request(client, data, buffers, timeout=timeout)
+    return reply
+
+
+def copy(src_client, name, dst_client, new_name=None, timeout=60):
+    """Copies `name` from the kernel of src_client into the kernel of dst_client (as new_name if given).
+    name=None copies every picklable user variable (a PycSkippedWarning lists the ones left out); a list
+    copies those names.  The pickle's frames are forwarded as they came: nothing is unpickled (or copied)
+    in this process.  timeout covers both steps.  Returns the destination kernel's answer, with "skipped"
+    from the source's."""
+    if new_name is not None and not isinstance(name, str):
+        raise TypeError("new_name needs a single name to copy")
+    deadline = time.monotonic() + timeout
+    got, buffers = request(src_client, _names_request("get", name), timeout=timeout)
+    if isinstance(name, str):
+        data = {"op": "put", "name": new_name or name}
+    else:
+        data = {"op": "put", "names": None}
+        _warn_skipped(got)
+    data["sha256"] = got.get("sha256")
+    data["nbytes"] = got.get("nbytes")
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("no time left for the put of pyc.pickle copy")
+    reply, _ = request(dst_client, data, buffers, timeout=left)
+    if "skipped" in got:
+        reply["skipped"] = got["skipped"]
+    return reply
+
+
+# ---- fork ---------------------------------------------------------------------------------------------
+
+
+def fork(client, n=1, outlive=False, timeout=60):
+    """Forks the kernel behind `client` into n children (comm target pyc.fork) and returns a started
+    BlockingKernelClient for each, in order.  Each child starts from the kernel's state after its last
+    finished request and is a full kernel: `client.pyc_child` holds its pid, connection file and
+    connection info.  Children end with their parent unless outlive is true."""
+    from jupyter_client import BlockingKernelClient
+
+    reply, _ = request(client, {"n": n, "outlive": bool(outlive)}, timeout=timeout, target="pyc.fork")
+    clients = []
+    for child in reply.get("children", []):
+        kc = BlockingKernelClient()
+        kc.load_connection_info(child["connection"])
+        kc.start_channels()
+        kc.pyc_child = child
+        clients.append(kc)
+    return clients

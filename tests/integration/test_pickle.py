@@ -1,0 +1,545 @@
+"""The comm target pyc.pickle and pyc_client (DESIGN.md section 5): variables out of, into and between
+kernels as protocol-5 pickles whose out-of-band buffers travel as raw message frames, checked by SHA-256
+before anything is unpickled.  pyc-only."""
+
+import hashlib
+import os
+import sys
+import uuid
+import warnings
+
+import pytest
+
+import pyctest
+from pyctest import assert_alive, eval_value, execute, get_reply, request, stream_text, validate
+
+np = pytest.importorskip("numpy")
+pd = pytest.importorskip("pandas")
+
+sys.path.insert(0, os.path.join(pyctest.PYC_SRCDIR, "kernel", "python"))
+import pyc_client  # noqa: E402
+from pyc_client import PycError, PycSkippedWarning  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not pyctest.IS_PYC, reason=pyctest.NOT_PYC_REASON)
+
+BIG_TIMEOUT = 120
+
+
+@pytest.fixture
+def pkc(kernel):
+    """The module's kernel, checked to be pyc, with numpy and pandas imported."""
+    kernel.require_pyc()
+    reply, _ = execute(kernel.kc, "import numpy as np, pandas as pd, hashlib, os")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return kernel.kc
+
+
+@pytest.fixture(scope="module")
+def _second_kernel():
+    holder = {}
+    yield holder
+    if "k" in holder:
+        holder["k"].shutdown(now=True)
+
+
+@pytest.fixture
+def kc2(_second_kernel, pkc):
+    """A second pyc kernel for kernel-to-kernel copies (shared by the module)."""
+    k = _second_kernel.get("k")
+    if k is None or not k.is_alive():
+        if k is not None:
+            k.shutdown(now=True)
+        k = _second_kernel["k"] = pyctest.Kernel("pyc")
+    pyctest.drain(k.kc, "iopub", quiet=0.01)
+    reply, _ = execute(k.kc, "import numpy as np, pandas as pd, hashlib")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return k.kc
+
+
+def run_ok(kc, code):
+    reply, msgs = execute(kc, code)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return stream_text(msgs)
+
+
+def kernel_digest(kc, expr):
+    """SHA-256 of the bytes of the array expr, computed inside the kernel."""
+    v = eval_value(kc, "hashlib.sha256(np.ascontiguousarray(%s).tobytes()).hexdigest()" % expr)
+    return v.strip("'\"")
+
+
+def digest(a):
+    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
+
+
+def assert_same_array(a, b):
+    assert type(b) is np.ndarray
+    assert b.dtype == a.dtype and b.shape == a.shape
+    assert b.tobytes() == a.tobytes()
+    if a.dtype != object:
+        assert digest(a) == digest(b)
+
+
+def no_open_comms(kc):
+    reply, _ = request(kc, "comm_info_request", {"target_name": "pyc.pickle"})
+    return reply["content"]["comms"] == {}
+
+
+# ---- the wire format ---------------------------------------------------------------------------------------
+
+
+def test_wire_format_get(pkc):
+    """comm_open (request in data) -> busy, one comm_msg with the pickle in raw buffers, comm_close, idle."""
+    run_ok(pkc, "w = np.arange(1000, dtype=np.int32)")
+    comm_id = uuid.uuid4().hex
+    msg = pkc.session.msg("comm_open", {"comm_id": comm_id, "target_name": "pyc.pickle",
+                                        "data": {"op": "get", "name": "w"}})
+    pkc.shell_channel.send(msg)
+    msgs = pyctest.iopub_for(pkc, msg["header"]["msg_id"])
+    types = [m["msg_type"] for m in msgs]
+    assert types == ["status", "comm_msg", "comm_close", "status"], types
+    answer = msgs[1]
+    assert answer["content"]["comm_id"] == comm_id and msgs[2]["content"]["comm_id"] == comm_id
+    data = answer["content"]["data"]
+    assert data["status"] == "ok" and data["name"] == "w" and data["type"] == "numpy.ndarray"
+    assert data["protocol"] == 5
+    bufs = [bytes(b) for b in answer["buffers"]]
+    assert len(bufs) == 2                                   # the main pickle and the array's data, out of band
+    assert bufs[1] == np.arange(1000, dtype=np.int32).tobytes()   # raw bytes, not base64
+    assert data["sha256"] == [hashlib.sha256(b).hexdigest() for b in bufs]
+    assert data["nbytes"] == sum(len(b) for b in bufs)
+    import pickle
+
+    assert_same_array(np.arange(1000, dtype=np.int32), pickle.loads(bufs[0], buffers=bufs[1:]))
+    assert no_open_comms(pkc)
+
+
+def test_wire_format_put(pkc):
+    import pickle
+
+    a = np.linspace(0, 1, 257)
+    oob = []
+    main = pickle.dumps(a, protocol=5, buffer_callback=lambda pb: oob.append(pb.raw()))
+    bufs = [main] + oob
+    comm_id = uuid.uuid4().hex
+    data = {"op": "put", "name": "wp", "sha256": [hashlib.sha256(b).hexdigest() for b in bufs]}
+    msg = pkc.session.msg("comm_open", {"comm_id": comm_id, "target_name": "pyc.pickle", "data": data})
+    pkc.session.send(pkc.shell_channel.socket, msg, buffers=bufs)
+    msgs = pyctest.iopub_for(pkc, msg["header"]["msg_id"])
+    assert [m["msg_type"] for m in msgs] == ["status", "comm_msg", "comm_close", "status"]
+    answer = msgs[1]["content"]["data"]
+    assert answer == {"status": "ok", "op": "put", "name": "wp", "type": "numpy.ndarray",
+                      "nbytes": sum(len(memoryview(b).cast("B")) for b in bufs)}
+    assert msgs[1]["buffers"] == []
+    assert kernel_digest(pkc, "wp") == digest(a)
+    assert eval_value(pkc, "wp.flags.writeable") == "True"
+    assert no_open_comms(pkc)
+
+
+# ---- round trips client <-> kernel ------------------------------------------------------------------------
+
+DTYPES = ["int8", "uint16", "int32", "int64", "float16", "float32", "float64", "complex128", "bool",
+          "datetime64[ns]", "timedelta64[ms]", "<U7", "S3", [("a", "<i4"), ("b", "<f8"), ("c", "S2")]]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=[str(d) for d in DTYPES])
+def test_numpy_dtypes_round_trip(pkc, dtype):
+    rng = np.random.default_rng(7)
+    raw = rng.integers(0, 256, size=24 * 1000 * np.dtype(dtype).itemsize, dtype=np.uint8)
+    a = raw.view(np.dtype(dtype))[:24000].reshape(40, 600)
+    if a.dtype.kind == "U":                 # only valid code points
+        a = np.array([["x%dy" % (i * j) for j in range(60)] for i in range(40)], dtype=dtype)
+    pyc_client.put(pkc, "arr", a)
+    assert kernel_digest(pkc, "arr") == digest(a)
+    assert eval_value(pkc, "(str(arr.dtype), arr.shape)") == repr((str(a.dtype), a.shape))
+    b = pyc_client.get(pkc, "arr")
+    assert_same_array(a, b)
+    assert b.flags.writeable
+
+
+def test_numpy_object_and_fortran(pkc):
+    a = np.array([1, "two", (3,), None, {"five": 5}], dtype=object)
+    pyc_client.put(pkc, "objs", a)
+    b = pyc_client.get(pkc, "objs")
+    assert b.dtype == object and list(b) == list(a)
+    f = np.asfortranarray(np.arange(600, dtype=np.float64).reshape(20, 30))
+    pyc_client.put(pkc, "fort", f)
+    assert eval_value(pkc, "fort.flags.f_contiguous") == "True"
+    g = pyc_client.get(pkc, "fort")
+    assert g.flags.f_contiguous and np.array_equal(f, g) and digest(f) == digest(g)
+
+
+def test_numpy_non_contiguous_view(pkc):
+    base = np.arange(200 * 300, dtype=np.int64).reshape(200, 300)
+    view = base[::3, 1::7]
+    assert not view.flags.c_contiguous and not view.flags.f_contiguous
+    pyc_client.put(pkc, "view", view)
+    assert kernel_digest(pkc, "view") == digest(view)
+    back = pyc_client.get(pkc, "view")
+    assert np.array_equal(back, view) and back.dtype == view.dtype
+    # and a view made in the kernel
+    run_ok(pkc, "kbase = np.arange(200 * 300, dtype=np.int64).reshape(200, 300); kview = kbase[::3, 1::7]")
+    assert np.array_equal(pyc_client.get(pkc, "kview"), view)
+
+
+def test_numpy_50mb_round_trip(pkc):
+    a = np.random.default_rng(1).random(50 * 1024 * 1024 // 8)
+    reply = pyc_client.put(pkc, "big", a, timeout=BIG_TIMEOUT)
+    assert reply["nbytes"] >= a.nbytes
+    assert kernel_digest(pkc, "big") == digest(a)
+    b = pyc_client.get(pkc, "big", timeout=BIG_TIMEOUT)
+    assert_same_array(a, b)
+    b[0] = -1.0                             # writable on the client too
+    run_ok(pkc, "del big")
+
+
+def test_dataframe_round_trip(pkc):
+    df = pd.DataFrame({
+        "i": np.arange(1000, dtype=np.int64),
+        "f": np.linspace(0, 1, 1000),
+        "s": ["row%d" % i for i in range(1000)],
+        "t": pd.date_range("2020-01-01", periods=1000, freq="h"),
+        "tz": pd.date_range("2021-06-01", periods=1000, freq="min", tz="Europe/Paris"),
+        "c": pd.Categorical(["a", "b", "c", "a"] * 250),
+    })
+    df.index = pd.Index(np.arange(1000) * 2, name="idx")
+    reply = pyc_client.put(pkc, "df", df)
+    assert reply["type"] == "pandas.core.frame.DataFrame"
+    assert eval_value(pkc, "str(df['t'].dtype)") == "'datetime64[ns]'"
+    assert eval_value(pkc, "df['t'].iloc[25].isoformat()") == repr(df["t"].iloc[25].isoformat())
+    back = pyc_client.get(pkc, "df")
+    pd.testing.assert_frame_equal(df, back)
+    # and a frame made in the kernel
+    run_ok(pkc, "kdf = pd.DataFrame({'when': pd.to_datetime(['2024-02-29 12:00', '1999-12-31']), 'v': [1.5, None]})")
+    kdf = pyc_client.get(pkc, "kdf")
+    expected = pd.DataFrame({"when": pd.to_datetime(["2024-02-29 12:00", "1999-12-31"]), "v": [1.5, None]})
+    pd.testing.assert_frame_equal(kdf, expected)
+
+
+def test_nested_objects_round_trip(pkc):
+    obj = {
+        "lists": [[(1, "x", None), (2.5, b"\x00\xff", True)], [], [((),)]],
+        "nested": {"deeper": {"tuple": (1, (2, (3, [4, {"five": 5}])))}},
+        "sets": {frozenset({1, 2}), frozenset()},
+        "text": "héllo ✓",
+        "big_int": 2 ** 200,
+        "arrays": [np.arange(5), (np.ones(3, dtype=np.float32), "tag")],
+    }
+    pyc_client.put(pkc, "nested", obj)
+    assert eval_value(pkc, "nested['nested']['deeper']['tuple'][1][1][1][1]") == "{'five': 5}"
+    back = pyc_client.get(pkc, "nested")
+    arrays = back.pop("arrays")
+    expected = dict(obj)
+    expected_arrays = expected.pop("arrays")
+    assert back == expected
+    assert np.array_equal(arrays[0], expected_arrays[0])
+    assert np.array_equal(arrays[1][0], expected_arrays[1][0]) and arrays[1][1] == "tag"
+
+
+def test_shared_references_kept(pkc):
+    run_ok(pkc, "shared_a = [1, 2]; shared = {'x': shared_a, 'y': shared_a}")
+    back = pyc_client.get(pkc, "shared")
+    assert back["x"] is back["y"]
+
+
+def test_get_list_of_names(pkc):
+    run_ok(pkc, "la = 1; lb = 'two'")
+    assert pyc_client.get(pkc, ["la", "lb"]) == {"la": 1, "lb": "two"}
+    with pytest.raises(PycError) as ei:
+        pyc_client.get(pkc, ["la", "no_such_name_here"])
+    assert ei.value.ename == "NameError" and "no_such_name_here" in ei.value.evalue
+
+
+# ---- the namespace -------------------------------------------------------------------------------------------
+
+
+def test_whole_namespace_get_skips_unpicklable(pkc):
+    run_ok(pkc, "\n".join([
+        "ns_int = 42",
+        "ns_arr = np.arange(6).reshape(2, 3)",
+        "ns_df = pd.DataFrame({'a': [1, 2]})",
+        "ns_lambda = lambda x: x",
+        "ns_gen = (i for i in range(3))",
+        "ns_file = open(os.devnull)",
+        "def ns_func(): return 1",
+        "_ns_private = 1",
+        "import json as ns_module",
+    ]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ns = pyc_client.get(pkc)
+    assert ns["ns_int"] == 42
+    assert np.array_equal(ns["ns_arr"], np.arange(6).reshape(2, 3))
+    pd.testing.assert_frame_equal(ns["ns_df"], pd.DataFrame({"a": [1, 2]}))
+    for name in ("ns_lambda", "ns_gen", "ns_file", "ns_func", "_ns_private", "ns_module", "np", "hashlib"):
+        assert name not in ns, name
+    assert any(issubclass(w.category, PycSkippedWarning) and "ns_gen" in str(w.message) for w in caught)
+    # the answer itself names the skipped ones with a reason
+    reply, bufs = pyc_client.request(pkc, {"op": "get", "names": None})
+    skipped = reply["skipped"]
+    assert "generator" in skipped["ns_gen"]
+    assert "lambda" in skipped["ns_lambda"]
+    assert "TextIOWrapper" in skipped["ns_file"]
+    assert "__main__" in skipped["ns_func"]
+    for name in ("_ns_private", "ns_module", "np", "ns_int"):
+        assert name not in skipped
+    assert "ns_int" in reply["names"] and "ns_df" in reply["names"]
+    run_ok(pkc, "ns_file.close()")
+
+
+def test_put_dict_merge(pkc):
+    run_ok(pkc, "merge_keep = 'kept'; merge_over = 'old'")
+    reply = pyc_client.put(pkc, None, {"merge_over": "new", "merge_arr": np.arange(4), "merge_t": (1, [2])})
+    assert sorted(reply["names"]) == ["merge_arr", "merge_over", "merge_t"]
+    assert stream_text(execute(pkc, "print(merge_keep, merge_over, merge_arr.sum(), merge_t)")[1]) == \
+        "kept new 6 (1, [2])\n"
+    with pytest.raises(TypeError):
+        pyc_client.put(pkc, None, [1, 2])
+    with pytest.raises(PycError) as ei:
+        pyc_client.put(pkc, None, {"not an identifier": 1})
+    assert ei.value.ename == "BadRequest"
+
+
+# ---- kernel to kernel ------------------------------------------------------------------------------------------
+
+
+def test_copy_between_kernels(pkc, kc2):
+    run_ok(pkc, "cp_arr = np.random.default_rng(3).random((500, 400)); "
+                "cp_df = pd.DataFrame({'t': pd.date_range('2022-01-01', periods=5), 'v': range(5)})")
+    reply = pyc_client.copy(pkc, "cp_arr", kc2)
+    assert reply["status"] == "ok" and reply["name"] == "cp_arr" and reply["type"] == "numpy.ndarray"
+    assert kernel_digest(kc2, "cp_arr") == kernel_digest(pkc, "cp_arr")
+    pyc_client.copy(pkc, "cp_df", kc2, new_name="renamed_df")
+    assert eval_value(kc2, "renamed_df.equals(pd.DataFrame({'t': pd.date_range('2022-01-01', periods=5), "
+                           "'v': range(5)}))") == "True"
+    assert eval_value(kc2, "str(renamed_df['t'].dtype)") == "'datetime64[ns]'"
+
+
+def test_copy_cell_defined_dataclass(pkc, kc2):
+    cell = "\n".join([
+        "from dataclasses import dataclass, field",
+        "@dataclass",
+        "class Point:",
+        "    x: float",
+        "    y: float",
+        "    tags: list = field(default_factory=list)",
+    ])
+    run_ok(pkc, cell + "\npt = Point(1.5, -2.0, ['a', ('b', 3)])")
+    # the destination does not know Point yet: a clear error, and it goes on
+    with pytest.raises(PycError) as ei:
+        pyc_client.copy(pkc, "pt", kc2)
+    assert ei.value.ename == "AttributeError" and "Point" in ei.value.evalue
+    assert_alive(kc2)
+    run_ok(kc2, cell)
+    pyc_client.copy(pkc, "pt", kc2)
+    assert eval_value(kc2, "type(pt) is Point and pt == Point(1.5, -2.0, ['a', ('b', 3)])") == "True"
+
+
+def test_copy_whole_namespace(pkc, kc2):
+    run_ok(pkc, "whole_a = [1, 2, 3]; whole_b = np.full(10, 7); whole_gen = (i for i in range(2))")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        reply = pyc_client.copy(pkc, None, kc2)
+    assert "whole_a" in reply["names"] and "whole_b" in reply["names"]
+    assert "whole_gen" in reply["skipped"]
+    assert any(issubclass(w.category, PycSkippedWarning) for w in caught)
+    assert eval_value(kc2, "(whole_a, int(whole_b.sum()))") == "([1, 2, 3], 70)"
+    assert eval_value(kc2, "'whole_gen' in globals()") == "False"
+
+
+# ---- errors -----------------------------------------------------------------------------------------------
+
+
+def test_unknown_name(pkc):
+    with pytest.raises(PycError) as ei:
+        pyc_client.get(pkc, "surely_not_defined_anywhere")
+    assert ei.value.ename == "NameError"
+    assert "surely_not_defined_anywhere" in ei.value.evalue and "not defined" in ei.value.evalue
+    assert no_open_comms(pkc)
+    assert_alive(pkc)
+
+
+@pytest.mark.parametrize("code, word", [
+    ("bad = (i for i in range(3))", "generator"),
+    ("import threading; bad = threading.Lock()", "lock"),
+    ("bad = lambda: 0", "lambda"),
+    ("bad = open(os.devnull)", "TextIOWrapper"),
+])
+def test_unpicklable_object(pkc, code, word):
+    run_ok(pkc, code)
+    with pytest.raises(PycError) as ei:
+        pyc_client.get(pkc, "bad")
+    assert word in ei.value.evalue and "'bad'" in ei.value.evalue
+    assert ei.value.ename in ("TypeError", "PicklingError", "AttributeError")
+    assert_alive(pkc)
+
+
+def test_unpicklable_on_the_client_side(pkc):
+    with pytest.raises(TypeError):
+        pyc_client.put(pkc, "g", (i for i in range(2)))
+
+
+def _put_request(name, bufs, **extra):
+    data = {"op": "put", "name": name, "sha256": [hashlib.sha256(b).hexdigest() for b in bufs]}
+    data.update(extra)
+    return data
+
+
+def test_tampered_buffer_refused(pkc):
+    a = np.arange(10000, dtype=np.float64)
+    bufs = pyc_client._dumps(a)
+    assert len(bufs) == 2
+    data = _put_request("tampered", bufs)
+    bad = bytearray(bufs[1])
+    bad[1234] ^= 0x01                        # after the digests were computed
+    with pytest.raises(PycError) as ei:
+        pyc_client.request(pkc, data, [bufs[0], bad])
+    assert ei.value.ename == "IntegrityError" and "buffer 1" in ei.value.evalue
+    bad_main = bytearray(bufs[0])
+    bad_main[-2] ^= 0x40
+    with pytest.raises(PycError) as ei:
+        pyc_client.request(pkc, data, [bad_main, bufs[1]])
+    assert ei.value.ename == "IntegrityError" and "buffer 0" in ei.value.evalue
+    # a buffer dropped, or one more: the count is checked too
+    with pytest.raises(PycError) as ei:
+        pyc_client.request(pkc, data, bufs[:1])
+    assert ei.value.ename == "IntegrityError"
+    with pytest.raises(PycError) as ei:
+        pyc_client.request(pkc, data, bufs + [b"extra"])
+    assert ei.value.ename == "IntegrityError"
+    assert eval_value(pkc, "'tampered' in globals()") == "False"
+    assert_alive(pkc)
+    # and the untouched buffers go in
+    pyc_client.request(pkc, data, bufs)
+    assert kernel_digest(pkc, "tampered") == digest(a)
+
+
+def test_tampered_answer_refused_by_client(pkc, monkeypatch):
+    run_ok(pkc, "tamper_src = np.arange(100)")
+    real = pyc_client.request
+
+    def flip(client, data, buffers=(), timeout=60):
+        reply, bufs = real(client, data, buffers, timeout)
+        b = bytearray(bufs[-1])
+        b[0] ^= 1
+        return reply, bufs[:-1] + [memoryview(b)]
+
+    monkeypatch.setattr(pyc_client, "request", flip)
+    with pytest.raises(PycError) as ei:
+        pyc_client.get(pkc, "tamper_src")
+    assert ei.value.ename == "IntegrityError"
+
+
+@pytest.mark.parametrize("data, ename", [
+    ({"op": "fetch", "name": "x"}, "BadRequest"),
+    ({"name": "x"}, "BadRequest"),
+    ({"op": "get"}, "BadRequest"),
+    ({"op": "get", "name": 7}, "BadRequest"),
+    ({"op": "get", "names": "abc"}, "BadRequest"),
+    ({"op": "put", "name": "x", "sha256": []}, "BadRequest"),        # no buffers
+    ({"op": "put", "name": "not valid", "sha256": ["00"]}, "BadRequest"),
+    ({"op": "put", "names": 3, "sha256": ["00"]}, "BadRequest"),
+])
+def test_bad_requests(pkc, data, ename):
+    with pytest.raises(PycError) as ei:
+        pyc_client.request(pkc, data)
+    assert ei.value.ename == ename
+    assert_alive(pkc)
+
+
+def test_put_needs_digests(pkc):
+    bufs = pyc_client._dumps([1, 2, 3])
+    with pytest.raises(PycError) as ei:
+        pyc_client.request(pkc, {"op": "put", "name": "nodigest"}, bufs)
+    assert ei.value.ename == "BadRequest" and "sha256" in ei.value.evalue
+    for digests in (["not hex at all"] * len(bufs), [7] * len(bufs), "abc"):
+        with pytest.raises(PycError) as ei:
+            pyc_client.request(pkc, {"op": "put", "name": "nodigest", "sha256": digests}, bufs)
+        assert ei.value.ename == "BadRequest"
+    assert eval_value(pkc, "'nodigest' in globals()") == "False"
+
+
+def test_unpickling_error_reported(pkc):
+    bufs = [b"\x80\x05this is not a pickle"]
+    with pytest.raises(PycError) as ei:
+        pyc_client.request(pkc, _put_request("junk", bufs), bufs)
+    assert ei.value.ename == "UnpicklingError" and "cannot unpickle" in ei.value.evalue
+    assert_alive(pkc)
+
+
+def test_size_limit_read_at_each_request(pkc):
+    run_ok(pkc, "os.environ['PYC_PICKLE_MAX_BYTES'] = '4096'; lim_small = list(range(10)); "
+                "lim_big = np.zeros(10000)")
+    try:
+        assert pyc_client.get(pkc, "lim_small") == list(range(10))
+        with pytest.raises(PycError) as ei:
+            pyc_client.get(pkc, "lim_big")
+        assert ei.value.ename == "PickleTooLarge" and "4096" in ei.value.evalue
+        with pytest.raises(PycError) as ei:
+            pyc_client.put(pkc, "lim_in", np.zeros(10000))
+        assert ei.value.ename == "PickleTooLarge"
+        run_ok(pkc, "os.environ['PYC_PICKLE_MAX_BYTES'] = 'lots'")
+        with pytest.raises(PycError) as ei:
+            pyc_client.get(pkc, "lim_small")
+        assert ei.value.ename == "BadConfig"
+    finally:
+        run_ok(pkc, "del os.environ['PYC_PICKLE_MAX_BYTES']")
+    assert pyc_client.get(pkc, "lim_big").shape == (10000,)
+
+
+def test_size_limit_from_kernel_environment(monkeypatch):
+    """A kernel started with PYC_PICKLE_MAX_BYTES refuses larger pickles both ways and goes on."""
+    monkeypatch.setenv("PYC_PICKLE_MAX_BYTES", "100000")
+    with pyctest.Kernel("pyc") as k:
+        k.require_pyc()
+        kc = k.kc
+        run_ok(kc, "import numpy as np\nsmall = np.arange(100)\nlarge = np.zeros(1_000_000)")
+        assert np.array_equal(pyc_client.get(kc, "small"), np.arange(100))
+        with pytest.raises(PycError) as ei:
+            pyc_client.get(kc, "large")
+        assert ei.value.ename == "PickleTooLarge" and "100000" in ei.value.evalue
+        with pytest.raises(PycError) as ei:
+            pyc_client.get(kc)                  # the namespace holds `large`
+        assert ei.value.ename == "PickleTooLarge"
+        with pytest.raises(PycError) as ei:
+            pyc_client.put(kc, "incoming", np.ones(1_000_000))
+        assert ei.value.ename == "PickleTooLarge"
+        # in-band data counts too (a big list is pickled in the main pickle)
+        with pytest.raises(PycError) as ei:
+            pyc_client.put(kc, "incoming", list(range(100_000)))
+        assert ei.value.ename == "PickleTooLarge"
+        assert eval_value(kc, "'incoming' in globals()") == "False"
+        pyc_client.put(kc, "fine", np.ones(1000))
+        assert eval_value(kc, "int(fine.sum())") == "1000"
+        assert_alive(kc)
+
+
+def test_kernel_goes_on_after_errors(pkc):
+    for _ in range(3):
+        with pytest.raises(PycError):
+            pyc_client.get(pkc, "still_not_defined")
+    assert no_open_comms(pkc)
+    assert_alive(pkc)
+
+
+def test_timeout(pkc):
+    """A kernel busy in a cell answers later: the client gives up with TimeoutError."""
+    msg_id = pkc.execute("import time; time.sleep(1.5)")
+    with pytest.raises(TimeoutError):
+        pyc_client.get(pkc, "la", timeout=0.3)
+    get_reply(pkc, msg_id)
+    pyctest.drain(pkc, "iopub", quiet=0.5)
+
+
+def test_replies_validate(pkc):
+    """The comm messages of an operation are valid messaging-spec v5 messages."""
+    run_ok(pkc, "val = {'a': 1}")
+    comm_id = uuid.uuid4().hex
+    msg = pkc.session.msg("comm_open", {"comm_id": comm_id, "target_name": "pyc.pickle",
+                                        "data": {"op": "get", "name": "missing_for_validation"}})
+    pkc.shell_channel.send(msg)
+    msgs = pyctest.iopub_for(pkc, msg["header"]["msg_id"])
+    for m in msgs:
+        validate(m)
+    data = msgs[1]["content"]["data"]
+    assert data["status"] == "error" and data["ename"] == "NameError" and data["op"] == "get"
