@@ -196,25 +196,16 @@ fail:
     return NULL;
 }
 
-/* Writes the current exception to sys.stderr and clears it. */
-static void
-report_and_clear(const char *what)
+void
+pyc_py_report(const char *what)
 {
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    PyObject *s = value != NULL ? PyObject_Str(value) : NULL;
-    const char *msg = s != NULL ? PyUnicode_AsUTF8(s) : NULL;
+    json_t *e = pyc_py_error_content();
     char line[512];
-    int n = snprintf(line, sizeof line, "%s raised %s: %s\n", what,
-                     type != NULL ? ((PyTypeObject *)type)->tp_name : "an exception", msg != NULL ? msg : "");
-    PyErr_Clear();
+    int n = snprintf(line, sizeof line, "pyc: %s failed: %s: %s\n", what,
+                     json_string_value(json_object_get(e, "ename")), json_string_value(json_object_get(e, "evalue")));
+    json_decref(e);
     if (n > 0)
         pyc_py_host.stream_write(pyc_py_host.ctx, 1, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-    Py_XDECREF(s);
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(tb);
 }
 
 static int
@@ -280,7 +271,7 @@ add_repr(json_t *data, json_t *md, const char *mime, PyObject *r)
         return;
     json_t *j = mime_value(mime, value);
     if (j == NULL) {
-        report_and_clear(mime);
+        pyc_py_report(mime);
         return;
     }
     json_object_set_new(data, mime, j);
@@ -299,7 +290,7 @@ pyc_py_format(PyObject *obj, json_t **data_out, json_t **md_out)
     json_t *data = json_object(), *md = json_object();
     PyObject *r = PyObject_Repr(obj);
     if (r == NULL) {
-        report_and_clear("repr()");
+        pyc_py_report("repr()");
         json_object_set_new(data, "text/plain", json_string("<object whose repr() failed>"));
     } else {
         json_object_set_new(data, "text/plain", pyc_py_to_json(r));
@@ -311,7 +302,7 @@ pyc_py_format(PyObject *obj, json_t **data_out, json_t **md_out)
                                ? PyObject_CallMethod(obj, "_repr_mimebundle_", "OO", Py_None, Py_None)
                                : NULL;
         if (bundle == NULL && PyErr_Occurred())
-            report_and_clear("_repr_mimebundle_");
+            pyc_py_report("_repr_mimebundle_");
         if (bundle != NULL && bundle != Py_None) {
             PyObject *bdata = bundle, *bmeta = NULL;
             if (PyTuple_Check(bundle) && PyTuple_GET_SIZE(bundle) == 2) {
@@ -331,7 +322,7 @@ pyc_py_format(PyObject *obj, json_t **data_out, json_t **md_out)
                     if (j != NULL)
                         json_object_set_new(data, mime, j);
                     else
-                        report_and_clear(mime);
+                        pyc_py_report(mime);
                 }
             }
             if (bmeta != NULL && PyDict_Check(bmeta)) {
@@ -354,7 +345,7 @@ pyc_py_format(PyObject *obj, json_t **data_out, json_t **md_out)
             PyObject *res = PyObject_CallNoArgs(meth);
             Py_DECREF(meth);
             if (res == NULL) {
-                report_and_clear(repr_methods[i].method);
+                pyc_py_report(repr_methods[i].method);
                 continue;
             }
             add_repr(data, md, repr_methods[i].mime, res);

@@ -380,15 +380,8 @@ after_cell(void)
         return;
     PyErr_Fetch(&type, &value, &tb);
     PyObject *r = PyObject_CallMethod(pyc_py_finder, "after_cell", NULL);
-    if (r == NULL) {
-        json_t *e = pyc_py_error_content();
-        char line[512];
-        int n = snprintf(line, sizeof line, "pyc: showing figures failed: %s: %s\n",
-                         json_string_value(json_object_get(e, "ename")),
-                         json_string_value(json_object_get(e, "evalue")));
-        pyc_py_host.stream_write(pyc_py_host.ctx, 1, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : 0);
-        json_decref(e);
-    }
+    if (r == NULL)
+        pyc_py_report("showing figures");
     Py_XDECREF(r);
     PyErr_Restore(type, value, tb);
 }
@@ -448,15 +441,8 @@ pyc_py_comm(const char *msg_type, json_t *content, json_t *metadata, const pyc_f
         r = args != NULL ? call_support("pyc._comm", "dispatch", args) : NULL;
         Py_XDECREF(args);
     }
-    if (r == NULL) {
-        json_t *e = pyc_py_error_content();
-        char line[512];
-        int n = snprintf(line, sizeof line, "pyc: %s failed: %s: %s\n", msg_type,
-                         json_string_value(json_object_get(e, "ename")),
-                         json_string_value(json_object_get(e, "evalue")));
-        pyc_py_host.stream_write(pyc_py_host.ctx, 1, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : 0);
-        json_decref(e);
-    }
+    if (r == NULL)
+        pyc_py_report(msg_type);
     Py_XDECREF(r);
     Py_XDECREF(c);
     Py_XDECREF(md);

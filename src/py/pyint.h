@@ -44,6 +44,11 @@ int pyc_py_stream_ready(PyObject *module);
  * else by str()).  Returns a new reference, or NULL with a Python error set. */
 json_t *pyc_py_to_json(PyObject *obj);
 
+/* Writes the current Python exception as one line "pyc: <what> failed: <ename>: <evalue>" to the cell's
+ * stderr and clears it: for failures of the kernel's own helpers (a repr method, a comm callback, the
+ * figure flush) that must not become the cell's error. */
+void pyc_py_report(const char *what);
+
 /* Converts JSON to Python objects; a new reference or NULL with a Python error set. */
 PyObject *pyc_py_from_json(json_t *j);
 
