@@ -12,87 +12,16 @@ import json
 import os
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import time
-import urllib.request
 
 import pytest
 
-from pyctest import IS_PYC, PYC_PYTHON, child_env, descendants_of, env_root, kill_pid, pid_alive, register_pid
+from pyctest import IS_PYC, PYC_PYTHON, env_root, kill_pid, pid_alive
+from webserver import Watched, api_get, free_port, require
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVICES_DIR = os.path.join(HERE, "services")
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def require(ok, what):
-    """Skip (or, in CI, fail) when a prerequisite is missing."""
-    if ok:
-        return
-    if IN_CI:
-        pytest.fail("%s (CI is set, so a missing prerequisite is a failure; .ci/deps installs it)" % what)
-    pytest.skip("%s; run .ci/deps to install it" % what)
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def api_get(base, token, path, timeout=2.0):
-    req = urllib.request.Request(base + path, headers={"Authorization": "token " + token})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read().decode())
-
-
-class Watched:
-    """The processes this test starts, and every process found under them while they ran (the server's
-    kernels): registered with pyctest and killed by pid at the end."""
-
-    def __init__(self):
-        self.roots = []
-        self.seen = set()
-
-    def start(self, argv, **kw):
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=child_env(), **kw)
-        register_pid(p.pid)
-        self.roots.append(p)
-        return p
-
-    def scan(self):
-        for p in self.roots:
-            if p.poll() is None:
-                for c in descendants_of(p.pid):
-                    if c not in self.seen:
-                        self.seen.add(c)
-                        register_pid(c)
-
-    def wait(self, p, timeout):
-        deadline = time.monotonic() + timeout
-        while p.poll() is None:
-            self.scan()
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
-
-    def close(self):
-        for p in reversed(self.roots):
-            self.scan()
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)  # the server shuts its kernels down
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    kill_pid(p.pid)
-        deadline = time.monotonic() + 3
-        while any(pid_alive(c) for c in self.seen) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        for c in self.seen:
-            kill_pid(c)
 
 
 @pytest.fixture
