@@ -147,6 +147,8 @@ child_start(pyc_kernel_t *k, pyc_fork_env_t *env, bool outlive, pid_t parent, in
         goto fail;
     if (pyc_kernel_become_child(k, pyc_server_io(srv), auth, &ccf, &err) < 0)
         goto fail;
+    pyc_kernel_keep_inherited(*env->srv);
+    pyc_kernel_keep_inherited(*env->auth);
     *env->srv = srv;
     *env->auth = auth;
     *env->watch_parent = outlive ? 0 : parent;

@@ -64,6 +64,19 @@ struct pyc_kernel {
     atomic_int restart;
 };
 
+/* Objects a forked child inherited and must never touch (the parent's server, history connection and the
+ * fork request's frames).  They stay referenced here, so that leak checkers see them as kept on purpose,
+ * not lost. */
+static void *inherited[16];
+static int n_inherited;
+
+void
+pyc_kernel_keep_inherited(void *p)
+{
+    if (p != NULL && n_inherited < (int)(sizeof inherited / sizeof inherited[0]))
+        inherited[n_inherited++] = p;
+}
+
 /* ---- sending --------------------------------------------------------------------------------------- */
 
 /* The header frame of a received message: the frame after the signature. */
@@ -609,6 +622,10 @@ on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
         json_decref(children);
         return;
     }
+    if (k->fork_child == NULL || n < 1 || n > k->max_children - k->n_children) {
+        json_decref(children);   /* the error answers carry no children */
+        children = NULL;
+    }
     if (k->fork_child == NULL) {
         result = json_pack("{s:s, s:s, s:s}", "status", "error", "ename", "ForkError", "evalue",
                            "this kernel cannot fork");
@@ -638,10 +655,8 @@ on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
         if (result == NULL)
             result = json_pack("{s:s, s:o}", "status", "ok", "children", children);
     }
-    if (result == NULL) {
-        json_decref(children);
+    if (result == NULL)
         return;
-    }
     publish_to(k, msg, "comm_msg", json_pack("{s:s, s:o}", "comm_id", comm_id, "data", result));
     publish_to(k, msg, "comm_close", json_pack("{s:s, s:{}}", "comm_id", comm_id, "data"));
 }
@@ -792,6 +807,7 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
     if (k->just_forked) {
         /* The request's frames are the parent's ZeroMQ messages: leave them alone in the child. */
         k->just_forked = false;
+        pyc_kernel_keep_inherited(msg);
         return;
     }
     pyc_msg_destroy(&msg);
@@ -844,6 +860,7 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     k->children_files = NULL;
     k->n_children = 0;
     /* The SQLite connection must not cross fork(): forget it and start a session of our own. */
+    pyc_kernel_keep_inherited(k->history);
     k->history = NULL;
     k->history_tried = false;
     k->history_batch = false;
@@ -934,6 +951,7 @@ pyc_kernel_starting(pyc_kernel_t *k)
         pyc_py_version(), "mimetype", "text/x-python", "file_extension", ".py", "pygments_lexer", "ipython3",
         "codemirror_mode", "name", "ipython", "version", 3, "nbconvert_exporter", "python", "banner", banner,
         "help_links", "text", "Python Reference", "url", "https://docs.python.org/3/", "debugger", 0);
+    free(k->kernel_info);        /* a forked child makes it again */
     k->kernel_info = json_dumps(info, JSON_COMPACT);
     json_decref(info);
     status(k, NULL, "starting");

@@ -66,6 +66,10 @@ void pyc_kernel_fork_lock(pyc_kernel_t *k, bool take);
 int pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const pyc_connfile_t *cf,
                             pyc_error_t *err);
 
+/* In a forked child: keeps a reference to an object inherited from the parent that the child must never
+ * use or free (see fork.c). */
+void pyc_kernel_keep_inherited(void *p);
+
 /* True once a shutdown was asked for; *restart tells whether the client will start a new kernel. */
 bool pyc_kernel_quitting(pyc_kernel_t *k, bool *restart);
 
