@@ -232,3 +232,49 @@ def test_pyc_client_fork(fresh_kernel):
         for c in children:
             c.stop_channels()
             kill_pid(c.pyc_child["pid"])
+
+
+def private_mb(pid):
+    """The process's own memory (USS): pages no other process shares."""
+    total = 0
+    with open("/proc/%d/smaps_rollup" % pid) as f:
+        for line in f:
+            if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                total += int(line.split()[1])
+    return total / 1024
+
+
+def test_fork_of_a_big_session_is_copy_on_write(fresh_kernel):
+    pytest.importorskip("numpy")
+    kc = fresh_kernel.kc
+    reply, _ = execute(kc, "import numpy as np\nbig = np.ones(1 << 27)\nbig.nbytes", timeout=120)  # 1 GiB
+    assert reply["content"]["status"] == "ok"
+    data = fork(kc, n=1)
+    child = data["children"][0]
+    try:
+        ckc = connect_client(child["connection_file"])
+        assert eval_value(ckc, "float(big[12345])") == "1.0"
+        before = private_mb(child["pid"])
+        assert before < 150, "a fresh child of a 1 GiB session owns %.0f MB" % before
+        execute(ckc, "big[:] = 2.0", timeout=120)
+        after = private_mb(child["pid"])
+        assert after > 900, "writing 1 GiB in the child made only %.0f MB its own" % after
+        assert eval_value(kc, "float(big.sum())") == str(float(1 << 27))
+        ckc.stop_channels()
+    finally:
+        kill_pid(child["pid"])
+
+
+def test_fork_branches_example_notebook():
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("pandas")
+    from nbclient import NotebookClient
+
+    from pyctest import PYC_SRCDIR
+
+    nb = nbformat.read(os.path.join(PYC_SRCDIR, "examples", "fork_branches.ipynb"), as_version=4)
+    NotebookClient(nb, kernel_name="pyc", timeout=180).execute()
+    outs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outs if o.output_type == "error"], outs
+    table = [o for o in outs if "text/html" in o.get("data", {})]
+    assert table and "n(x &gt; 1)" in table[-1]["data"]["text/html"]
