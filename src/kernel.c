@@ -11,9 +11,14 @@
  */
 #include "kernel.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -389,6 +394,350 @@ abort_reply(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     reply(k, chan, msg, type, reply_metadata("aborted"), json_pack("{s:s}", "status", "aborted"));
 }
 
+/* ---- fork-isolated cells ----------------------------------------------------------------------------- */
+
+/* Records on the pipe from an isolated cell's child to its parent: a header {type, chan, nframes} (three
+ * uint32), then for each frame a uint64 size and the bytes.  Type 1 is a message to relay on `chan`; type
+ * 2 is the cell's outcome: frames [JSON, pickle of the names the cell bound]. */
+enum { ISO_RELAY = 1, ISO_DONE = 2 };
+
+typedef struct iso_io {
+    pyc_io_t io;                 /* first: the child's kernel sends through it */
+    int fd;
+} iso_io_t;
+
+static int
+write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int
+read_all(int fd, void *p, size_t n)
+{
+    char *c = p;
+    while (n > 0) {
+        ssize_t r = read(fd, c, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        c += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+static int
+iso_write_record(int fd, uint32_t type, uint32_t chan, const pyc_frame_t *frames, size_t n)
+{
+    uint32_t hdr[3] = {type, chan, (uint32_t)n};
+    if (write_all(fd, hdr, sizeof hdr) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t size = frames[i].size;
+        if (write_all(fd, &size, sizeof size) < 0 || write_all(fd, frames[i].data, frames[i].size) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The child's io: iopub messages go to the parent, which relays them; nothing else leaves the child. */
+static int
+iso_send(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n)
+{
+    iso_io_t *iso = (iso_io_t *)io;
+    int rc = 0;
+    if (chan == PYC_CHAN_IOPUB) {
+        pyc_frame_t *f = malloc(n * sizeof *f);
+        if (f == NULL) {
+            rc = -1;
+        } else {
+            for (size_t i = 0; i < n; i++)
+                f[i] = (pyc_frame_t){frames[i].data, frames[i].size};
+            rc = iso_write_record(iso->fd, ISO_RELAY, (uint32_t)chan, f, n);
+            free(f);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        free(frames[i].owned);
+    return rc;
+}
+
+static pyc_msg_t *
+iso_no_msg(pyc_io_t *io)
+{
+    (void)io;
+    return NULL;
+}
+
+static pyc_msg_t *
+iso_no_stdin(pyc_io_t *io, int timeout_ms)
+{
+    (void)io;
+    (void)timeout_ms;
+    return NULL;
+}
+
+/* Reads one record: *type, and frames as malloc'd blocks (freed by the caller).  Returns 0 or -1 at EOF. */
+static int
+iso_read_record(int fd, uint32_t *type, uint32_t *chan, pyc_outframe_t **frames, size_t *n)
+{
+    uint32_t hdr[3];
+    *frames = NULL;
+    *n = 0;
+    if (read_all(fd, hdr, sizeof hdr) < 0 || hdr[2] > PYC_WIRE_MAX_FRAMES)
+        return -1;
+    pyc_outframe_t *f = calloc(hdr[2] + 1, sizeof *f);
+    if (f == NULL)
+        return -1;
+    for (uint32_t i = 0; i < hdr[2]; i++) {
+        uint64_t size;
+        char *data;
+        if (read_all(fd, &size, sizeof size) < 0 || size > ((uint64_t)8 << 30) ||
+            (data = malloc(size + 1)) == NULL || read_all(fd, data, size) < 0) {
+            for (uint32_t j = 0; j < i; j++)
+                free(f[j].owned);
+            free(f);
+            return -1;
+        }
+        f[i] = (pyc_outframe_t){data, size, data};
+    }
+    *type = hdr[0];
+    *chan = hdr[1];
+    *frames = f;
+    *n = hdr[2];
+    return 0;
+}
+
+/* The child's side: runs the cell, sends the outcome and exits without finalizing Python (the parent owns
+ * the session; atexit handlers belong to it). */
+static void
+iso_child(pyc_kernel_t *k, int fd, const char *code, const pyc_py_exec_opts_t *opts)
+{
+    static iso_io_t iso;
+    pyc_error_t err;
+    char *blob = NULL;
+    size_t blen = 0;
+    json_t *merged = NULL, *skipped = NULL;
+
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    iso.io.send = iso_send;
+    iso.io.next_pending = iso_no_msg;
+    iso.io.recv_stdin = iso_no_stdin;
+    iso.fd = fd;
+    k->io = &iso.io;
+    k->allow_stdin = false;
+    pyc_streams_set_passthrough(k->streams);
+
+    pyc_py_exec_result_t res = {0};
+    pyc_py_exec_opts_t o = *opts;
+    o.allow_stdin = false;
+    pyc_py_enter();
+    if (pyc_py_isolate_snapshot(&err) < 0)
+        pyc_log("isolated cell: %s", err.text);
+    pyc_py_execute(code, &o, &res);
+    if (pyc_py_isolate_collect(&blob, &blen, &merged, &skipped, &err) < 0) {
+        merged = json_array();
+        skipped = json_pack("{s:s}", "*", err.text);
+    }
+    json_t *out = json_pack("{s:b, s:o, s:o, s:o, s:o, s:o}", "ok", res.ok, "error",
+                            res.error != NULL ? res.error : json_null(), "user_expressions",
+                            res.user_expressions != NULL ? res.user_expressions : json_object(), "payload",
+                            res.payload != NULL ? res.payload : json_array(), "merged", merged, "skipped", skipped);
+    char *text = json_dumps(out, JSON_COMPACT);
+    pyc_frame_t frames[2] = {{text != NULL ? text : "{}", text != NULL ? strlen(text) : 2}, {blob != NULL ? blob : "", blen}};
+    fflush(NULL);
+    iso_write_record(fd, ISO_DONE, 0, frames, 2);
+    _exit(0);
+}
+
+/* Runs a cell in a forked child: its output streams as usual with the request as parent, the names it
+ * bound that pickle are merged back, and an interrupt or the timeout (seconds, 0 for none) kills only the
+ * child (SIGKILL) and leaves the kernel's state as it was.  Fills res like pyc_py_execute and md_out with
+ * what happened (metadata.pyc of the reply). */
+static void
+run_isolated(pyc_kernel_t *k, const char *code, const pyc_py_exec_opts_t *opts, double timeout,
+             pyc_py_exec_result_t *res, json_t **md_out)
+{
+    const char *outcome = "ok";
+    json_t *merged = json_array(), *skipped = json_object();
+    json_t *done = NULL;
+    pyc_outframe_t *df = NULL;
+    size_t dn = 0;
+    int p[2];
+    char why[256] = "";
+
+    res->ok = false;
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        snprintf(why, sizeof why, "pipe: %s", strerror(errno));
+        outcome = "died";
+        goto out;
+    }
+    pyc_streams_flush(k->streams);
+    pyc_py_enter();
+    pyc_kernel_fork_lock(k, true);
+    pid_t pid = pyc_py_fork();
+    int saved = errno;
+    pyc_kernel_fork_lock(k, false);
+    pyc_py_leave();
+    if (pid == 0) {
+        close(p[0]);
+        iso_child(k, p[1], code, opts);
+    }
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        snprintf(why, sizeof why, "fork: %s", strerror(saved));
+        outcome = "died";
+        goto out;
+    }
+
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pyc_py_interrupt_arm();
+    atomic_store(&k->executing, 1);
+    for (;;) {
+        if (pyc_py_interrupt_pending() || atomic_load(&k->quit)) {
+            outcome = "interrupted";
+            break;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double elapsed = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
+        if (timeout > 0 && elapsed >= timeout) {
+            outcome = "timeout";
+            break;
+        }
+        struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+        if (poll(&pfd, 1, 50) <= 0)
+            continue;
+        uint32_t type, chan;
+        pyc_outframe_t *f;
+        size_t n;
+        if (iso_read_record(p[0], &type, &chan, &f, &n) < 0) {
+            outcome = "died";
+            break;
+        }
+        if (type == ISO_RELAY) {
+            pyc_streams_flush(k->streams);   /* the child's earlier output, from the fd pipes, goes first */
+            k->io->send(k->io, PYC_CHAN_IOPUB, f, n);
+            free(f);
+            continue;
+        }
+        df = f;
+        dn = n;
+        break;
+    }
+    atomic_store(&k->executing, 0);
+    if (df == NULL)
+        kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    close(p[0]);
+    pyc_streams_flush(k->streams);
+    if (strcmp(outcome, "died") == 0 && WIFSIGNALED(status))
+        snprintf(why, sizeof why, "its process was killed by signal %d", WTERMSIG(status));
+
+    if (df != NULL && dn == 2) {
+        json_error_t jerr;
+        done = json_loadb(df[0].data, df[0].size, 0, &jerr);
+    }
+    pyc_py_enter();
+    pyc_py_interrupt_disarm();
+    if (done != NULL) {
+        res->ok = json_is_true(json_object_get(done, "ok"));
+        res->error = json_incref(json_object_get(done, "error"));
+        res->user_expressions = json_incref(json_object_get(done, "user_expressions"));
+        res->payload = json_incref(json_object_get(done, "payload"));
+        json_array_extend(merged, json_object_get(done, "merged"));
+        json_object_update(skipped, json_object_get(done, "skipped"));
+        json_t *m2 = NULL, *s2 = NULL;
+        pyc_error_t err;
+        if (df[1].size > 0 && pyc_py_isolate_merge(df[1].data, df[1].size, &m2, &s2, &err) == 0) {
+            /* what failed to load here moves from merged to skipped */
+            size_t i;
+            json_t *v;
+            const char *name;
+            json_object_foreach(s2, name, v) {
+                json_array_foreach(merged, i, v) {
+                    if (strcmp(json_string_value(v), name) == 0) {
+                        json_array_remove(merged, i);
+                        break;
+                    }
+                }
+            }
+            json_object_update(skipped, s2);
+        } else if (df[1].size > 0) {
+            json_object_set_new(skipped, "*", json_string(err.text));
+            json_array_clear(merged);
+        }
+        json_decref(m2);
+        json_decref(s2);
+        if (!res->ok)
+            outcome = "error";
+    }
+    pyc_py_leave();
+out:
+    if (done == NULL) {
+        const char *ename = strcmp(outcome, "interrupted") == 0 ? "KeyboardInterrupt"
+                            : strcmp(outcome, "timeout") == 0   ? "CellTimeout"
+                                                                : "IsolatedCellDied";
+        char evalue[512];
+        if (strcmp(outcome, "interrupted") == 0)
+            snprintf(evalue, sizeof evalue, "the isolated cell was interrupted: its process was killed; the "
+                                            "kernel's state is as it was before the cell");
+        else if (strcmp(outcome, "timeout") == 0)
+            snprintf(evalue, sizeof evalue, "the isolated cell ran past its timeout of %g s: its process was "
+                                            "killed; the kernel's state is as it was before the cell", timeout);
+        else
+            snprintf(evalue, sizeof evalue, "the isolated cell's process ended without a result (%s); the "
+                                            "kernel's state is as it was before the cell", why[0] ? why : "no report");
+        res->error = json_pack("{s:s, s:s, s:[s]}", "ename", ename, "evalue", evalue, "traceback", evalue);
+        res->user_expressions = json_object();
+        res->payload = json_array();
+    }
+    *md_out = json_pack("{s:s, s:s, s:o, s:o, s:s}", "isolated", "fork", "outcome", outcome, "merged", merged,
+                        "skipped", skipped, "state", "intact");
+    json_decref(done);
+    for (size_t i = 0; i < dn; i++)
+        free(df[i].owned);
+    free(df);
+}
+
+/* Reads the isolation a request asks for: metadata {"pyc": {"isolate": "fork", "timeout": S}}, or a first
+ * line "%%isolate [S]" (removed from the code).  Returns true when the cell is to run isolated. */
+static bool
+isolation_of(const pyc_msg_t *msg, const char **code, double *timeout)
+{
+    json_t *pm = json_object_get(msg->metadata, "pyc");
+    json_t *iso = json_object_get(pm, "isolate");
+    json_t *to = json_object_get(pm, "timeout");
+    *timeout = json_is_number(to) ? json_number_value(to) : 0;
+    if (json_is_string(iso) && strcmp(json_string_value(iso), "fork") == 0)
+        return true;
+    if (strncmp(*code, "%%isolate", 9) == 0 && ((*code)[9] == '\n' || (*code)[9] == ' ' || (*code)[9] == '\0')) {
+        const char *p = *code + 9;
+        while (*p == ' ')
+            p++;
+        if (*p != '\n' && *p != '\0')
+            *timeout = strtod(p, NULL);
+        const char *nl = strchr(*code, '\n');
+        *code = nl != NULL ? nl + 1 : "";
+        return true;
+    }
+    return false;
+}
+
 static void
 on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
@@ -437,11 +786,18 @@ on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         pyc_streams_flush(k->streams);
         pyc_streams_set_discard(k->streams, true);
     }
-    atomic_store(&k->executing, 1);
-    pyc_py_enter();
-    pyc_py_execute(json_string_value(code_v), &opts, &res);
-    pyc_py_leave();
-    atomic_store(&k->executing, 0);
+    const char *code = json_string_value(code_v);
+    double timeout = 0;
+    json_t *iso_md = NULL;
+    if (isolation_of(msg, &code, &timeout)) {
+        run_isolated(k, code, &opts, timeout, &res, &iso_md);
+    } else {
+        atomic_store(&k->executing, 1);
+        pyc_py_enter();
+        pyc_py_execute(code, &opts, &res);
+        pyc_py_leave();
+        atomic_store(&k->executing, 0);
+    }
     pyc_streams_flush(k->streams);
     if (silent)
         pyc_streams_set_discard(k->streams, false);
@@ -477,7 +833,10 @@ on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         json_object_set(content, "user_expressions", res.user_expressions);
         json_object_set(content, "payload", res.payload);
     }
-    reply(k, chan, msg, "execute_reply", reply_metadata(res.ok ? "ok" : "error"), content);
+    json_t *md = reply_metadata(res.ok ? "ok" : "error");
+    if (iso_md != NULL)
+        json_object_set_new(md, "pyc", iso_md);
+    reply(k, chan, msg, "execute_reply", md, content);
     json_decref(res.error);
     json_decref(res.user_expressions);
     json_decref(res.payload);

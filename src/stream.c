@@ -32,6 +32,7 @@ struct pyc_streams {
     one_stream_t s[2];
     int last;                    /* the stream written last, for ordering between the two */
     bool discard;
+    bool passthrough;            /* write to fds 1 and 2 directly (see pyc_streams_set_passthrough) */
     pyc_stream_publish_fn publish;
     void *ctx;
     int wake_fd;                 /* eventfd: tells the flusher that pending text or a stop is waiting */
@@ -242,6 +243,18 @@ pyc_streams_capture_fds(pyc_streams_t *s, pyc_error_t *err)
 void
 pyc_streams_write(pyc_streams_t *s, int which, const char *data, size_t n)
 {
+    if (s->passthrough) {
+        while (n > 0) {
+            ssize_t w = write(which + 1, data, n);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                return;
+            data += w;
+            n -= (size_t)w;
+        }
+        return;
+    }
     pthread_mutex_lock(&s->lock);
     drain_pipe(s, which, false);
     append(s, which, data, n, false);
@@ -251,6 +264,8 @@ pyc_streams_write(pyc_streams_t *s, int which, const char *data, size_t n)
 void
 pyc_streams_flush(pyc_streams_t *s)
 {
+    if (s->passthrough)
+        return;
     pthread_mutex_lock(&s->lock);
     drain_pipe(s, PYC_STDOUT, false);
     drain_pipe(s, PYC_STDERR, false);
@@ -327,4 +342,10 @@ pyc_streams_abandon(pyc_streams_t **s_p)
     if (s->wake_fd >= 0)
         close(s->wake_fd);
     free(s);
+}
+
+void
+pyc_streams_set_passthrough(pyc_streams_t *s)
+{
+    s->passthrough = true;
 }

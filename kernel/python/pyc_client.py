@@ -36,7 +36,7 @@ import time
 import uuid
 import warnings
 
-__all__ = ["get", "put", "copy", "fork", "request", "PycError", "PycSkippedWarning", "TARGET", "PROTOCOL"]
+__all__ = ["get", "put", "copy", "fork", "run_isolated", "request", "PycError", "PycSkippedWarning", "TARGET", "PROTOCOL"]
 
 TARGET = "pyc.pickle"
 PROTOCOL = 5
@@ -259,3 +259,43 @@ def fork(client, n=1, outlive=False, timeout=60):
         kc.pyc_child = child
         clients.append(kc)
     return clients
+
+
+def run_isolated(client, code, timeout=None, wait=None):
+    """Runs code in a forked child of the kernel (execute_request metadata {"pyc": {"isolate": "fork"}}):
+    its output streams as usual, the names it binds that pickle are merged back into the kernel, and an
+    interrupt or the timeout (seconds) kills only the child.  Returns (execute_reply, outputs), where
+    outputs are the iopub messages of the cell; the reply's metadata["pyc"] says what happened (outcome,
+    merged, skipped).  wait: how long to wait for the reply (default: timeout + 30 s, or no limit)."""
+    md = {"pyc": {"isolate": "fork"}}
+    if timeout is not None:
+        md["pyc"]["timeout"] = timeout
+    content = {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+               "allow_stdin": False, "stop_on_error": True}
+    msg = client.session.msg("execute_request", content, metadata=md)
+    client.shell_channel.send(msg)
+    msg_id = msg["header"]["msg_id"]
+    deadline = None if wait is None and timeout is None else time.monotonic() + (wait or timeout + 30)
+
+    def left():
+        if deadline is None:
+            return None
+        t = deadline - time.monotonic()
+        if t <= 0:
+            raise TimeoutError("no reply to the isolated cell in time")
+        return t
+
+    while True:
+        reply = client.get_shell_msg(timeout=left())
+        if reply["parent_header"].get("msg_id") == msg_id:
+            break
+    outputs = []
+    while True:
+        m = client.get_iopub_msg(timeout=left() or 30)
+        if m["parent_header"].get("msg_id") != msg_id:
+            continue
+        if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+            break
+        if m["msg_type"] not in ("status", "execute_input"):
+            outputs.append(m)
+    return reply, outputs

@@ -669,3 +669,95 @@ PyMethodDef pyc_py_input_methods[] = {
      "getpass(prompt='Password: ') -> str, asked of the frontend without echo."},
     {NULL, NULL, 0, NULL},
 };
+
+/* ---- fork-isolated cells ----------------------------------------------------------------------------- */
+
+static int
+isolate_call(const char *func, PyObject *args, PyObject **out, pyc_error_t *err)
+{
+    *out = call_support("pyc._isolate", func, args);
+    if (*out != NULL)
+        return 0;
+    json_t *e = pyc_py_error_content();
+    pyc_error_set(err, "pyc._isolate.%s: %s: %s", func, json_string_value(json_object_get(e, "ename")),
+                  json_string_value(json_object_get(e, "evalue")));
+    json_decref(e);
+    return -1;
+}
+
+int
+pyc_py_isolate_snapshot(pyc_error_t *err)
+{
+    PyObject *r;
+    if (isolate_call("snapshot", NULL, &r, err) < 0)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* Splits a (blob, merged, skipped) or (merged, skipped) tuple into C values. */
+static int
+isolate_unpack(PyObject *r, int with_blob, char **blob, size_t *len, json_t **merged, json_t **skipped,
+               pyc_error_t *err)
+{
+    Py_ssize_t base = with_blob ? 1 : 0;
+    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != base + 2) {
+        Py_DECREF(r);
+        return pyc_error_set(err, "pyc._isolate returned an unexpected value");
+    }
+    if (with_blob) {
+        PyObject *b = PyTuple_GET_ITEM(r, 0);
+        if (!PyBytes_Check(b) || (*blob = malloc((size_t)PyBytes_GET_SIZE(b) + 1)) == NULL) {
+            Py_DECREF(r);
+            return pyc_error_set(err, "pyc._isolate: no pickle to send back");
+        }
+        memcpy(*blob, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
+        *len = (size_t)PyBytes_GET_SIZE(b);
+    }
+    *merged = pyc_py_to_json(PyTuple_GET_ITEM(r, base));
+    *skipped = pyc_py_to_json(PyTuple_GET_ITEM(r, base + 1));
+    Py_DECREF(r);
+    if (*merged == NULL || *skipped == NULL) {
+        PyErr_Clear();
+        json_decref(*merged);
+        json_decref(*skipped);
+        *merged = json_array();
+        *skipped = json_object();
+    }
+    return 0;
+}
+
+int
+pyc_py_isolate_collect(char **blob, size_t *len, json_t **merged, json_t **skipped, pyc_error_t *err)
+{
+    PyObject *r;
+    if (isolate_call("collect", NULL, &r, err) < 0)
+        return -1;
+    return isolate_unpack(r, 1, blob, len, merged, skipped, err);
+}
+
+int
+pyc_py_isolate_merge(const void *blob, size_t len, json_t **merged, json_t **skipped, pyc_error_t *err)
+{
+    PyObject *r, *args = Py_BuildValue("(y#)", (const char *)blob, (Py_ssize_t)len);
+    if (args == NULL)
+        return pyc_error_set(err, "out of memory");
+    int rc = isolate_call("merge", args, &r, err);
+    Py_DECREF(args);
+    if (rc < 0)
+        return -1;
+    return isolate_unpack(r, 0, NULL, NULL, merged, skipped, err);
+}
+
+void
+pyc_py_interrupt_arm(void)
+{
+    pyc_py_interrupted = 0;
+    pyc_py_executing = 1;
+}
+
+void
+pyc_py_interrupt_disarm(void)
+{
+    discard_late_interrupt();
+}

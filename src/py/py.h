@@ -96,6 +96,18 @@ bool pyc_py_interrupt_pending(void);
  * Must hold the GIL.  Returns what fork returns. */
 int pyc_py_fork(void);
 
+/* Fork-isolated cells (pyc._isolate), with the GIL held.  In the child: snapshot before the cell, and
+ * collect after it (a malloc'd pickle blob of the names the cell bound, their list, and the names skipped
+ * with reasons).  In the parent: merge such a blob into __main__.  Return 0, or -1 with err. */
+int pyc_py_isolate_snapshot(pyc_error_t *err);
+int pyc_py_isolate_collect(char **blob, size_t *len, json_t **merged, json_t **skipped, pyc_error_t *err);
+int pyc_py_isolate_merge(const void *blob, size_t len, json_t **merged, json_t **skipped, pyc_error_t *err);
+
+/* Lets SIGINT be recorded (pyc_py_interrupt_pending) while the main thread waits in C for something other
+ * than a cell of its own (an isolated cell's child); disarm clears what it left, with the GIL held. */
+void pyc_py_interrupt_arm(void);
+void pyc_py_interrupt_disarm(void);
+
 /* Runs atexit handlers and finalizes the interpreter.  Must hold the GIL (pyc_py_enter). */
 void pyc_py_finalize(void);
 

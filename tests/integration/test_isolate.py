@@ -1,0 +1,95 @@
+"""Fork-isolated cells (issue 4): a cell run in a forked child streams its output as usual, merges back
+the names it bound that pickle, reports the ones it could not, and an interrupt or timeout kills only the
+child, leaving the kernel's state untouched."""
+
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+from pyctest import IS_PYC, NOT_PYC_REASON, PYC_SRCDIR, eval_value, execute
+
+pytestmark = pytest.mark.skipif(not IS_PYC, reason=NOT_PYC_REASON)
+
+sys.path.insert(0, os.path.join(PYC_SRCDIR, "kernel", "python"))
+import pyc_client  # noqa: E402
+
+
+def kinds(outputs):
+    return [m["msg_type"] for m in outputs]
+
+
+def test_merge_back_of_new_and_changed_names(kc):
+    execute(kc, "iso_a = 1\niso_b = [1, 2]\niso_keep = 'untouched'")
+    reply, outs = pyc_client.run_isolated(kc, "iso_a = 2\niso_new = {'k': 'v'}\nprint('in the child')\niso_a + 40",
+                                          timeout=30)
+    assert reply["content"]["status"] == "ok"
+    md = reply["metadata"]["pyc"]
+    assert md["outcome"] == "ok" and md["state"] == "intact"
+    assert sorted(md["merged"]) == ["iso_a", "iso_new"]
+    assert kinds(outs) == ["stream", "execute_result"]
+    assert outs[0]["content"]["text"] == "in the child\n"
+    assert outs[1]["content"]["data"]["text/plain"] == "42"
+    assert eval_value(kc, "iso_a, iso_new, iso_b, iso_keep") == "(2, {'k': 'v'}, [1, 2], 'untouched')"
+
+
+def test_unpicklable_names_are_skipped_with_reasons(kc):
+    reply, outs = pyc_client.run_isolated(kc, "iso_fn = lambda: 1\nimport json as iso_mod\niso_gen = (i for i in [1])\n"
+                                              "iso_ok = 5", timeout=30)
+    md = reply["metadata"]["pyc"]
+    assert md["merged"] == ["iso_ok"]
+    assert set(md["skipped"]) == {"iso_fn", "iso_mod", "iso_gen"}
+    assert all(md["skipped"].values())
+    assert eval_value(kc, "iso_ok") == "5"
+    assert eval_value(kc, "'iso_fn' in globals()") == "False"
+
+
+def test_in_place_mutation_does_not_reach_the_parent(kc):
+    execute(kc, "iso_list = [1]")
+    pyc_client.run_isolated(kc, "iso_list.append(2)", timeout=30)
+    assert eval_value(kc, "iso_list") == "[1]"
+
+
+def test_timeout_kills_a_busy_loop(kc):
+    execute(kc, "iso_state = 'before'")
+    t = time.monotonic()
+    reply, outs = pyc_client.run_isolated(kc, "iso_state = 'changed'\nwhile True:\n    pass", timeout=2)
+    assert time.monotonic() - t < 10
+    assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "CellTimeout"
+    assert reply["metadata"]["pyc"]["outcome"] == "timeout"
+    assert kinds(outs) == ["error"]
+    assert eval_value(kc, "iso_state") == "'before'"
+
+
+def test_interrupt_of_a_c_loop_returns_promptly(fresh_kernel):
+    kc = fresh_kernel.kc
+    execute(kc, "iso_state = 'before'")
+    timer = threading.Timer(1.0, fresh_kernel.km.interrupt_kernel)
+    timer.start()
+    t = time.monotonic()
+    reply, outs = pyc_client.run_isolated(kc, "iso_state = 'changed'\nsum(range(10**10))")
+    took = time.monotonic() - t
+    timer.join()
+    assert took < 6, took
+    assert reply["content"]["ename"] == "KeyboardInterrupt"
+    assert reply["metadata"]["pyc"]["outcome"] == "interrupted"
+    assert eval_value(kc, "iso_state") == "'before'"
+    assert eval_value(kc, "1 + 1") == "2"
+
+
+def test_error_in_isolated_cell(kc):
+    reply, outs = pyc_client.run_isolated(kc, "iso_err_before = 1\n1/0", timeout=30)
+    assert reply["content"]["ename"] == "ZeroDivisionError"
+    assert kinds(outs) == ["error"]
+    tb = "\n".join(outs[0]["content"]["traceback"])
+    assert "1/0" in tb
+    assert reply["metadata"]["pyc"]["merged"] == ["iso_err_before"]
+
+
+def test_isolate_line_from_a_notebook_cell(kc):
+    reply, msgs = execute(kc, "%%isolate 5\niso_cell = 'from a plain cell'\nprint('isolated')")
+    assert reply["content"]["status"] == "ok"
+    assert reply["metadata"]["pyc"]["merged"] == ["iso_cell"]
+    assert eval_value(kc, "iso_cell") == "'from a plain cell'"
