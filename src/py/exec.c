@@ -17,83 +17,6 @@
 static unsigned long cell_serial;
 json_t *pyc_py_payload;          /* payloads of the running cell (add_payload), or NULL */
 static PyObject *event_loop;     /* asyncio loop for top-level await, made on first use */
-static PyObject *support;        /* dict of the Python helpers below, made on first use */
-
-/* Python helpers for what is clearer in Python and off the hot path. */
-static const char support_src[] =
-    "import codeop as _codeop\n"
-    "def is_complete(src):\n"
-    "    if not src.strip():\n"
-    "        return 'complete', None\n"
-    "    lines = src.split('\\n')\n"
-    "    last = lines[-1]\n"
-    "    try:\n"
-    "        code = _codeop.compile_command(src, '<input>', 'exec')\n"
-    "    except (SyntaxError, OverflowError, ValueError, MemoryError):\n"
-    "        try:\n"
-    "            compile(src, '<input>', 'exec', flags=0x2000, dont_inherit=True)\n"
-    "            return 'complete', None\n"
-    "        except SyntaxError as e:\n"
-    "            if 'was never closed' in str(e) or 'unterminated triple-quoted' in str(e):\n"
-    "                return 'incomplete', ''\n"
-    "            try:\n"
-    "                from pyc._transform import transform_cell\n"
-    "                t = transform_cell(src)\n"
-    "                if t != src:\n"
-    "                    compile(t, '<input>', 'exec', flags=0x2000, dont_inherit=True)\n"
-    "                    return 'complete', None\n"
-    "            except Exception:\n"
-    "                pass\n"
-    "            return 'invalid', None\n"
-    "        except Exception:\n"
-    "            return 'invalid', None\n"
-    "    indent = last[:len(last) - len(last.lstrip())]\n"
-    "    if code is None:\n"
-    "        if last.rstrip().endswith(':'):\n"
-    "            indent += '    '\n"
-    "        return 'incomplete', indent\n"
-    "    # Valid code whose last logical line is inside a block (for, def, ...) waits for a blank line,\n"
-    "    # as at the >>> prompt.\n"
-    "    if not last.strip():\n"
-    "        return 'complete', None\n"
-    "    import io, tokenize\n"
-    "    depth = block = 0\n"
-    "    try:\n"
-    "        for tok in tokenize.generate_tokens(io.StringIO(src).readline):\n"
-    "            if tok.type == tokenize.INDENT:\n"
-    "                depth += 1\n"
-    "            elif tok.type == tokenize.DEDENT:\n"
-    "                depth -= 1\n"
-    "            elif tok.type == tokenize.NEWLINE:\n"
-    "                block = depth\n"
-    "    except (tokenize.TokenError, SyntaxError):\n"
-    "        return 'complete', None\n"
-    "    if block > 0:\n"
-    "        return 'incomplete', indent\n"
-    "    return 'complete', None\n";
-
-static PyObject *
-get_support(void)
-{
-    if (support != NULL)
-        return support;
-    PyObject *d = PyDict_New();
-    if (d == NULL)
-        return NULL;
-    if (PyDict_SetItemString(d, "__builtins__", PyEval_GetBuiltins()) < 0) {
-        Py_DECREF(d);
-        return NULL;
-    }
-    PyObject *r = PyRun_String(support_src, Py_file_input, d, d);
-    if (r == NULL) {
-        Py_DECREF(d);
-        return NULL;
-    }
-    Py_DECREF(r);
-    support = d;
-    return support;
-}
-
 /* ---- errors ---------------------------------------------------------------------------------------- */
 
 static int
@@ -543,9 +466,9 @@ pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_res
 json_t *
 pyc_py_is_complete(const char *code)
 {
-    PyObject *d = get_support();
-    PyObject *fn = d != NULL ? PyDict_GetItemString(d, "is_complete") : NULL;
-    PyObject *r = fn != NULL ? PyObject_CallFunction(fn, "s", code) : NULL;
+    PyObject *args = Py_BuildValue("(s)", code);
+    PyObject *r = args != NULL ? call_support("pyc._is_complete", "is_complete", args) : NULL;
+    Py_XDECREF(args);
     json_t *out;
     const char *st;
     PyObject *indent;
