@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "config.h"
 
 static int
@@ -57,17 +58,9 @@ write_file(const char *dir, const char *name, const void *data, size_t size)
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return -1;
-    const char *p = data;
-    while (size > 0) {
-        ssize_t w = write(fd, p, size);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            close(fd);
-            return -1;
-        }
-        p += w;
-        size -= (size_t)w;
+    if (pyc_write_all(fd, data, size) < 0) {
+        close(fd);
+        return -1;
     }
     return close(fd);
 }

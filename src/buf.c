@@ -7,11 +7,13 @@
  */
 #include "buf.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void
 pyc_buf_init(pyc_buf_t *b, size_t max)
@@ -229,4 +231,24 @@ pyc_buf_detach(pyc_buf_t *b, size_t *len)
     b->len = 0;
     b->alloc = 0;
     return p;
+}
+
+int
+pyc_write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -1;
+        if (w == 0) {
+            errno = EIO;
+            return -1;
+        }
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
 }

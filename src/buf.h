@@ -4,7 +4,8 @@
  * Every buffer that grows from outside input has a limit fixed at creation; an append that would pass it
  * fails with -1 and leaves the buffer as it was.  The bytes are always followed by a NUL (not counted in
  * len), so text can be handed to C string functions.  Also here: the JSON string encoder used on the hot
- * path of stream output, which copies runs of plain bytes with memcpy and repairs invalid UTF-8.
+ * path of stream output, which copies runs of plain bytes with memcpy and repairs invalid UTF-8, and the
+ * one loop that writes a whole buffer to a file descriptor.
  */
 #ifndef PYC_BUF_H
 #define PYC_BUF_H
@@ -51,6 +52,9 @@ int pyc_buf_reserve(pyc_buf_t *b, size_t n);
 /* Takes the storage out of the buffer (the caller frees it with free()) and leaves the buffer empty.  Returns
  * NULL for an empty buffer that never allocated. */
 char *pyc_buf_detach(pyc_buf_t *b, size_t *len);
+
+/* Writes all n bytes to fd, retrying after EINTR and short writes.  Returns 0, or -1 with errno set. */
+int pyc_write_all(int fd, const void *p, size_t n);
 
 /* Length of the longest prefix of s[0..n) that does not end inside a UTF-8 sequence that might still be
  * completed by more bytes.  Used to split a byte stream into text chunks without cutting a character. */

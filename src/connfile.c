@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "buf.h"
+
 #define MAX_FILE (1 << 20)
 
 const char *const pyc_connfile_port_names[PYC_CHAN_COUNT] = {
@@ -131,17 +133,12 @@ pyc_connfile_load(const char *path, pyc_connfile_t *out, pyc_error_t *err)
     return rc;
 }
 
-int
-pyc_connfile_write(const char *path, const pyc_connfile_t *cf, pyc_error_t *err)
+json_t *
+pyc_connfile_to_json(const pyc_connfile_t *cf)
 {
     json_t *root = json_object();
-    char tmp[4096];
-    int rc = -1, fd = -1;
-    char *text = NULL;
-
-    tmp[0] = '\0';
     if (root == NULL)
-        return pyc_error_set(err, "out of memory");
+        return NULL;
     /* json_string returns NULL for text that is not UTF-8, and json_object_set_new then fails and drops the
      * member; a file written without its "key" would read back as an unsigned session, so any failure here
      * is an error. */
@@ -152,7 +149,23 @@ pyc_connfile_write(const char *path, const pyc_connfile_t *cf, pyc_error_t *err)
     bad |= json_object_set_new(root, "key", json_stringn(cf->key != NULL ? cf->key : "", cf->keylen));
     bad |= json_object_set_new(root, "signature_scheme", json_string(cf->signature_scheme));
     bad |= json_object_set_new(root, "kernel_name", json_string(cf->kernel_name));
-    text = bad == 0 ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+    if (bad != 0) {
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+int
+pyc_connfile_write(const char *path, const pyc_connfile_t *cf, pyc_error_t *err)
+{
+    json_t *root = pyc_connfile_to_json(cf);
+    char tmp[4096];
+    int rc = -1, fd = -1;
+    char *text = NULL;
+
+    tmp[0] = '\0';
+    text = root != NULL ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
     if (text == NULL) {
         pyc_error_set(err, "cannot encode connection file (is the key valid UTF-8?)");
         goto out;
@@ -167,16 +180,9 @@ pyc_connfile_write(const char *path, const pyc_connfile_t *cf, pyc_error_t *err)
         pyc_error_set(err, "cannot create %s: %s", tmp, strerror(errno));
         goto out;
     }
-    size_t len = strlen(text), off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, text + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            pyc_error_set(err, "cannot write %s: %s", tmp, strerror(errno));
-            goto out;
-        }
-        off += (size_t)w;
+    if (pyc_write_all(fd, text, strlen(text)) < 0) {
+        pyc_error_set(err, "cannot write %s: %s", tmp, strerror(errno));
+        goto out;
     }
     if (close(fd) < 0) {
         fd = -1;

@@ -10,6 +10,7 @@
 #ifndef PYC_CONNFILE_H
 #define PYC_CONNFILE_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "error.h"
@@ -35,6 +36,10 @@ int pyc_connfile_parse(const char *text, size_t len, pyc_connfile_t *out, pyc_er
 
 /* Reads and parses the file at path (at most 1 MiB). */
 int pyc_connfile_load(const char *path, pyc_connfile_t *out, pyc_error_t *err);
+
+/* The connection as the JSON object of a connection file (a new reference), or NULL when a string in it
+ * is not valid UTF-8 or memory runs out. */
+json_t *pyc_connfile_to_json(const pyc_connfile_t *cf);
 
 /* Writes cf as JSON to path with mode 0600, atomically (temporary file, then rename).  Returns 0 or -1. */
 int pyc_connfile_write(const char *path, const pyc_connfile_t *cf, pyc_error_t *err);

@@ -33,7 +33,6 @@
 
 #include "log.h"
 #include "msg.h"
-#include "py/py.h"
 
 #define PYC_FORK_START_TIMEOUT_MS 10000
 
@@ -158,11 +157,7 @@ child_start(pyc_kernel_t *k, pyc_fork_env_t *env, bool outlive, pid_t parent, in
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_sigmask(SIG_UNBLOCK, &block, NULL);
 
-    json_t *conn = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:s}", "transport", ccf.transport,
-                             "ip", ccf.ip, "shell_port", ccf.ports[PYC_CHAN_SHELL], "iopub_port",
-                             ccf.ports[PYC_CHAN_IOPUB], "stdin_port", ccf.ports[PYC_CHAN_STDIN], "control_port",
-                             ccf.ports[PYC_CHAN_CONTROL], "hb_port", ccf.ports[PYC_CHAN_HB], "key", key,
-                             "signature_scheme", ccf.signature_scheme, "kernel_name", ccf.kernel_name);
+    json_t *conn = pyc_connfile_to_json(&ccf);
     json_t *rep = json_pack("{s:i, s:s, s:o}", "pid", (int)getpid(), "connection_file", path, "connection", conn);
     char *text = json_dumps(rep, JSON_COMPACT);
     json_decref(rep);
@@ -193,12 +188,8 @@ pyc_fork_child(pyc_kernel_t *k, pyc_fork_env_t *env, bool outlive, json_t **info
         return pyc_error_set(err, "pipe: %s", strerror(errno));
     pid_t parent = getpid();
 
-    pyc_py_enter();
-    pyc_kernel_fork_lock(k, true);
-    pid_t pid = pyc_py_fork();
-    int saved = errno;
-    pyc_kernel_fork_lock(k, false);
-    pyc_py_leave();
+    int saved;
+    pid_t pid = pyc_kernel_fork(k, &saved);
 
     if (pid < 0) {
         close(p[0]);

@@ -407,22 +407,6 @@ typedef struct iso_io {
 } iso_io_t;
 
 static int
-write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n > 0) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static int
 read_all(int fd, void *p, size_t n)
 {
     char *c = p;
@@ -442,11 +426,11 @@ static int
 iso_write_record(int fd, uint32_t type, uint32_t chan, const pyc_frame_t *frames, size_t n)
 {
     uint32_t hdr[3] = {type, chan, (uint32_t)n};
-    if (write_all(fd, hdr, sizeof hdr) < 0)
+    if (pyc_write_all(fd, hdr, sizeof hdr) < 0)
         return -1;
     for (size_t i = 0; i < n; i++) {
         uint64_t size = frames[i].size;
-        if (write_all(fd, &size, sizeof size) < 0 || write_all(fd, frames[i].data, frames[i].size) < 0)
+        if (pyc_write_all(fd, &size, sizeof size) < 0 || pyc_write_all(fd, frames[i].data, frames[i].size) < 0)
             return -1;
     }
     return 0;
@@ -585,12 +569,8 @@ run_isolated(pyc_kernel_t *k, const char *code, const pyc_py_exec_opts_t *opts, 
         goto out;
     }
     pyc_streams_flush(k->streams);
-    pyc_py_enter();
-    pyc_kernel_fork_lock(k, true);
-    pid_t pid = pyc_py_fork();
-    int saved = errno;
-    pyc_kernel_fork_lock(k, false);
-    pyc_py_leave();
+    int saved;
+    pid_t pid = pyc_kernel_fork(k, &saved);
     if (pid == 0) {
         close(p[0]);
         iso_child(k, p[1], code, opts);
@@ -1188,16 +1168,19 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
     k->aborting = false;
 }
 
-void
-pyc_kernel_fork_lock(pyc_kernel_t *k, bool take)
+pid_t
+pyc_kernel_fork(pyc_kernel_t *k, int *errno_out)
 {
-    if (take) {
-        pyc_streams_lock(k->streams);
-        pthread_mutex_lock(&k->parent_lock);
-    } else {
-        pthread_mutex_unlock(&k->parent_lock);
-        pyc_streams_unlock(k->streams);
-    }
+    /* The GIL first, then the streams lock, then the parent lock: the order every other path takes them. */
+    pyc_py_enter();
+    pyc_streams_lock(k->streams);
+    pthread_mutex_lock(&k->parent_lock);
+    pid_t pid = pyc_py_fork();
+    *errno_out = errno;
+    pthread_mutex_unlock(&k->parent_lock);
+    pyc_streams_unlock(k->streams);
+    pyc_py_leave();
+    return pid;
 }
 
 int

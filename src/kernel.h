@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "auth.h"
 #include "connfile.h"
@@ -56,9 +57,10 @@ void pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg);
 /* Main thread: the kernel is about to wait for requests (none is queued): commits the history batch. */
 void pyc_kernel_idle(pyc_kernel_t *k);
 
-/* Around fork(): takes (true) or releases (false) the locks a forked child must not inherit held: the
- * streams lock, then the parent lock.  The caller holds the GIL. */
-void pyc_kernel_fork_lock(pyc_kernel_t *k, bool take);
+/* fork(2) of the kernel process, from the main thread without the GIL: CPython's fork handling, with the
+ * locks a child must not inherit held by another thread (streams, parent) taken across the call.  Returns
+ * what fork returns; *errno_out is fork's errno. */
+pid_t pyc_kernel_fork(pyc_kernel_t *k, int *errno_out);
 
 /* In a forked child: switches the kernel to its own channels (io, auth, connection), a new session id,
  * new output pipes and its own history session.  The streams and history inherited from the parent are

@@ -244,15 +244,7 @@ void
 pyc_streams_write(pyc_streams_t *s, int which, const char *data, size_t n)
 {
     if (s->passthrough) {
-        while (n > 0) {
-            ssize_t w = write(which + 1, data, n);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                return;
-            data += w;
-            n -= (size_t)w;
-        }
+        pyc_write_all(which + 1, data, n);   /* a failed write loses the text, as a closed terminal would */
         return;
     }
     pthread_mutex_lock(&s->lock);
