@@ -8,6 +8,7 @@
  * jupyter_core computes it on Linux.
  */
 #include "install.h"
+#include "paths.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,24 +30,6 @@ usage(FILE *f)
                "                          [--display-name TEXT] [--env NAME=VALUE]...\n"
                "Installs the pyc kernelspec (default: --user, the user's Jupyter data dir).\n");
     return f == stderr ? 2 : 0;
-}
-
-/* mkdir -p with mode 0755. */
-static int
-make_dirs(const char *path)
-{
-    char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
-        return -1;
-    for (char *p = tmp + 1; *p != '\0'; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
 }
 
 static int
@@ -108,13 +91,7 @@ pyc_install_main(int argc, char **argv)
     }
     if (prefix != NULL) {
         snprintf(base, sizeof base, "%s/share/jupyter", prefix);
-    } else if (getenv("JUPYTER_DATA_DIR") != NULL && getenv("JUPYTER_DATA_DIR")[0] != '\0') {
-        snprintf(base, sizeof base, "%s", getenv("JUPYTER_DATA_DIR"));
-    } else if (getenv("XDG_DATA_HOME") != NULL && getenv("XDG_DATA_HOME")[0] != '\0') {
-        snprintf(base, sizeof base, "%s/jupyter", getenv("XDG_DATA_HOME"));
-    } else if (getenv("HOME") != NULL) {
-        snprintf(base, sizeof base, "%s/.local/share/jupyter", getenv("HOME"));
-    } else {
+    } else if (pyc_jupyter_data_dir(base, sizeof base) < 0) {
         fprintf(stderr, "pyc-kernel: install: HOME is not set; use --prefix\n");
         goto out;
     }
@@ -128,7 +105,7 @@ pyc_install_main(int argc, char **argv)
         goto out;
     }
     self[n] = '\0';
-    if (make_dirs(dir) < 0) {
+    if (pyc_mkdirs(dir, 0755) < 0) {
         fprintf(stderr, "pyc-kernel: install: cannot create %s: %s\n", dir, strerror(errno));
         goto out;
     }

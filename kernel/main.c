@@ -1,12 +1,19 @@
 /*
  * main.c -- the pyc-kernel program: arguments, wiring of the modules, the main loop and exit codes.
  *
- *   pyc-kernel -f CONNECTION_FILE     run a kernel (what Jupyter starts, through kernel.json)
+ *   pyc-kernel -f CONNECTION_FILE [LIMITS] [--replay FILE] [--checkpoint-dir DIR | --no-checkpoint]
+ *                                     run a kernel (what Jupyter starts, through kernel.json)
  *   pyc-kernel install [...]          install the kernelspec (see install.c)
  *   pyc-kernel --version | --help
  *
- * Exit codes: 0 after a shutdown request or when the parent named by JPY_PARENT_PID is gone; 1 when the
- * kernel could not start (ports, Python); 2 for bad arguments or a bad connection file.
+ * LIMITS are --idle-timeout=S --lifetime=S --shutdown-grace=S --cell-timeout=S --cell-grace=S
+ * --output-limit=BYTES --output-messages=N --memory-limit=BYTES (limit.h); each may also come from its
+ * PYC_* environment variable, which an option overrides.  PYC_REPLAY, PYC_CHECKPOINT_DIR and PYC_CHECKPOINT=0
+ * stand for the other options likewise.
+ *
+ * Exit codes: 0 after a shutdown request, an idle timeout, the end of the lifetime, or when the parent named
+ * by JPY_PARENT_PID is gone; 1 when the kernel could not start (ports, Python); 2 for bad arguments or a bad
+ * connection file; 3 when a cell could not be stopped after its deadline (the client was told first).
  *
  * Order of start-up matters: SIGINT and SIGTERM are blocked before any thread exists (ZeroMQ's I/O threads
  * included), so that every helper thread inherits the mask and signals reach only the main thread, which
@@ -22,24 +29,32 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "checkpoint.h"
 #include "config.h"
 #include "connfile.h"
 #include "fork.h"
 #include "install.h"
 #include "kernel.h"
+#include "limit.h"
 #include "log.h"
+#include "paths.h"
 #include "py/py.h"
 #include "server.h"
 
 static void
 usage(FILE *f)
 {
-    fprintf(f, "usage: pyc-kernel -f CONNECTION_FILE\n"
+    fprintf(f, "usage: pyc-kernel -f CONNECTION_FILE [LIMIT OPTIONS] [--replay FILE]\n"
+               "                  [--checkpoint-dir DIR | --no-checkpoint]\n"
                "       pyc-kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME]\n"
                "                          [--display-name TEXT] [--env NAME=VALUE]...\n"
                "       pyc-kernel --version\n"
-               "pyc %s: a Jupyter kernel for Python, written in C.\n",
+               "pyc %s: a Jupyter kernel for Python, written in C.\n"
+               "Limits (all off unless set; each also read from its environment variable):\n",
                PACKAGE_VERSION);
+    for (const pyc_limit_desc_t *d = pyc_limit_descs; d->option != NULL; d++)
+        fprintf(f, "  --%s=VALUE  (%s)  %s\n", d->option, d->env, d->help);
+    fprintf(f, "Durations: 30, 1.5, 250ms, 30s, 5m, 2h.  Sizes: 4096, 512K, 100M, 2G.\n");
 }
 
 /* ctx is the main loop's server variable, which a forked child replaces. */
@@ -58,6 +73,42 @@ parent_gone(pid_t parent)
 
 static pyc_kernel_t *the_kernel;
 
+/* What a hard exit needs: the server (to send what is queued) and a forked child's own connection file. */
+static struct {
+    pyc_server_t **srv;
+    pyc_fork_env_t *fenv;
+} hard;
+
+static void
+hard_exit(void *ctx, int code)
+{
+    (void)ctx;
+    pyc_server_destroy(hard.srv);            /* gives queued replies up to a second to leave */
+    if (hard.fenv->own_connection_file != NULL)
+        unlink(hard.fenv->own_connection_file);
+    pyc_log("exiting with status %d", code);
+    _exit(code);
+}
+
+/* The options of run_kernel beyond the connection file. */
+typedef struct run_opts {
+    pyc_limits_t limits;
+    const char *replay;
+    const char *checkpoint_dir;  /* NULL: the default */
+    bool no_checkpoint;
+} run_opts_t;
+
+/* The checkpoint's name: the connection file's name without its directory and ".json". */
+static void
+session_id_of(const char *connection_file, char *out, size_t cap)
+{
+    const char *slash = strrchr(connection_file, '/');
+    snprintf(out, cap, "%s", slash != NULL ? slash + 1 : connection_file);
+    size_t n = strlen(out);
+    if (n > 5 && strcmp(out + n - 5, ".json") == 0)
+        out[n - 5] = '\0';
+}
+
 static int
 fork_child(void *ctx, bool outlive, json_t **info, pyc_error_t *err)
 {
@@ -65,7 +116,7 @@ fork_child(void *ctx, bool outlive, json_t **info, pyc_error_t *err)
 }
 
 static int
-run_kernel(const char *connection_file, const char *argv0)
+run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro)
 {
     pyc_connfile_t cf;
     pyc_error_t err;
@@ -106,6 +157,17 @@ run_kernel(const char *connection_file, const char *argv0)
         .watch_parent = &parent,
     };
     const char *maxc = getenv("PYC_MAX_CHILDREN");
+    hard.srv = &srv;
+    hard.fenv = &fenv;
+    char sid[512], cdir[4096], data[4000];
+    session_id_of(connection_file, sid, sizeof sid);
+    bool checkpoints = !ro->no_checkpoint;
+    if (ro->checkpoint_dir != NULL)
+        snprintf(cdir, sizeof cdir, "%s", ro->checkpoint_dir);
+    else if (pyc_jupyter_data_dir(data, sizeof data) == 0)
+        snprintf(cdir, sizeof cdir, "%s/pyc/checkpoints", data);
+    else
+        checkpoints = false;
     pyc_kernel_config_t kc = {
         .io = pyc_server_io(srv),
         .auth = auth,
@@ -115,6 +177,10 @@ run_kernel(const char *connection_file, const char *argv0)
         .fork_child = fork_child,
         .fork_ctx = &fenv,
         .max_children = maxc != NULL ? (int)strtol(maxc, NULL, 10) : 32,
+        .limits = &ro->limits,
+        .hard_exit = hard_exit,
+        .checkpoint_dir = checkpoints ? cdir : NULL,
+        .session_id = sid,
     };
     k = pyc_kernel_new(&kc, &err);
     the_kernel = k;
@@ -138,8 +204,14 @@ run_kernel(const char *connection_file, const char *argv0)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (pyc_streams_capture_fds(pyc_kernel_streams(k), &err) < 0)
         pyc_log("output capture is off: %s", err.text);
+    if (ro->replay != NULL && pyc_kernel_replay(k, ro->replay, &err) < 0)
+        pyc_log("%s", err.text);
     pyc_kernel_starting(k);
     if (pyc_server_start(srv, pyc_kernel_control, k, &err) < 0) {
+        pyc_log("%s", err.text);
+        goto out;
+    }
+    if (pyc_kernel_limit_memory(k, &err) < 0) {
         pyc_log("%s", err.text);
         goto out;
     }
@@ -164,7 +236,8 @@ run_kernel(const char *connection_file, const char *argv0)
             break;
         }
     }
-    /* atexit handlers and finalizers run with output still captured and published. */
+    /* atexit handlers and finalizers run with output still captured and published, within the grace. */
+    pyc_kernel_closing(k);
     pyc_py_enter();
     pyc_py_finalize();
     rc = 0;
@@ -203,13 +276,54 @@ main(int argc, char **argv)
         return 0;
     }
     const char *cf = NULL;
+    run_opts_t ro = {0};
+    pyc_error_t err;
+    pyc_limits_init(&ro.limits);
+    if (pyc_limits_from_env(&ro.limits, &err) < 0) {
+        pyc_log("%s", err.text);
+        return 2;
+    }
+    const char *v = getenv("PYC_REPLAY");
+    ro.replay = v != NULL && v[0] != '\0' ? v : NULL;
+    v = getenv("PYC_CHECKPOINT_DIR");
+    ro.checkpoint_dir = v != NULL && v[0] != '\0' ? v : NULL;
+    v = getenv("PYC_CHECKPOINT");
+    ro.no_checkpoint = v != NULL && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0 || strcmp(v, "no") == 0);
     for (int i = 1; i < argc; i++) {
-        if ((strcmp(argv[i], "-f") == 0 || strcmp(argv[i], "--connection-file") == 0) && i + 1 < argc)
+        const char *a = argv[i];
+        const char *eq = strchr(a, '=');
+        if ((strcmp(a, "-f") == 0 || strcmp(a, "--connection-file") == 0) && i + 1 < argc) {
             cf = argv[++i];
-        else if (strncmp(argv[i], "--connection-file=", 18) == 0)
-            cf = argv[i] + 18;
-        else {
-            pyc_log("unknown argument '%s'", argv[i]);
+        } else if (strncmp(a, "--connection-file=", 18) == 0) {
+            cf = a + 18;
+        } else if (strcmp(a, "--replay") == 0 && i + 1 < argc) {
+            ro.replay = argv[++i];
+        } else if (strcmp(a, "--checkpoint-dir") == 0 && i + 1 < argc) {
+            ro.checkpoint_dir = argv[++i];
+        } else if (strcmp(a, "--no-checkpoint") == 0) {
+            ro.no_checkpoint = true;
+        } else if (strncmp(a, "--", 2) == 0 && strlen(a) > 2) {
+            /* A limit: --name=VALUE or --name VALUE. */
+            char name[64];
+            const char *val = eq != NULL ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
+            size_t nl = eq != NULL ? (size_t)(eq - a - 2) : strlen(a + 2);
+            snprintf(name, sizeof name, "%.*s", (int)(nl < 63 ? nl : 63), a + 2);
+            bool known = false;
+            for (const pyc_limit_desc_t *d = pyc_limit_descs; d->option != NULL; d++)
+                known = known || strcmp(d->option, name) == 0;
+            if (!known || val == NULL) {
+                pyc_log(known ? "option '%s' needs a value" : "unknown argument '%s'", a);
+                usage(stderr);
+                return 2;
+            }
+            if (pyc_limits_set(&ro.limits, name, val, &err) < 0) {
+                pyc_log("%s", err.text);
+                return 2;
+            }
+            if (eq == NULL)
+                i++;
+        } else {
+            pyc_log("unknown argument '%s'", a);
             usage(stderr);
             return 2;
         }
@@ -218,5 +332,8 @@ main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    return run_kernel(cf, argv[0]);
+    /* Under a memory cap, each thread's malloc arena would reserve 64 MB of the address space it counts. */
+    if (ro.limits.memory > 0)
+        mallopt(M_ARENA_MAX, 2);
+    return run_kernel(cf, argv[0], &ro);
 }

@@ -144,7 +144,9 @@ child_start(pyc_kernel_t *k, pyc_fork_env_t *env, bool outlive, pid_t parent, in
     snprintf(path, sizeof path, "%s/%s-fork-%ld.json", dirname(dir), base, (long)getpid());
     if (pyc_connfile_write(path, &ccf, &err) < 0)
         goto fail;
-    if (pyc_kernel_become_child(k, pyc_server_io(srv), auth, &ccf, &err) < 0)
+    char id[1100];
+    snprintf(id, sizeof id, "%s-fork-%ld", base, (long)getpid());
+    if (pyc_kernel_become_child(k, pyc_server_io(srv), auth, &ccf, id, &err) < 0)
         goto fail;
     pyc_kernel_keep_inherited(*env->srv);
     pyc_kernel_keep_inherited(*env->auth);

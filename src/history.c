@@ -34,7 +34,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pwd.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -44,6 +43,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "paths.h"
 
 /* How long a write waits for another kernel's lock on the same file before failing.  Their transactions
  * last microseconds, so only a stuck process makes this wait expire. */
@@ -93,22 +94,8 @@ make_parents(const char *path, pyc_error_t *err)
     if (last == NULL)
         return 0;
     *last = '\0';
-    for (char *p = dir + 1; p <= last; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        char saved = *p;
-        *p = '\0';
-        struct stat st;
-        /* For a directory that exists, mkdir reports EEXIST, EACCES or EROFS depending on the file system, so
-         * the verdict is stat's. */
-        if (mkdir(dir, 0700) < 0) {
-            int e = errno;
-            if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-                return pyc_error_set(err, "cannot create directory %s for the history: %s", dir,
-                                     strerror(e == EEXIST ? ENOTDIR : e));
-        }
-        *p = saved;
-    }
+    if (pyc_mkdirs(dir, 0700) < 0)
+        return pyc_error_set(err, "cannot create directory %s for the history: %s", dir, strerror(errno));
     return 0;
 }
 
@@ -655,37 +642,20 @@ pyc_history_request(pyc_history_t *self, json_t *content)
 
 /* ---- the default path --------------------------------------------------------------------------------- */
 
-/* getenv, with "" counting as unset. */
-static const char *
-env(const char *name)
-{
-    const char *v = getenv(name);
-    return v != NULL && v[0] != '\0' ? v : NULL;
-}
-
 int
 pyc_history_default_path(char *out, size_t cap)
 {
-    const char *v;
+    const char *v = getenv("PYC_HISTORY_FILE");
+    char data[4096];
     int n;
     if (cap > 0)
         out[0] = '\0';
-    if ((v = env("PYC_HISTORY_FILE")) != NULL) {
+    if (v != NULL && v[0] != '\0')
         n = snprintf(out, cap, "%s", v);
-    } else if ((v = env("JUPYTER_DATA_DIR")) != NULL) {
-        n = snprintf(out, cap, "%s/pyc/history.sqlite", v);
-    } else if ((v = env("XDG_DATA_HOME")) != NULL) {
-        n = snprintf(out, cap, "%s/jupyter/pyc/history.sqlite", v);
-    } else {
-        const char *home = env("HOME");
-        if (home == NULL) {
-            struct passwd *pw = getpwuid(getuid());
-            home = pw != NULL && pw->pw_dir != NULL && pw->pw_dir[0] != '\0' ? pw->pw_dir : NULL;
-        }
-        if (home == NULL)
-            return -1;
-        n = snprintf(out, cap, "%s/.local/share/jupyter/pyc/history.sqlite", home);
-    }
+    else if (pyc_jupyter_data_dir(data, sizeof data) == 0)
+        n = snprintf(out, cap, "%s/pyc/history.sqlite", data);
+    else
+        return -1;
     if (n < 0 || (size_t)n >= cap) {
         if (cap > 0)
             out[0] = '\0';

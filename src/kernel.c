@@ -16,7 +16,9 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <stdatomic.h>
@@ -25,11 +27,35 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "config.h"
+#include "guard.h"
 #include "history.h"
+#include "limit.h"
 #include "log.h"
 #include "msg.h"
 #include "py/py.h"
+#include "usage.h"
+
+/* The per-cell output cap: what the running cell published and what was dropped.  Output comes from the
+ * stream flusher, the main thread and Python threads, hence the lock. */
+typedef struct out_gate {
+    pthread_mutex_t lock;
+    bool active;                 /* an execute request is running */
+    bool dropping;               /* the cap was reached: everything else of this cell is dropped */
+    size_t max_bytes, max_msgs;  /* 0: no cap */
+    size_t bytes, msgs, dropped_bytes, dropped_msgs;
+} out_gate_t;
+
+/* Wall and CPU clocks at the start of a cell. */
+typedef struct cell_clock {
+    struct timespec wall, cpu;
+    double children_cpu;
+} cell_clock_t;
+
+/* Address space kept in reserve under a memory cap, and given back when a cell hits the cap, so that the
+ * kernel can still format and send the cell's error (ZeroMQ aborts when it cannot allocate). */
+#define MEM_RESERVE ((size_t)32 << 20)
 
 struct pyc_kernel {
     pyc_io_t *io;
@@ -67,6 +93,28 @@ struct pyc_kernel {
     atomic_int executing;
     atomic_int quit;
     atomic_int restart;
+
+    /* Limits (DESIGN.md section 6). */
+    pyc_limits_t limits;
+    pyc_guard_t *guard;          /* the time limits' thread */
+    void (*hard_exit)(void *ctx, int code);
+    void *hard_exit_ctx;
+    out_gate_t out;              /* the running cell's output cap */
+    void *mem_reserve;           /* address space kept back for the kernel's own C work under the cap */
+    /* The cell being run, for the guard thread's report when it cannot be stopped. */
+    int cell_chan;
+    int cell_count;
+    bool cell_silent;
+    bool cell_isolated;
+    double cell_timeout;
+    cell_clock_t cell_clock;
+    pthread_mutex_t usage_lock;  /* guards usage */
+    pyc_usage_state_t usage;
+    pyc_checkpoint_t *checkpoint;/* made on first use (checkpoint_of); NULL when off */
+    char *checkpoint_dir;        /* NULL when checkpoints are off */
+    char *session_id;
+    bool checkpoint_failed;      /* logged once */
+    json_t *replayed;            /* what --replay did, for kernel_info; NULL when nothing was replayed */
 };
 
 /* Objects a forked child inherited and must never touch (the parent's server, history connection and the
@@ -92,11 +140,12 @@ header_frame(const pyc_msg_t *msg)
 }
 
 /* Builds, signs and sends one message.  content is taken over when content_owned is true (it must then be
- * a malloc'd block).  Returns 0 or -1; the message is lost on -1 (out of memory), with a log line. */
+ * a malloc'd block); buffers[0..nbuf) are taken over in every case as pyc_io_t.send takes frames (copied,
+ * owned or lent).  Returns 0 or -1; the message is lost on -1 (out of memory), with a log line. */
 static int
 send_frames_buf(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_idents, const char *msg_type,
                 const void *parent, size_t parent_len, const char *metadata, char *content, size_t content_len,
-                bool content_owned, const pyc_frame_t *buffers, size_t nbuf)
+                bool content_owned, pyc_outframe_t *buffers, size_t nbuf)
 {
     pyc_buf_t hdr;
     char sig[PYC_AUTH_MAX_HEX + 1];
@@ -124,17 +173,19 @@ send_frames_buf(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_i
     if (pyc_wire_sign(k->auth, dicts, sig) < 0)
         goto out;
     for (size_t i = 0; i < n_idents; i++)
-        f[i] = (pyc_outframe_t){idents[i].data, idents[i].size, NULL};
-    f[n_idents] = (pyc_outframe_t){PYC_WIRE_DELIM, PYC_WIRE_DELIM_LEN, NULL};
-    f[n_idents + 1] = (pyc_outframe_t){sig, strlen(sig), NULL};
+        f[i] = (pyc_outframe_t){idents[i].data, idents[i].size, NULL, NULL};
+    f[n_idents] = (pyc_outframe_t){PYC_WIRE_DELIM, PYC_WIRE_DELIM_LEN, NULL, NULL};
+    f[n_idents + 1] = (pyc_outframe_t){sig, strlen(sig), NULL, NULL};
     size_t hlen;
     char *h = pyc_buf_detach(&hdr, &hlen);
-    f[n_idents + 2] = (pyc_outframe_t){h, hlen, h};
-    f[n_idents + 3] = (pyc_outframe_t){dicts[1].data, dicts[1].size, NULL};
-    f[n_idents + 4] = (pyc_outframe_t){metadata, dicts[2].size, NULL};
-    f[n_idents + 5] = (pyc_outframe_t){content, content_len, content_owned ? content : NULL};
-    for (size_t i = 0; i < nbuf; i++)
-        f[n_idents + 6 + i] = (pyc_outframe_t){buffers[i].data, buffers[i].size, NULL};
+    f[n_idents + 2] = (pyc_outframe_t){h, hlen, h, NULL};
+    f[n_idents + 3] = (pyc_outframe_t){dicts[1].data, dicts[1].size, NULL, NULL};
+    f[n_idents + 4] = (pyc_outframe_t){metadata, dicts[2].size, NULL, NULL};
+    f[n_idents + 5] = (pyc_outframe_t){content, content_len, content_owned ? content : NULL, NULL};
+    for (size_t i = 0; i < nbuf; i++) {
+        f[n_idents + 6 + i] = buffers[i];
+        buffers[i] = (pyc_outframe_t){NULL, 0, NULL, NULL};
+    }
     content_owned = false;       /* the io owns it now, whatever happens */
     rc = k->io->send(k->io, chan, f, n);
 out:
@@ -142,6 +193,8 @@ out:
         pyc_log("could not send %s (out of memory or channel closed)", msg_type);
     if (content_owned)
         free(content);
+    for (size_t i = 0; i < nbuf; i++)
+        pyc_outframe_drop(&buffers[i]);   /* not reached the io: failed before */
     pyc_buf_free(&hdr);
     if (f != stack_frames)
         free(f);
@@ -231,6 +284,65 @@ publish_current_text(pyc_kernel_t *k, const char *msg_type, char *text, size_t l
     pthread_mutex_unlock(&k->parent_lock);
 }
 
+/* ---- the output cap ---------------------------------------------------------------------------------- */
+
+/* The message types the output cap counts: what a cell prints and displays.  Comm messages (widgets,
+ * transfers) and the cell's error are not output in this sense and always go out. */
+static bool
+is_output(const char *msg_type)
+{
+    return strcmp(msg_type, "stream") == 0 || strcmp(msg_type, "display_data") == 0 ||
+           strcmp(msg_type, "update_display_data") == 0 || strcmp(msg_type, "execute_result") == 0 ||
+           strcmp(msg_type, "clear_output") == 0;
+}
+
+/* Counts an output message of `bytes` against the running cell's cap.  Returns how many of its bytes may go
+ * out: all of them, none (the message is dropped), or -- for a stream, which can be cut (cuttable) -- the
+ * part that fits.  Once the cap is reached everything else of the cell is dropped, so that output never
+ * resumes with a gap in it. */
+static size_t
+gate_admit(pyc_kernel_t *k, size_t bytes, bool cuttable)
+{
+    out_gate_t *g = &k->out;
+    size_t allow = bytes;
+    pthread_mutex_lock(&g->lock);
+    if (g->active) {
+        if (g->dropping || (g->max_msgs > 0 && g->msgs >= g->max_msgs)) {
+            allow = 0;
+        } else if (g->max_bytes > 0 && bytes > g->max_bytes - g->bytes) {
+            allow = cuttable ? g->max_bytes - g->bytes : 0;
+        }
+        if (allow > 0) {
+            g->msgs++;
+            g->bytes += allow;
+        } else {
+            g->dropped_msgs++;
+        }
+        g->dropped_bytes += bytes - allow;
+        if (allow < bytes || (g->max_msgs > 0 && g->msgs >= g->max_msgs))
+            g->dropping = true;
+    }
+    pthread_mutex_unlock(&g->lock);
+    return allow;
+}
+
+/* Starts or ends a cell's count.  Output is flushed by the caller first, so that nothing of the previous
+ * request is counted against this one. */
+static void
+gate_set(pyc_kernel_t *k, bool active, size_t max_bytes, size_t max_msgs)
+{
+    out_gate_t *g = &k->out;
+    pthread_mutex_lock(&g->lock);
+    if (active) {
+        g->bytes = g->msgs = g->dropped_bytes = g->dropped_msgs = 0;
+        g->dropping = false;
+        g->max_bytes = max_bytes;
+        g->max_msgs = max_msgs;
+    }
+    g->active = active;
+    pthread_mutex_unlock(&g->lock);
+}
+
 /* ---- host callbacks for the interpreter -------------------------------------------------------------- */
 
 static void
@@ -238,6 +350,14 @@ on_stream_publish(void *ctx, int which, const char *text, size_t n)
 {
     pyc_kernel_t *k = ctx;
     pyc_buf_t b;
+    size_t allow = gate_admit(k, n, true);
+    if (allow == 0)
+        return;
+    while (allow < n && allow > 0 && ((unsigned char)text[allow] & 0xC0) == 0x80)
+        allow--;                 /* a cut stream ends on a whole UTF-8 character */
+    n = allow;
+    if (n == 0)
+        return;
     pyc_buf_init(&b, SIZE_MAX / 2);
     if (pyc_buf_reserve(&b, n + 48) < 0 ||
         pyc_buf_adds(&b, which == PYC_STDOUT ? "{\"name\":\"stdout\",\"text\":" : "{\"name\":\"stderr\",\"text\":") < 0 ||
@@ -262,11 +382,15 @@ host_publish(void *ctx, const char *msg_type, json_t *content)
         pyc_log("could not encode the content of %s", msg_type);
         return;
     }
+    if (is_output(msg_type) && gate_admit(k, strlen(text), false) == 0) {
+        free(text);
+        return;
+    }
     publish_current_text(k, msg_type, text, strlen(text));
 }
 
 static void
-host_publish_ex(void *ctx, const char *msg_type, json_t *content, json_t *metadata, const pyc_frame_t *buffers,
+host_publish_ex(void *ctx, const char *msg_type, json_t *content, json_t *metadata, pyc_outframe_t *buffers,
                 size_t nbuf)
 {
     pyc_kernel_t *k = ctx;
@@ -277,7 +401,19 @@ host_publish_ex(void *ctx, const char *msg_type, json_t *content, json_t *metada
     json_decref(metadata);
     if (text == NULL) {
         free(md);
+        for (size_t i = 0; i < nbuf; i++)
+            pyc_outframe_drop(&buffers[i]);
         pyc_log("could not encode the content of %s", msg_type);
+        return;
+    }
+    size_t total = strlen(text);
+    for (size_t i = 0; i < nbuf; i++)
+        total += buffers[i].size;
+    if (is_output(msg_type) && gate_admit(k, total, false) == 0) {
+        free(text);
+        free(md);
+        for (size_t i = 0; i < nbuf; i++)
+            pyc_outframe_drop(&buffers[i]);   /* taken over: lent Python buffers must be given back */
         return;
     }
     pyc_frame_t topic = {msg_type, strlen(msg_type)};
@@ -391,7 +527,10 @@ abort_reply(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     const char *us = strrchr(msg->msg_type, '_');
     size_t base = us != NULL ? (size_t)(us - msg->msg_type) : strlen(msg->msg_type);
     snprintf(type, sizeof type, "%.*s_reply", (int)(base < 100 ? base : 100), msg->msg_type);
-    reply(k, chan, msg, type, reply_metadata("aborted"), json_pack("{s:s}", "status", "aborted"));
+    json_t *md = reply_metadata("aborted");
+    if (strcmp(type, "execute_reply") == 0)
+        json_object_set_new(md, "pyc", json_pack("{s:s, s:s}", "outcome", "aborted", "state", "intact"));
+    reply(k, chan, msg, type, md, json_pack("{s:s}", "status", "aborted"));
 }
 
 /* ---- fork-isolated cells ----------------------------------------------------------------------------- */
@@ -454,7 +593,7 @@ iso_send(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n)
         }
     }
     for (size_t i = 0; i < n; i++)
-        free(frames[i].owned);
+        pyc_outframe_drop(&frames[i]);
     return rc;
 }
 
@@ -495,7 +634,7 @@ iso_read_record(int fd, uint32_t *type, uint32_t *chan, pyc_outframe_t **frames,
             free(f);
             return -1;
         }
-        f[i] = (pyc_outframe_t){data, size, data};
+        f[i] = (pyc_outframe_t){data, size, data, NULL};
     }
     *type = hdr[0];
     *chan = hdr[1];
@@ -522,6 +661,7 @@ iso_child(pyc_kernel_t *k, int fd, const char *code, const pyc_py_exec_opts_t *o
     iso.fd = fd;
     k->io = &iso.io;
     k->allow_stdin = false;
+    k->out.active = false;       /* the parent counts what it relays; the lock may be a copy held at fork */
     pyc_streams_set_passthrough(k->streams);
 
     pyc_py_exec_result_t res = {0};
@@ -544,6 +684,25 @@ iso_child(pyc_kernel_t *k, int fd, const char *code, const pyc_py_exec_opts_t *o
     fflush(NULL);
     iso_write_record(fd, ISO_DONE, 0, frames, 2);
     _exit(0);
+}
+
+/* Counts a message an isolated cell's child published against the cell's output cap.  The frames are
+ * [topic, delimiter, signature, header, parent, metadata, content, buffers...]; the topic is the type. */
+static bool
+relay_admitted(pyc_kernel_t *k, const pyc_outframe_t *f, size_t n)
+{
+    if (n < 7)
+        return true;
+    char type[64];
+    size_t tl = f[0].size < sizeof type - 1 ? f[0].size : sizeof type - 1;
+    memcpy(type, f[0].data, tl);
+    type[tl] = '\0';
+    if (!is_output(type))
+        return true;
+    size_t total = 0;
+    for (size_t i = 6; i < n; i++)
+        total += f[i].size;
+    return gate_admit(k, total, false) > 0;
 }
 
 /* Runs a cell in a forked child: its output streams as usual with the request as parent, the names it
@@ -610,7 +769,12 @@ run_isolated(pyc_kernel_t *k, const char *code, const pyc_py_exec_opts_t *opts, 
         }
         if (type == ISO_RELAY) {
             pyc_streams_flush(k->streams);   /* the child's earlier output, from the fd pipes, goes first */
-            k->io->send(k->io, PYC_CHAN_IOPUB, f, n);
+            if (relay_admitted(k, f, n)) {
+                k->io->send(k->io, PYC_CHAN_IOPUB, f, n);
+            } else {
+                for (size_t i = 0; i < n; i++)
+                    pyc_outframe_drop(&f[i]);
+            }
             free(f);
             continue;
         }
@@ -718,17 +882,199 @@ isolation_of(const pyc_msg_t *msg, const char **code, double *timeout)
     return false;
 }
 
+/* ---- the outcome of a cell ------------------------------------------------------------------------------ */
+
+static double
+ts_diff(const struct timespec *a, const struct timespec *b)
+{
+    return (double)(a->tv_sec - b->tv_sec) + (double)(a->tv_nsec - b->tv_nsec) / 1e9;
+}
+
+/* CPU seconds of the children reaped so far (an isolated cell's process is one). */
+static double
+children_cpu(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_CHILDREN, &ru) < 0)
+        return 0;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static void
+clock_start(cell_clock_t *c)
+{
+    clock_gettime(CLOCK_MONOTONIC, &c->wall);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c->cpu);
+    c->children_cpu = children_cpu();
+}
+
+/* Wall and CPU seconds since clock_start. */
+static void
+clock_read(const cell_clock_t *c, double *wall, double *cpu)
+{
+    struct timespec w, p;
+    clock_gettime(CLOCK_MONOTONIC, &w);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &p);
+    *wall = ts_diff(&w, &c->wall);
+    *cpu = ts_diff(&p, &c->cpu) + (children_cpu() - c->children_cpu);
+}
+
+static const char *const limit_names[] = {[PYC_GUARD_NONE] = NULL, [PYC_GUARD_DEADLINE] = "deadline",
+                                          [PYC_GUARD_LIFETIME] = "lifetime", [PYC_GUARD_IDLE] = "idle"};
+
+/* The error of a cell stopped by a limit: ename CellTimeout (its deadline) or KernelLifetimeEnded.
+ * `stuck` is the case where the cell did not stop and the kernel is ending. */
+static json_t *
+limit_error(const pyc_kernel_t *k, int why, bool stuck, json_t *traceback)
+{
+    char evalue[512];
+    const char *ename = why == PYC_GUARD_LIFETIME ? "KernelLifetimeEnded" : "CellTimeout";
+    const char *what = k->cell_isolated ? "the isolated cell" : "the cell";
+    if (why == PYC_GUARD_LIFETIME)
+        snprintf(evalue, sizeof evalue, "the kernel's lifetime of %g s ended while %s ran", k->limits.lifetime,
+                 what);
+    else
+        snprintf(evalue, sizeof evalue, "%s ran past its deadline of %g s", what, k->cell_timeout);
+    size_t n = strlen(evalue);
+    if (stuck)
+        snprintf(evalue + n, sizeof evalue - n, " and did not stop within %g s of being interrupted (stuck in "
+                 "code that does not check for signals); the kernel is ending and the session's state is lost",
+                 k->limits.cell_grace);
+    else if (k->cell_isolated)
+        snprintf(evalue + n, sizeof evalue - n, "; its process was killed and the kernel's state is as it was "
+                 "before the cell");
+    else
+        snprintf(evalue + n, sizeof evalue - n, "; it was interrupted and the kernel goes on (what the cell did "
+                 "before the interrupt stays done)%s", why == PYC_GUARD_LIFETIME ? ", then shuts down" : "");
+    json_t *tb = json_array();
+    if (json_is_array(traceback) && !k->cell_isolated)
+        json_array_extend(tb, traceback);
+    json_array_append_new(tb, json_sprintf("%s: %s", ename, evalue));
+    return json_pack("{s:s, s:s, s:o}", "ename", ename, "evalue", evalue, "traceback", tb);
+}
+
+/* metadata.pyc of an execute_reply: what happened to the cell (README, "Limits and outcomes"). */
+static json_t *
+outcome_metadata(pyc_kernel_t *k, const char *outcome, bool interrupted, int why, bool memory_hit, bool lost)
+{
+    double wall, cpu;
+    clock_read(&k->cell_clock, &wall, &cpu);
+    out_gate_t *g = &k->out;
+    pthread_mutex_lock(&g->lock);
+    json_t *output = json_pack("{s:I, s:I, s:I, s:I}", "bytes", (json_int_t)g->bytes, "messages",
+                               (json_int_t)g->msgs, "dropped_bytes", (json_int_t)g->dropped_bytes,
+                               "dropped_messages", (json_int_t)g->dropped_msgs);
+    bool dropped = g->dropped_msgs > 0 || g->dropped_bytes > 0;
+    pthread_mutex_unlock(&g->lock);
+    return json_pack("{s:s, s:b, s:b, s:o, s:b, s:o, s:b, s:s, s:b, s:f, s:f}", "outcome", outcome,
+                     "interrupted", interrupted, "timed_out", why != PYC_GUARD_NONE, "limit",
+                     why != PYC_GUARD_NONE ? json_string(limit_names[why]) : json_null(), "output_dropped",
+                     dropped, "output", output, "memory_cap_hit", memory_hit, "state", lost ? "lost" : "intact",
+                     "kernel_ending", lost || atomic_load(&k->quit) != 0, "wall_time", wall, "cpu_time", cpu);
+}
+
+/* Publishes the one notice of a cell whose output was capped. */
+static void
+output_notice(pyc_kernel_t *k, const pyc_msg_t *msg)
+{
+    out_gate_t *g = &k->out;
+    char text[512];
+    pthread_mutex_lock(&g->lock);
+    if (g->dropped_msgs == 0 && g->dropped_bytes == 0) {
+        pthread_mutex_unlock(&g->lock);
+        return;
+    }
+    int n = snprintf(text, sizeof text, "\n[pyc] output limit reached: %zu bytes of this cell's output were "
+                     "dropped, %zu whole message%s among them (limit:", g->dropped_bytes, g->dropped_msgs,
+                     g->dropped_msgs == 1 ? "" : "s");
+    if (g->max_bytes > 0)
+        n += snprintf(text + n, sizeof text - (size_t)n, " %zu bytes", g->max_bytes);
+    if (g->max_msgs > 0)
+        n += snprintf(text + n, sizeof text - (size_t)n, "%s %zu messages", g->max_bytes > 0 ? "," : "",
+                      g->max_msgs);
+    snprintf(text + n, sizeof text - (size_t)n, ")\n");
+    pthread_mutex_unlock(&g->lock);
+    publish_to(k, msg, "stream", json_pack("{s:s, s:s}", "name", "stderr", "text", text));
+}
+
+/* Under a memory cap: keeps MEM_RESERVE of address space mapped (not touched) so that it can be given back
+ * when a cell exhausts the cap. */
+static void
+memory_reserve(pyc_kernel_t *k, bool keep)
+{
+    if (k->limits.memory == 0)
+        return;
+    if (keep && k->mem_reserve == NULL) {
+        void *p = mmap(NULL, MEM_RESERVE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        k->mem_reserve = p != MAP_FAILED ? p : NULL;
+    } else if (!keep && k->mem_reserve != NULL) {
+        munmap(k->mem_reserve, MEM_RESERVE);
+        k->mem_reserve = NULL;
+    }
+}
+
+/* True when the cell's error is a MemoryError (or the cell's process died of one). */
+static bool
+is_memory_error(json_t *error)
+{
+    const char *ename = json_string_value(json_object_get(error, "ename"));
+    return ename != NULL && strcmp(ename, "MemoryError") == 0;
+}
+
+/* The session's checkpoint, made on first use (the interpreter's version goes into its header); NULL when
+ * checkpoints are off. */
+static pyc_checkpoint_t *
+checkpoint_of(pyc_kernel_t *k)
+{
+    if (k->checkpoint == NULL && k->checkpoint_dir != NULL) {
+        pyc_error_t err;
+        k->checkpoint = pyc_checkpoint_new(k->checkpoint_dir, k->session_id, pyc_py_version(), &err);
+        if (k->checkpoint == NULL) {
+            pyc_log("%s; checkpoints are off", err.text);
+            free(k->checkpoint_dir);
+            k->checkpoint_dir = NULL;
+        }
+    }
+    return k->checkpoint;
+}
+
+/* Appends a successful cell to the session's checkpoint; a failure is logged once. */
+static void
+checkpoint_cell(pyc_kernel_t *k, int count, const char *code)
+{
+    pyc_error_t err;
+    if (checkpoint_of(k) == NULL)
+        return;
+    if (pyc_checkpoint_add(k->checkpoint, count, code, &err) < 0) {
+        if (!k->checkpoint_failed)
+            pyc_log("%s (checkpoints are off until it works)", err.text);
+        k->checkpoint_failed = true;
+    } else {
+        k->checkpoint_failed = false;
+    }
+}
+
 static void
 on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
     json_t *c = msg->content;
     json_t *code_v = json_object_get(c, "code");
-    if (!json_is_string(code_v)) {
-        reply(k, chan, msg, "execute_reply", reply_metadata("error"),
-              json_pack("{s:s, s:i, s:s, s:s, s:[s], s:{}}", "status", "error", "execution_count",
-                        k->execution_count, "ename", "BadRequest", "evalue",
-                        "execute_request content lacks a string 'code'", "traceback",
-                        "BadRequest: execute_request content lacks a string 'code'", "user_expressions"));
+    pyc_cell_limits_t cl;
+    pyc_error_t lerr;
+    const char *bad = NULL;
+    if (!json_is_string(code_v))
+        bad = "execute_request content lacks a string 'code'";
+    else if (pyc_limits_for_cell(&k->limits, json_object_get(msg->metadata, "pyc"), &cl, &lerr) < 0)
+        bad = lerr.text;
+    clock_start(&k->cell_clock);
+    if (bad != NULL) {
+        json_t *md = reply_metadata("error");
+        json_object_set_new(md, "pyc", json_pack("{s:s, s:s}", "outcome", "bad_request", "state", "intact"));
+        reply(k, chan, msg, "execute_reply", md,
+              json_pack("{s:s, s:i, s:s, s:s, s:[o], s:{}}", "status", "error", "execution_count",
+                        k->execution_count, "ename", "BadRequest", "evalue", bad, "traceback",
+                        json_sprintf("BadRequest: %s", bad), "user_expressions"));
         return;
     }
     bool silent = get_bool(c, "silent", false);
@@ -762,15 +1108,27 @@ on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     };
     pyc_py_exec_result_t res = {0};
     k->allow_stdin = opts.allow_stdin;
-    if (silent) {
-        pyc_streams_flush(k->streams);
+    pyc_streams_flush(k->streams);
+    if (silent)
         pyc_streams_set_discard(k->streams, true);
-    }
     const char *code = json_string_value(code_v);
-    double timeout = 0;
+    double iso_timeout = 0;
     json_t *iso_md = NULL;
-    if (isolation_of(msg, &code, &timeout)) {
-        run_isolated(k, code, &opts, timeout, &res, &iso_md);
+    bool isolated = isolation_of(msg, &code, &iso_timeout);
+    if (isolated && iso_timeout > 0)
+        cl.timeout = cl.timeout > 0 && cl.timeout < iso_timeout ? cl.timeout : iso_timeout;
+
+    k->cell_chan = chan;
+    k->cell_count = count;
+    k->cell_silent = silent;
+    k->cell_isolated = isolated;
+    k->cell_timeout = cl.timeout;
+    gate_set(k, true, cl.output_bytes, cl.output_messages);
+    memory_reserve(k, true);
+    unsigned irq0 = pyc_py_interrupt_count();
+    pyc_guard_cell_begin(k->guard, cl.timeout);
+    if (isolated) {
+        run_isolated(k, code, &opts, 0, &res, &iso_md);   /* the guard keeps its deadline */
     } else {
         atomic_store(&k->executing, 1);
         pyc_py_enter();
@@ -778,9 +1136,37 @@ on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         pyc_py_leave();
         atomic_store(&k->executing, 0);
     }
+    int why;
+    if (!pyc_guard_cell_end(k->guard, &why)) {
+        /* The guard gave up on this cell and is ending the process; the channels are its now. */
+        for (;;)
+            pause();
+    }
     pyc_streams_flush(k->streams);
+    gate_set(k, false, 0, 0);
     if (silent)
         pyc_streams_set_discard(k->streams, false);
+
+    bool interrupted = pyc_py_interrupt_count() != irq0 || why != PYC_GUARD_NONE;
+    const char *outcome = res.ok ? "ok" : "error";
+    if (iso_md != NULL)
+        outcome = json_string_value(json_object_get(iso_md, "outcome"));
+    if (why != PYC_GUARD_NONE) {
+        json_t *e = limit_error(k, why, false, json_object_get(res.error, "traceback"));
+        json_decref(res.error);
+        res.error = e;
+        res.ok = false;
+        outcome = why == PYC_GUARD_LIFETIME ? "lifetime" : "timeout";
+    } else if (!res.ok && interrupted && iso_md == NULL) {
+        outcome = "interrupted";
+    }
+    bool memory_hit = !res.ok && k->limits.memory > 0 && is_memory_error(res.error);
+    if (memory_hit)
+        memory_reserve(k, false);          /* room for the C side to report it; taken again next cell */
+    if (!silent)
+        output_notice(k, msg);
+    if (res.ok && !silent && store_history)
+        checkpoint_cell(k, count, json_string_value(code_v));
 
     if (!res.ok && stop_on_error && !silent) {
         /* Take the requests already waiting before the reply goes out: a request sent after the client
@@ -801,6 +1187,8 @@ on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     json_t *content;
     if (res.payload == NULL)
         res.payload = json_array();
+    if (res.user_expressions == NULL)
+        res.user_expressions = json_object();
     if (res.ok) {
         content = json_pack("{s:s, s:i, s:O, s:O}", "status", "ok", "execution_count", count,
                             "user_expressions", res.user_expressions, "payload", res.payload);
@@ -814,8 +1202,13 @@ on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         json_object_set(content, "payload", res.payload);
     }
     json_t *md = reply_metadata(res.ok ? "ok" : "error");
-    if (iso_md != NULL)
-        json_object_set_new(md, "pyc", iso_md);
+    json_t *pmd = outcome_metadata(k, outcome != NULL ? outcome : "error", interrupted, why, memory_hit, false);
+    if (iso_md != NULL) {
+        json_object_del(iso_md, "outcome");
+        json_object_update(pmd, iso_md);
+        json_decref(iso_md);
+    }
+    json_object_set_new(md, "pyc", pmd);
     reply(k, chan, msg, "execute_reply", md, content);
     json_decref(res.error);
     json_decref(res.user_expressions);
@@ -1011,7 +1404,7 @@ on_comm(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         return;
     }
     pyc_py_enter();
-    pyc_py_comm(msg->msg_type, msg->content, msg->metadata, msg->buffers, msg->n_buffers);
+    pyc_py_comm(msg);
     pyc_py_leave();
 }
 
@@ -1069,6 +1462,103 @@ on_interrupt(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     reply(k, chan, msg, "interrupt_reply", NULL, json_pack("{s:s}", "status", "ok"));
 }
 
+/* usage_request (control): the kernel's CPU and memory from /proc, with the host's, in ipykernel's shape,
+ * plus what pyc knows of the session. */
+static void
+on_usage(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    pthread_mutex_lock(&k->usage_lock);
+    json_t *r = pyc_usage_report(getpid(), &k->usage);
+    pthread_mutex_unlock(&k->usage_lock);
+    if (r == NULL) {
+        reply(k, chan, msg, "usage_reply", NULL,
+              json_pack("{s:s, s:s, s:s}", "status", "error", "ename", "UsageError", "evalue",
+                        "cannot read /proc for this process"));
+        return;
+    }
+    json_t *p = json_object_get(r, "pyc");
+    json_object_set_new(p, "uptime", json_real(pyc_guard_uptime(k->guard)));
+    json_object_set_new(p, "execution_count", json_integer(k->execution_count));
+    json_object_set_new(p, "execution_state", json_string(atomic_load(&k->executing) ? "busy" : "idle"));
+    json_object_set_new(p, "limits", pyc_limits_to_json(&k->limits));
+    json_object_set_new(r, "status", json_string("ok"));
+    reply(k, chan, msg, "usage_reply", NULL, r);
+}
+
+/* ---- limits: the guard's callbacks (guard thread) ------------------------------------------------------- */
+
+static void
+guard_interrupt(void *ctx, int why)
+{
+    pyc_kernel_t *k = ctx;
+    pyc_log("cell %d ran past its %s; interrupting it", k->cell_count, limit_names[why]);
+    pthread_kill(k->main_thread, SIGINT);
+}
+
+static void
+guard_expire(void *ctx, int why)
+{
+    pyc_kernel_t *k = ctx;
+    if (why == PYC_GUARD_IDLE)
+        pyc_log("no request for %g s (the idle timeout); shutting down", k->limits.idle_timeout);
+    else
+        pyc_log("the kernel's lifetime of %g s is over; shutting down", k->limits.lifetime);
+    atomic_store(&k->quit, 1);
+    interrupt_main(k);
+    if (k->wake_main != NULL)
+        k->wake_main(k->wake_ctx);
+}
+
+/* A cell did not stop after its interrupt: tell the client, then end the process.  The main thread is stuck
+ * in the cell and will never send again (pyc_guard_cell_end fails for it). */
+static void
+guard_stuck(void *ctx, int why)
+{
+    pyc_kernel_t *k = ctx;
+    const pyc_msg_t *msg = k->current;
+    pyc_log("cell %d did not stop within %g s of being interrupted; ending the kernel (its state is lost)",
+            k->cell_count, k->limits.cell_grace);
+    pyc_streams_flush(k->streams);
+    pthread_mutex_lock(&k->out.lock);
+    k->out.active = false;
+    pthread_mutex_unlock(&k->out.lock);
+    if (msg != NULL) {
+        json_t *err = limit_error(k, why, true, NULL);
+        if (!k->cell_silent) {
+            output_notice(k, msg);
+            publish_to(k, msg, "error", json_deep_copy(err));
+        }
+        json_t *content = err;
+        json_object_set_new(content, "status", json_string("error"));
+        json_object_set_new(content, "execution_count", json_integer(k->cell_count));
+        json_object_set_new(content, "user_expressions", json_object());
+        json_object_set_new(content, "payload", json_array());
+        json_t *md = reply_metadata("error");
+        json_object_set_new(md, "pyc", outcome_metadata(k, why == PYC_GUARD_LIFETIME ? "lifetime" : "timeout",
+                                                        true, why, false, true));
+        reply(k, k->cell_chan, msg, "execute_reply", md, content);
+        status(k, msg, "idle");
+    }
+    for (int i = 0; i < k->n_children; i++) {
+        kill(k->children[i], SIGKILL);
+        unlink(k->children_files[i]);
+    }
+    k->hard_exit(k->hard_exit_ctx, 3);
+}
+
+static void
+guard_overdue(void *ctx)
+{
+    pyc_kernel_t *k = ctx;
+    pyc_log("shutdown took longer than its grace of %g s; exiting without finishing it",
+            k->limits.shutdown_grace);
+    for (int i = 0; i < k->n_children; i++) {
+        kill(k->children[i], SIGKILL);
+        unlink(k->children_files[i]);
+    }
+    k->hard_exit(k->hard_exit_ctx, 0);
+}
+
 typedef void (*handler_fn)(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
 
 static const struct {
@@ -1089,6 +1579,7 @@ static const struct {
     {"connect_request", on_connect, false},
     {"shutdown_request", on_shutdown, true},
     {"interrupt_request", on_interrupt, true},
+    {"usage_request", on_usage, true},
 };
 
 static handler_fn
@@ -1127,6 +1618,7 @@ pyc_kernel_control(void *ctx, pyc_msg_t *msg)
     pyc_kernel_t *k = ctx;
     bool in_control = false;
     handler_fn fn = find_handler(msg->msg_type, &in_control);
+    pyc_guard_activity(k->guard);
     if (fn == NULL || !in_control)
         return false;
     status(k, msg, "busy");
@@ -1139,10 +1631,12 @@ pyc_kernel_control(void *ctx, pyc_msg_t *msg)
 void
 pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
 {
+    pyc_guard_activity(k->guard);
     set_parent(k, msg);
     k->current = msg;
     dispatch(k, chan, msg);
     k->current = NULL;
+    pyc_guard_activity(k->guard);
     if (k->just_forked) {
         /* The request's frames are the parent's ZeroMQ messages: leave them alone in the child. */
         k->just_forked = false;
@@ -1171,12 +1665,17 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
 pid_t
 pyc_kernel_fork(pyc_kernel_t *k, int *errno_out)
 {
-    /* The GIL first, then the streams lock, then the parent lock: the order every other path takes them. */
+    /* The GIL first, then the streams lock, then the parent lock: the order every other path takes them.
+     * The output cap's and the guard's locks are leaves (nothing is taken while holding them). */
     pyc_py_enter();
     pyc_streams_lock(k->streams);
     pthread_mutex_lock(&k->parent_lock);
+    pthread_mutex_lock(&k->out.lock);
+    pyc_guard_lock(k->guard);
     pid_t pid = pyc_py_fork();
     *errno_out = errno;
+    pyc_guard_unlock(k->guard);
+    pthread_mutex_unlock(&k->out.lock);
     pthread_mutex_unlock(&k->parent_lock);
     pyc_streams_unlock(k->streams);
     pyc_py_leave();
@@ -1185,7 +1684,7 @@ pyc_kernel_fork(pyc_kernel_t *k, int *errno_out)
 
 int
 pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const pyc_connfile_t *cf,
-                        pyc_error_t *err)
+                        const char *id, pyc_error_t *err)
 {
     k->io = io;
     k->auth = auth;
@@ -1206,6 +1705,19 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     k->history = NULL;
     k->history_tried = false;
     k->history_batch = false;
+    if (pyc_guard_restart_in_child(k->guard, err) < 0)
+        return -1;
+    /* A forked session checkpoints on its own, starting from every cell of its parent's. */
+    if (k->checkpoint_dir != NULL && id != NULL) {
+        pyc_error_t cerr;
+        char *nid = strdup(id);
+        if (nid != NULL) {
+            free(k->session_id);
+            k->session_id = nid;
+        }
+        if (k->checkpoint != NULL && pyc_checkpoint_fork(k->checkpoint, k->checkpoint_dir, id, &cerr) < 0)
+            pyc_log("%s", cerr.text);
+    }
     pyc_streams_abandon(&k->streams);
     k->streams = pyc_streams_new(on_stream_publish, k, err);
     if (k->streams == NULL)
@@ -1256,6 +1768,29 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     k->max_children = cfg->max_children > 0 ? cfg->max_children : 32;
     k->main_thread = pthread_self();
     pthread_mutex_init(&k->parent_lock, NULL);
+    pthread_mutex_init(&k->out.lock, NULL);
+    pthread_mutex_init(&k->usage_lock, NULL);
+    if (cfg->limits != NULL)
+        k->limits = *cfg->limits;
+    else
+        pyc_limits_init(&k->limits);
+    k->hard_exit = cfg->hard_exit;
+    k->hard_exit_ctx = cfg->hard_exit_ctx;
+    pyc_guard_callbacks_t gcb = {guard_interrupt, guard_stuck, guard_expire, guard_overdue, k};
+    k->guard = pyc_guard_new(&k->limits, &gcb, err);
+    if (k->guard == NULL) {
+        pyc_kernel_destroy(&k);
+        return NULL;
+    }
+    if (cfg->checkpoint_dir != NULL && cfg->session_id != NULL) {
+        k->checkpoint_dir = strdup(cfg->checkpoint_dir);
+        k->session_id = strdup(cfg->session_id);
+        if (k->checkpoint_dir == NULL || k->session_id == NULL) {
+            pyc_error_set(err, "out of memory");
+            pyc_kernel_destroy(&k);
+            return NULL;
+        }
+    }
     pyc_msg_new_id(k->session);
     const char *user = getenv("USER");
     json_t *u = json_string(user != NULL && user[0] != '\0' ? user : "pyc");
@@ -1293,6 +1828,11 @@ pyc_kernel_starting(pyc_kernel_t *k)
         pyc_py_version(), "mimetype", "text/x-python", "file_extension", ".py", "pygments_lexer", "ipython3",
         "codemirror_mode", "name", "ipython", "version", 3, "nbconvert_exporter", "python", "banner", banner,
         "help_links", "text", "Python Reference", "url", "https://docs.python.org/3/", "debugger", 0);
+    json_t *pyc = json_pack("{s:o, s:o}", "limits", pyc_limits_to_json(&k->limits), "checkpoint",
+                            checkpoint_of(k) != NULL ? json_string(pyc_checkpoint_path(k->checkpoint)) : json_null());
+    if (k->replayed != NULL)
+        json_object_set(pyc, "replayed", k->replayed);
+    json_object_set_new(info, "pyc", pyc);
     free(k->kernel_info);        /* a forked child makes it again */
     k->kernel_info = json_dumps(info, JSON_COMPACT);
     json_decref(info);
@@ -1305,6 +1845,7 @@ pyc_kernel_destroy(pyc_kernel_t **k_p)
     if (k_p == NULL || *k_p == NULL)
         return;
     pyc_kernel_t *k = *k_p;
+    pyc_guard_destroy(&k->guard);
     pyc_streams_destroy(&k->streams);
     pyc_kernel_idle(k);
     pyc_history_close(&k->history);
@@ -1319,7 +1860,91 @@ pyc_kernel_destroy(pyc_kernel_t **k_p)
     free(k->children);
     free(k->username_json);
     free(k->kernel_info);
+    pyc_checkpoint_destroy(&k->checkpoint);
+    free(k->checkpoint_dir);
+    free(k->session_id);
+    json_decref(k->replayed);
+    memory_reserve(k, false);
     pthread_mutex_destroy(&k->parent_lock);
+    pthread_mutex_destroy(&k->out.lock);
+    pthread_mutex_destroy(&k->usage_lock);
     free(k);
     *k_p = NULL;
+}
+
+/* ---- start-up: the memory cap and replay ---------------------------------------------------------------- */
+
+int
+pyc_kernel_limit_memory(pyc_kernel_t *k, pyc_error_t *err)
+{
+    if (k->limits.memory == 0)
+        return 0;
+    /* The cap counts the address space added after start-up: the interpreter, libraries and threads the
+     * kernel already has are not the session's.  The limit is hard so that code in the session cannot
+     * raise it (resource.setrlimit). */
+    long page = sysconf(_SC_PAGESIZE);
+    unsigned long long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "re");
+    if (f == NULL || fscanf(f, "%llu", &pages) != 1) {
+        if (f != NULL)
+            fclose(f);
+        return pyc_error_set(err, "memory limit: cannot read /proc/self/statm");
+    }
+    fclose(f);
+    memory_reserve(k, true);
+    unsigned long long base = pages * (unsigned long long)page + (k->mem_reserve != NULL ? MEM_RESERVE : 0);
+    struct rlimit rl;
+    rl.rlim_cur = rl.rlim_max = (rlim_t)(base + k->limits.memory);
+    if (setrlimit(RLIMIT_AS, &rl) < 0)
+        return pyc_error_set(err, "memory limit: setrlimit: %s", strerror(errno));
+    return 0;
+}
+
+int
+pyc_kernel_replay(pyc_kernel_t *k, const char *path, pyc_error_t *err)
+{
+    char **cells;
+    size_t n, done = 0;
+    if (pyc_checkpoint_load(path, &cells, &n, err) < 0)
+        return -1;
+    json_t *failure = json_null();
+    pyc_streams_flush(k->streams);
+    pyc_streams_set_discard(k->streams, true);   /* nobody is listening yet; the cells ran before */
+    for (; done < n; done++) {
+        pyc_py_exec_opts_t opts = {.silent = true, .store_history = false, .allow_stdin = false};
+        pyc_py_exec_result_t res = {0};
+        pyc_py_enter();
+        pyc_py_execute(cells[done], &opts, &res);
+        pyc_py_leave();
+        if (!res.ok) {
+            const char *en = json_string_value(json_object_get(res.error, "ename"));
+            const char *ev = json_string_value(json_object_get(res.error, "evalue"));
+            pyc_log("replay of %s: cell %zu of %zu failed (%s: %s); the other %zu were not run", path, done + 1,
+                    n, en != NULL ? en : "?", ev != NULL ? ev : "", n - done - 1);
+            failure = json_pack("{s:I, s:s, s:s}", "cell", (json_int_t)(done + 1), "ename", en != NULL ? en : "",
+                                "evalue", ev != NULL ? ev : "");
+        } else {
+            checkpoint_cell(k, (int)done + 1, cells[done]);
+        }
+        json_decref(res.error);
+        json_decref(res.user_expressions);
+        json_decref(res.payload);
+        if (!res.ok)
+            break;
+    }
+    pyc_streams_flush(k->streams);
+    pyc_streams_set_discard(k->streams, false);
+    json_decref(k->replayed);
+    k->replayed = json_pack("{s:s, s:I, s:I, s:o}", "file", path, "cells", (json_int_t)n, "ran",
+                            (json_int_t)done, "error", failure);
+    if (json_is_null(failure))
+        pyc_log("replayed %zu cells from %s", n, path);
+    pyc_checkpoint_free_cells(cells, n);
+    return json_is_null(failure) ? 0 : pyc_error_set(err, "replay of %s stopped at cell %zu", path, done + 1);
+}
+
+void
+pyc_kernel_closing(pyc_kernel_t *k)
+{
+    pyc_guard_shutdown(k->guard);
 }

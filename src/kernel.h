@@ -17,6 +17,7 @@
 #include "auth.h"
 #include "connfile.h"
 #include "io.h"
+#include "limit.h"
 #include "stream.h"
 
 typedef struct pyc_kernel pyc_kernel_t;
@@ -32,6 +33,13 @@ typedef struct pyc_kernel_config {
     int (*fork_child)(void *ctx, bool outlive, json_t **info, pyc_error_t *err);
     void *fork_ctx;
     int max_children;            /* live children allowed at once (pyc.fork) */
+    const pyc_limits_t *limits;  /* copied; NULL for none */
+    /* Ends the process at once with `code` after sending what is queued (the guard thread calls it when a
+     * cell cannot be stopped, or the shutdown grace is over).  Must not return. */
+    void (*hard_exit)(void *ctx, int code);
+    void *hard_exit_ctx;
+    const char *checkpoint_dir;  /* where the session's checkpoint goes; NULL: no checkpoint */
+    const char *session_id;      /* the checkpoint's name (the connection file's stem) */
 } pyc_kernel_config_t;
 
 pyc_kernel_t *pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err);
@@ -63,10 +71,23 @@ void pyc_kernel_idle(pyc_kernel_t *k);
 pid_t pyc_kernel_fork(pyc_kernel_t *k, int *errno_out);
 
 /* In a forked child: switches the kernel to its own channels (io, auth, connection), a new session id,
- * new output pipes and its own history session.  The streams and history inherited from the parent are
+ * new output pipes, its own history session, its own limits thread, and a checkpoint named id (NULL: keep
+ * the name) that starts with the parent's cells.  The streams and history inherited from the parent are
  * abandoned, never used. */
 int pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const pyc_connfile_t *cf,
-                            pyc_error_t *err);
+                            const char *id, pyc_error_t *err);
+
+/* Main thread, after the interpreter and the server threads have started: applies the memory cap (an
+ * RLIMIT_AS of what the process has now plus the cap).  Returns 0, or -1 with err. */
+int pyc_kernel_limit_memory(pyc_kernel_t *k, pyc_error_t *err);
+
+/* Main thread, before pyc_kernel_starting: runs the cells of a checkpoint file silently, stopping at the
+ * first that fails.  What happened goes into kernel_info_reply's "pyc" member and the log.  Returns 0, or
+ * -1 with err when the file cannot be read or a cell failed. */
+int pyc_kernel_replay(pyc_kernel_t *k, const char *path, pyc_error_t *err);
+
+/* Main thread: the request loop has ended; the shutdown grace starts now. */
+void pyc_kernel_closing(pyc_kernel_t *k);
 
 /* In a forked child: keeps a reference to an object inherited from the parent that the child must never
  * use or free (see fork.c). */

@@ -169,7 +169,18 @@ free_owned(void *data, void *hint)
     free(hint);
 }
 
-/* Converts outframes to zmq messages; owned blocks are taken over in every case. */
+/* ZeroMQ is done with lent bytes (see pyc_releaser_t); runs on whatever thread closed the last copy of the
+ * message, usually the I/O thread. */
+static void
+release_lent(void *data, void *hint)
+{
+    (void)data;
+    pyc_releaser_t *r = hint;
+    r->release(r);
+}
+
+/* Converts outframes to zmq messages; owned blocks and lent bytes are taken over in every case.  Neither is
+ * copied: a 100 MiB buffer copied here cost 60 ms, most of it faulting in the fresh block. */
 static qitem_t *
 make_item(pyc_outframe_t *frames, size_t n)
 {
@@ -184,10 +195,17 @@ make_item(pyc_outframe_t *frames, size_t n)
                                    frames[i].owned);
             if (rc == 0)
                 frames[i].owned = NULL;
+        } else if (frames[i].releaser != NULL && frames[i].size > 0) {
+            rc = zmq_msg_init_data(&it->frames[i], (void *)frames[i].data, frames[i].size, release_lent,
+                                   frames[i].releaser);
+            if (rc == 0)
+                frames[i].releaser = NULL;
         } else {
             rc = zmq_msg_init_size(&it->frames[i], frames[i].size);
             if (rc == 0 && frames[i].size > 0)
                 memcpy(zmq_msg_data(&it->frames[i]), frames[i].data, frames[i].size);
+            if (rc == 0)
+                pyc_outframe_drop(&frames[i]);   /* an empty lent frame: nothing was borrowed after all */
         }
         if (rc != 0)
             goto fail;
@@ -195,10 +213,8 @@ make_item(pyc_outframe_t *frames, size_t n)
     }
     return it;
 fail:
-    for (size_t j = 0; j < n; j++) {
-        free(frames[j].owned);
-        frames[j].owned = NULL;
-    }
+    for (size_t j = 0; j < n; j++)
+        pyc_outframe_drop(&frames[j]);
     if (it != NULL)
         qitem_free(it);
     return NULL;

@@ -6,8 +6,16 @@
  */
 #include "wire.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The message's owner once a hold was taken: the message counts as one reference, each hold as another. */
+struct pyc_msg_hold {
+    atomic_size_t refs;
+    void *owner;
+    void (*owner_free)(void *owner);
+};
 
 static int
 is_delim(const pyc_frame_t *f)
@@ -105,6 +113,44 @@ pyc_msg_set_owner(pyc_msg_t *msg, void *owner, void (*owner_free)(void *owner))
 {
     msg->owner = owner;
     msg->owner_free = owner_free;
+}
+
+void
+pyc_msg_hold_release(pyc_msg_hold_t *hold)
+{
+    if (hold != NULL && atomic_fetch_sub(&hold->refs, 1) == 1) {
+        hold->owner_free(hold->owner);
+        free(hold);
+    }
+}
+
+/* owner_free of a message whose storage is held: drops the message's own reference. */
+static void
+hold_unref(void *hold)
+{
+    pyc_msg_hold_release(hold);
+}
+
+pyc_msg_hold_t *
+pyc_msg_hold(const pyc_msg_t *cmsg)
+{
+    /* The message is not const to its owner; the hold replaces only its owner fields, never its frames. */
+    pyc_msg_t *msg = (pyc_msg_t *)cmsg;
+    if (msg->owner_free == NULL)
+        return NULL;
+    if (msg->owner_free != hold_unref) {
+        pyc_msg_hold_t *h = malloc(sizeof *h);
+        if (h == NULL)
+            return NULL;
+        atomic_init(&h->refs, 1);
+        h->owner = msg->owner;
+        h->owner_free = msg->owner_free;
+        msg->owner = h;
+        msg->owner_free = hold_unref;
+    }
+    pyc_msg_hold_t *h = msg->owner;
+    atomic_fetch_add(&h->refs, 1);
+    return h;
 }
 
 void

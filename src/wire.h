@@ -55,8 +55,23 @@ int pyc_wire_decode(const pyc_frame_t *frames, size_t n, pyc_auth_t *auth, pyc_m
  * is destroyed. */
 void pyc_msg_set_owner(pyc_msg_t *msg, void *owner, void (*owner_free)(void *owner));
 
-/* Releases the JSON, the frame array and the owner; sets *msg_p to NULL.  NULL-safe. */
+/* Releases the JSON, the frame array and the owner (unless holds remain, see below); sets *msg_p to NULL.
+ * NULL-safe. */
 void pyc_msg_destroy(pyc_msg_t **msg_p);
+
+/* A counted reference to the storage behind a message's idents and buffers: the views into it stay valid
+ * while a hold exists, after the message itself is destroyed.  The storage is freed (owner_free) by the last
+ * of the message and its holds to go.  This is how a received 1 GB buffer becomes a Python object without a
+ * copy. */
+typedef struct pyc_msg_hold pyc_msg_hold_t;
+
+/* Takes a hold on msg's storage.  Call it on the thread that owns msg, while msg lives.  Returns NULL when msg
+ * has no owner (its frames belong to the caller) or memory runs out: the views then live only as long as msg.
+ * msg shows the same frames as before; only who frees their storage changes. */
+pyc_msg_hold_t *pyc_msg_hold(const pyc_msg_t *msg);
+
+/* Drops a hold.  Any thread; NULL-safe. */
+void pyc_msg_hold_release(pyc_msg_hold_t *hold);
 
 /* Signs the four serialized dicts (header, parent_header, metadata, content) into sig_out, which holds
  * PYC_AUTH_MAX_HEX + 1 bytes.  Returns 0, or -1 when OpenSSL fails. */

@@ -227,10 +227,12 @@ class Kernel:
     restarts), stderr_path.
     """
 
-    def __init__(self, kernel_name="pyc", ready_timeout=30, **km_kwargs):
+    def __init__(self, kernel_name="pyc", ready_timeout=30, env=None, extra_arguments=None, **km_kwargs):
         from jupyter_client.manager import KernelManager
 
         self.kernel_name = kernel_name
+        self.env_extra = dict(env or {})
+        self.extra_arguments = list(extra_arguments or [])
         self.stderr_path = new_log_path("kernel-stderr")
         self.stdout_path = self.stderr_path.replace("stderr", "stdout")
         self.pids = []
@@ -262,7 +264,8 @@ class Kernel:
                 fh.close()
         self._err = open(self.stderr_path, "ab")
         self._out = open(self.stdout_path, "ab")
-        return dict(stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err, env=child_env())
+        return dict(stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err, env=child_env(**self.env_extra),
+                    extra_arguments=self.extra_arguments)
 
     def _record_pid(self):
         pid = self.pid

@@ -14,16 +14,20 @@
 `client` is a jupyter_client BlockingKernelClient with its channels started (start_new_kernel gives one,
 so does KernelManager.client() after start_channels()).  Objects travel as pickles, protocol 5: the
 out-of-band buffers of NumPy arrays and pandas frames are raw frames of the Jupyter message (no base64, no
-copy when they are pickled), and their SHA-256 digests travel in the signed message content and are
-checked before anything is unpickled, here and in the kernel.  Errors of the kernel raise PycError
-(.ename, .evalue); no answer in time raises TimeoutError.  Classes must be importable where an object is
+copy when they are pickled or received), and their SHA-256 digests (one per 4 MiB chunk, hashed by
+several threads at once) travel in the signed message content and are checked before anything is
+unpickled, here and in the kernel.  copy() between two kernels on the same machine has the source kernel
+send the pickle straight to the destination kernel over a local socket: nothing passes through this
+process, and the destination still checks the digests, which reach it in a request signed by this client.
+Errors of the kernel raise PycError (.ename, .evalue); no answer in time raises TimeoutError.  Classes must be importable where an object is
 unpickled: an instance of a class defined in a notebook cell lives in the kernel's __main__ and loads only
 where __main__ has the same class (another kernel that ran the same cell).
 
-Wire format (the kernel side is pyc._pickle, the comm target "pyc.pickle"): each operation opens one comm
-with a comm_open on the shell channel, whose `data` is the request and whose buffers are the pickle for a
-put; the kernel answers on iopub with one comm_msg on that comm (buffers: the pickle, for a get), then a
-comm_close.  iopub messages that are not part of the operation and arrive while it waits are dropped.
+Wire format (the kernel side is pyc._pickle, the comm target "pyc.pickle", whose docstring has every
+request): each operation opens one comm with a comm_open on the shell channel, whose `data` is the request
+and whose buffers are the pickle for a put; the kernel answers on iopub with one comm_msg on that comm
+(buffers: the pickle, for a get), then a comm_close.  iopub messages that are not part of the operation and
+arrive while it waits are dropped.
 
 Trust: unpickling runs code.  get() trusts the kernel as much as running its output would; put() is the
 same trust boundary as executing code in the kernel.
@@ -31,7 +35,9 @@ same trust boundary as executing code in the kernel.
 
 import hashlib
 import hmac
+import os
 import pickle
+import threading
 import time
 import uuid
 import warnings
@@ -40,6 +46,12 @@ __all__ = ["get", "put", "copy", "fork", "run_isolated", "request", "PycError", 
 
 TARGET = "pyc.pickle"
 PROTOCOL = 5
+#: Digests are taken per chunk of this many bytes, so that several threads can hash one buffer.
+CHUNK = 4 << 20
+#: Threads that hash at once (hashlib releases the GIL), and the size from which they are worth it.
+HASH_THREADS = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                             else (os.cpu_count() or 1)))
+PARALLEL_MIN = 8 << 20
 
 
 class PycError(Exception):
@@ -157,17 +169,85 @@ def _dumps(obj):
     return [main] + oob
 
 
-def _digests(buffers):
-    return [hashlib.sha256(b).hexdigest() for b in buffers]
+def _sha256_hex(pieces):
+    """The hex SHA-256 of each bytes-like piece, in order; from PARALLEL_MIN bytes on, HASH_THREADS threads
+    (this one among them) share the pieces, largest first."""
+    sizes = [memoryview(p).nbytes for p in pieces]
+    workers = min(HASH_THREADS, len(pieces))
+    if workers < 2 or sum(sizes) < PARALLEL_MIN:
+        return [hashlib.sha256(p).hexdigest() for p in pieces]
+    out = [None] * len(pieces)
+    todo = iter(sorted(range(len(pieces)), key=sizes.__getitem__, reverse=True))
+    lock = threading.Lock()
+    failed = []
+
+    def work():
+        try:
+            while True:
+                with lock:
+                    i = next(todo, None)
+                if i is None:
+                    return
+                out[i] = hashlib.sha256(pieces[i]).hexdigest()
+        except BaseException as e:
+            failed.append(e)
+
+    helpers = [threading.Thread(target=work, daemon=True) for _ in range(workers - 1)]
+    for t in helpers:
+        t.start()
+    work()
+    for t in helpers:
+        t.join()
+    if failed:
+        raise failed[0]
+    return out
+
+
+def _chunks(buf, chunk):
+    mv = memoryview(buf).cast("B")
+    return [mv[i:i + chunk] for i in range(0, mv.nbytes, chunk)] or [mv]
+
+
+def _digests(buffers, chunk=CHUNK):
+    """For each buffer the list of the hex SHA-256 digests of its chunks (chunk None: one digest each)."""
+    if chunk is None:
+        return _sha256_hex(buffers)
+    pieces, counts = [], []
+    for b in buffers:
+        c = _chunks(b, chunk)
+        pieces.extend(c)
+        counts.append(len(c))
+    flat = _sha256_hex(pieces)
+    out, k = [], 0
+    for n in counts:
+        out.append(flat[k:k + n])
+        k += n
+    return out
 
 
 def _check(reply, buffers):
+    """Checks the buffers of an answer against its digests: one per buffer, or lists of chunk digests."""
     digests = reply.get("sha256")
     if not isinstance(digests, list) or len(digests) != len(buffers):
         raise PycError("IntegrityError", "the answer has %d buffers and %s digests" %
                        (len(buffers), len(digests) if isinstance(digests, list) else "no"), reply)
+    chunk = reply.get("chunk")
+    pieces, wants = [], []
     for i, (b, want) in enumerate(zip(buffers, digests)):
-        if not hmac.compare_digest(hashlib.sha256(b).hexdigest(), str(want).lower()):
+        if isinstance(want, list):
+            if not isinstance(chunk, int) or chunk <= 0:
+                raise PycError("IntegrityError", "the answer has chunk digests without a chunk size", reply)
+            ps = _chunks(b, chunk)
+            if len(ps) != len(want):
+                raise PycError("IntegrityError", "buffer %d of the answer has %d chunks but %d digests" %
+                               (i, len(ps), len(want)), reply)
+            pieces.extend(ps)
+            wants.extend((i, w) for w in want)
+        else:
+            pieces.append(b)
+            wants.append((i, want))
+    for got, (i, want) in zip(_sha256_hex(pieces), wants):
+        if not hmac.compare_digest(got, str(want).lower()):
             raise PycError("IntegrityError", "buffer %d of the answer does not match its SHA-256 digest" % i, reply)
 
 
@@ -192,7 +272,9 @@ def get(client, name=None, timeout=60):
     cannot be pickled are left out with a PycSkippedWarning); a list of names: a dict of those.
 
     NumPy arrays come back writable, on the received frames without a copy."""
-    reply, buffers = request(client, _names_request("get", name), timeout=timeout)
+    data = _names_request("get", name)
+    data["chunk"] = CHUNK
+    reply, buffers = request(client, data, timeout=timeout)
     _check(reply, buffers)
     if not isinstance(name, str):
         _warn_skipped(reply)
@@ -208,36 +290,105 @@ def put(client, name, obj, timeout=60):
         raise TypeError("name must be a str or None")
     buffers = _dumps(obj)
     data = _names_request("put", name)
-    data["sha256"] = _digests(buffers)
+    data["chunk"] = CHUNK
+    data["sha256"] = _digests(buffers, CHUNK)
     data["nbytes"] = sum(memoryview(b).nbytes for b in buffers)
     reply, _ = request(client, data, buffers, timeout=timeout)
     return reply
 
 
-def copy(src_client, name, dst_client, new_name=None, timeout=60):
+def copy(src_client, name, dst_client, new_name=None, timeout=60, direct=True):
     """Copies `name` from the kernel of src_client into the kernel of dst_client (as new_name if given).
     name=None copies every picklable user variable (a PycSkippedWarning lists the ones left out); a list
-    copies those names.  The pickle's frames are forwarded as they came: nothing is unpickled (or copied)
-    in this process.  timeout covers both steps.  Returns the destination kernel's answer, with "skipped"
-    from the source's."""
+    copies those names.  Nothing is unpickled in this process.  When both kernels run on the same machine
+    (and direct is true), the source kernel sends the pickle straight to the destination over a local socket;
+    otherwise (or when that fails to connect) the pickle's frames come here and are forwarded as they
+    came, without a copy.  timeout covers every step.  Returns the destination kernel's answer, with
+    "skipped" from the source's and "path": "direct" or "relay"."""
     if new_name is not None and not isinstance(name, str):
         raise TypeError("new_name needs a single name to copy")
     deadline = time.monotonic() + timeout
-    got, buffers = request(src_client, _names_request("get", name), timeout=timeout)
     if isinstance(name, str):
         data = {"op": "put", "name": new_name or name}
     else:
         data = {"op": "put", "names": None}
+    done = _copy_direct(src_client, name, dst_client, data, deadline) if direct else None
+    if done is None:
+        get = _names_request("get", name)
+        get["chunk"] = CHUNK
+        got, buffers = request(src_client, get, timeout=_time_left(deadline, "the get of pyc.pickle copy"))
+        data["sha256"] = got.get("sha256")
+        data["nbytes"] = got.get("nbytes")
+        if "chunk" in got:
+            data["chunk"] = got["chunk"]
+        reply, _ = request(dst_client, data, buffers, timeout=_time_left(deadline, "the put of pyc.pickle copy"))
+        reply["path"] = "relay"
+    else:
+        got, reply = done
+    if not isinstance(name, str):
         _warn_skipped(got)
-    data["sha256"] = got.get("sha256")
-    data["nbytes"] = got.get("nbytes")
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError("no time left for the put of pyc.pickle copy")
-    reply, _ = request(dst_client, data, buffers, timeout=left)
     if "skipped" in got:
         reply["skipped"] = got["skipped"]
     return reply
+
+
+def _time_left(deadline, what):
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("no time left for %s" % what)
+    return left
+
+
+#: Answers of the source kernel that mean "no direct path": the pickle then comes through this process.
+_NOT_DIRECT = ("NotLocal", "ConnectionError", "NotSupported")
+
+
+def _copy_direct(src_client, name, dst_client, put, deadline):
+    """copy() with the pickle going from kernel to kernel (ops listen, get with send_to, put with ticket;
+    see pyc._pickle).  Returns (get answer, put answer), or None when the kernels cannot reach each other
+    that way, in which case nothing was changed in either."""
+    left = _time_left(deadline, "pyc.pickle copy")
+    try:
+        landing, _ = request(dst_client, {"op": "listen", "timeout": left}, timeout=left)
+    except PycError:
+        return None                          # not this version of pyc, or it cannot listen: relay
+    ticket = landing.get("ticket")
+    get = _names_request("get", name)
+    get["chunk"] = CHUNK
+    get["send_to"] = {"address": landing.get("address"), "ticket": ticket, "machine": landing.get("machine"),
+                      "timeout": left}
+    try:
+        got, buffers = request(src_client, get, timeout=_time_left(deadline, "the get of pyc.pickle copy"))
+    except BaseException as e:
+        cancelled = _cancel(dst_client, ticket, deadline)
+        error = (cancelled or {}).get("landing_error")
+        if isinstance(e, PycError) and error and error[0] == "PickleTooLarge":
+            raise PycError(error[0], error[1], e.reply) from None   # the destination's limit is the reason
+        if isinstance(e, PycError) and e.ename in _NOT_DIRECT:
+            return None
+        raise
+    put = dict(put, ticket=ticket, chunk=got.get("chunk"), sha256=got.get("sha256"), nbytes=got.get("nbytes"))
+    if not got.get("sent"):                   # a source kernel that knows no send_to answered as a get
+        _cancel(dst_client, ticket, deadline)
+        del put["ticket"]
+        if put["chunk"] is None:
+            del put["chunk"]
+        reply, _ = request(dst_client, put, buffers, timeout=_time_left(deadline, "the put of pyc.pickle copy"))
+        reply["path"] = "relay"
+        return got, reply
+    reply, _ = request(dst_client, put, timeout=_time_left(deadline, "the put of pyc.pickle copy"))
+    reply["path"] = "direct"
+    return got, reply
+
+
+def _cancel(client, ticket, deadline):
+    """Gives up a transfer the destination waits for; best effort.  Returns its answer or None."""
+    try:
+        reply, _ = request(client, {"op": "cancel", "ticket": ticket},
+                           timeout=max(1.0, min(10.0, deadline - time.monotonic())))
+        return reply
+    except (PycError, TimeoutError):
+        return None
 
 
 # ---- fork ---------------------------------------------------------------------------------------------

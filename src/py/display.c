@@ -135,7 +135,9 @@ pyc_py_from_json(json_t *j)
 }
 
 /* _pyc.publish(msg_type, content, metadata=None, buffers=None): publishes any iopub message (comms use it)
- * with the current request as parent; buffers are bytes-like objects sent as extra frames. */
+ * with the current request as parent; buffers are contiguous bytes-like objects sent as extra frames.  From
+ * 64 KiB on a buffer is sent without a copy, read by ZeroMQ after publish returns (zerocopy.c): changing it in
+ * place meanwhile changes what is sent. */
 static PyObject *
 py_publish(PyObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -156,39 +158,34 @@ py_publish(PyObject *self, PyObject *args, PyObject *kwargs)
     }
     Py_ssize_t nbuf = 0;
     PyObject *seq = NULL;
-    Py_buffer *views = NULL;
-    pyc_frame_t *frames = NULL;
+    pyc_outframe_t *frames = NULL;
+    pyc_py_release_lent();       /* what earlier sends gave back: a loop of sends holds one at a time */
     if (buffers != Py_None) {
         seq = PySequence_Fast(buffers, "buffers must be a list of bytes-like objects");
         if (seq == NULL)
             goto fail;
         nbuf = PySequence_Fast_GET_SIZE(seq);
-        views = PyMem_Calloc((size_t)nbuf + 1, sizeof *views);
         frames = PyMem_Calloc((size_t)nbuf + 1, sizeof *frames);
-        if (views == NULL || frames == NULL) {
+        if (frames == NULL) {
             PyErr_NoMemory();
             goto fail;
         }
         for (Py_ssize_t i = 0; i < nbuf; i++) {
-            if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), &views[i], PyBUF_SIMPLE) < 0) {
+            if (pyc_py_lend(PySequence_Fast_GET_ITEM(seq, i), &frames[i]) < 0) {
                 nbuf = i;
                 goto fail;
             }
-            frames[i].data = views[i].buf;
-            frames[i].size = (size_t)views[i].len;
         }
     }
+    /* Takes over the frames, sent or not. */
     pyc_py_host.publish_ex(pyc_py_host.ctx, msg_type, c, md, frames, (size_t)nbuf);
-    for (Py_ssize_t i = 0; i < nbuf; i++)
-        PyBuffer_Release(&views[i]);
-    PyMem_Free(views);
     PyMem_Free(frames);
     Py_XDECREF(seq);
     Py_RETURN_NONE;
 fail:
     for (Py_ssize_t i = 0; i < nbuf; i++)
-        PyBuffer_Release(&views[i]);
-    PyMem_Free(views);
+        pyc_outframe_drop(&frames[i]);
+    pyc_py_release_lent();
     PyMem_Free(frames);
     Py_XDECREF(seq);
     json_decref(c);

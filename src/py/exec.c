@@ -345,22 +345,16 @@ pyc_py_inspect(const char *code, long cursor_pos, int detail_level)
 }
 
 void
-pyc_py_comm(const char *msg_type, json_t *content, json_t *metadata, const pyc_frame_t *buffers, size_t nbuf)
+pyc_py_comm(const pyc_msg_t *msg)
 {
-    PyObject *c = pyc_py_from_json(content), *md = pyc_py_from_json(metadata);
-    PyObject *bufs = PyList_New((Py_ssize_t)nbuf);
+    const char *msg_type = msg->msg_type;
+    PyObject *c = pyc_py_from_json(msg->content), *md = pyc_py_from_json(msg->metadata);
+    /* Writable views of the received frames, not copies, so that unpickled NumPy arrays use the memory as it
+     * is (zerocopy.c). */
+    PyObject *bufs = c != NULL && md != NULL ? pyc_py_msg_buffers(msg) : NULL;
     PyObject *r = NULL;
-    if (c != NULL && md != NULL && bufs != NULL) {
-        int ok = 1;
-        for (size_t i = 0; i < nbuf && ok; i++) {
-            /* Writable, so that unpickled NumPy arrays can use the memory as it is (one copy, not two). */
-            PyObject *b = PyByteArray_FromStringAndSize(buffers[i].data, (Py_ssize_t)buffers[i].size);
-            if (b == NULL)
-                ok = 0;
-            else
-                PyList_SET_ITEM(bufs, (Py_ssize_t)i, b);
-        }
-        PyObject *args = ok ? Py_BuildValue("(sOOO)", msg_type, c, md, bufs) : NULL;
+    if (bufs != NULL) {
+        PyObject *args = Py_BuildValue("(sOOO)", msg_type, c, md, bufs);
         r = args != NULL ? call_support("pyc._comm", "dispatch", args) : NULL;
         Py_XDECREF(args);
     }

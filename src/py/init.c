@@ -12,6 +12,7 @@
  */
 #include "pyint.h"
 
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -19,6 +20,8 @@ pyc_py_host_t pyc_py_host;
 pyc_py_cell_t pyc_py_cell;
 volatile sig_atomic_t pyc_py_interrupted;
 volatile sig_atomic_t pyc_py_executing;
+/* SIGINTs that reached a running cell (an interrupt_request, a signal from the client, a deadline). */
+static atomic_uint interrupt_count;
 
 static PyThreadState *main_ts;
 static char version[32];
@@ -128,8 +131,15 @@ on_sigint(int sig)
     (void)sig;
     if (pyc_py_executing) {
         pyc_py_interrupted = 1;
+        atomic_fetch_add(&interrupt_count, 1);
         PyErr_SetInterrupt();
     }
+}
+
+unsigned
+pyc_py_interrupt_count(void)
+{
+    return atomic_load(&interrupt_count);
 }
 
 bool
@@ -172,7 +182,7 @@ pyc_py_module_init(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (pyc_py_stream_ready(m) < 0) {
+    if (pyc_py_stream_ready(m) < 0 || pyc_py_zerocopy_ready(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }
@@ -284,6 +294,7 @@ void
 pyc_py_enter(void)
 {
     PyEval_RestoreThread(main_ts);
+    pyc_py_release_lent();       /* exports ZeroMQ gave back while Python was left (zerocopy.c) */
 }
 
 void

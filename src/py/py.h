@@ -15,6 +15,8 @@
 #include "auth.h"
 #include "embedded.h"
 #include "error.h"
+#include "io.h"
+#include "wire.h"
 
 /* What the interpreter needs from the kernel.  Callbacks run on whatever thread Python code runs on (user
  * threads print too); they never call back into Python. */
@@ -23,9 +25,10 @@ typedef struct pyc_py_host {
     /* Publishes an iopub message for the current request; steals content.  Streams are flushed first so
      * that output stays in order. */
     void (*publish)(void *ctx, const char *msg_type, json_t *content);
-    /* Publishes with metadata (stolen, may be NULL) and binary buffers (copied) for the current request. */
+    /* Publishes with metadata (stolen, may be NULL) and binary buffers for the current request.  The
+     * buffers are taken over as pyc_io_t.send takes frames: copied, or lent until their releaser runs. */
     void (*publish_ex)(void *ctx, const char *msg_type, json_t *content, json_t *metadata,
-                       const pyc_frame_t *buffers, size_t nbuf);
+                       pyc_outframe_t *buffers, size_t nbuf);
     /* Appends text to stdout (0) or stderr (1), and flushes both. */
     void (*stream_write)(void *ctx, int which, const char *data, size_t n);
     void (*stream_flush)(void *ctx);
@@ -78,9 +81,10 @@ json_t *pyc_py_complete(const char *code, long cursor_pos);
 json_t *pyc_py_inspect(const char *code, long cursor_pos, int detail_level);
 
 /* Hands comm_open, comm_msg or comm_close from the frontend to pyc._comm; problems are printed to the
- * cell's stderr, never raised. */
-void pyc_py_comm(const char *msg_type, json_t *content, json_t *metadata, const pyc_frame_t *buffers,
-                 size_t nbuf);
+ * cell's stderr, never raised.  The message's buffers reach Python as writable memoryviews of the received
+ * frames, not copies: they take a hold on the frames' storage (pyc_msg_hold), so msg may be destroyed as
+ * usual while Python still uses them. */
+void pyc_py_comm(const pyc_msg_t *msg);
 
 /* Answers comm_info_request: a new {"status": "ok", "comms": {id: {"target_name": ...}}}. */
 json_t *pyc_py_comm_info(json_t *content);
@@ -88,6 +92,10 @@ json_t *pyc_py_comm_info(json_t *content);
 /* Answers is_complete: returns a new object {"status": "complete"|"incomplete"|"invalid"|"unknown",
  * "indent": "..." (incomplete only)}. */
 json_t *pyc_py_is_complete(const char *code);
+
+/* How many SIGINTs have reached a running cell since start-up (lock-free, async-signal-safe counter);
+ * the difference across a cell tells whether it was interrupted. */
+unsigned pyc_py_interrupt_count(void);
 
 /* True when SIGINT arrived while the current cell runs.  Safe without the GIL, from the main thread. */
 bool pyc_py_interrupt_pending(void);

@@ -60,6 +60,19 @@ int pyc_py_format(PyObject *obj, json_t **data, json_t **metadata);
  * the first frame of a cell are dropped from the traceback. */
 json_t *pyc_py_error_content(void);
 
+/* Buffers shared with ZeroMQ without a copy (zerocopy.c).  All with the GIL held.
+ * pyc_py_lend makes *frame a self-contained outgoing frame from the bytes of obj (a contiguous bytes-like
+ * object): from 64 KiB on they are lent (a buffer export kept until ZeroMQ is done with them), smaller ones
+ * are copied.  Returns 0, or -1 with a Python error set (*frame is then empty).
+ * pyc_py_release_lent releases the exports ZeroMQ has given back; cheap when there are none.
+ * pyc_py_msg_buffers returns a new list with a writable memoryview of each of msg's buffers, sharing the
+ * received memory from 64 KiB on (copied below, or when the storage cannot be held), or NULL with an error.
+ * pyc_py_zerocopy_ready adds _pyc.FrameBuffer to the module; returns 0 or -1 with an error. */
+int pyc_py_lend(PyObject *obj, pyc_outframe_t *frame);
+void pyc_py_release_lent(void);
+PyObject *pyc_py_msg_buffers(const pyc_msg_t *msg);
+int pyc_py_zerocopy_ready(PyObject *module);
+
 /* Methods of the _pyc module defined in display.c and exec.c. */
 extern PyMethodDef pyc_py_display_methods[];
 extern PyMethodDef pyc_py_input_methods[];

@@ -6,7 +6,7 @@
 # build of the targets also just replays them instead of starting to fuzz.
 #
 # Environment (exported by `make check`): PYC_SRCDIR, the absolute top source directory, and PYC_FUZZ_DIR,
-# the build directory holding fuzz_wire and fuzz_connfile.  Run by hand, they default to the source tree
+# the build directory holding the fuzz targets.  Run by hand, they default to the source tree
 # this script is in and to ./tests/fuzz.
 set -u
 
@@ -14,7 +14,7 @@ srcdir=${PYC_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 fuzzdir=${PYC_FUZZ_DIR:-tests/fuzz}
 status=0
 
-for target in wire connfile; do
+for target in wire connfile limit; do
     bin=$fuzzdir/fuzz_$target
     corpus=$srcdir/tests/fuzz/corpus/$target
     if [ ! -x "$bin" ]; then

@@ -543,3 +543,269 @@ def test_replies_validate(pkc):
         validate(m)
     data = msgs[1]["content"]["data"]
     assert data["status"] == "error" and data["ename"] == "NameError" and data["op"] == "get"
+
+
+# ---- chunked digests ---------------------------------------------------------------------------------------
+
+CHUNK = 64 << 10
+
+
+def chunk_digests(b, chunk=CHUNK):
+    m = memoryview(b).cast("B")
+    return [hashlib.sha256(m[i:i + chunk]).hexdigest() for i in range(0, m.nbytes, chunk)] or \
+        [hashlib.sha256(b"").hexdigest()]
+
+
+def test_get_with_chunked_digests(pkc):
+    """A get asking for "chunk" answers a list of chunk digests per buffer (the last chunk shorter)."""
+    run_ok(pkc, "chk = np.arange(50_000, dtype=np.float64); chk_empty = np.zeros(0)")
+    reply, bufs = pyc_client.request(pkc, {"op": "get", "name": "chk", "chunk": CHUNK})
+    assert reply["chunk"] == CHUNK and len(reply["sha256"]) == len(bufs) == 2
+    assert reply["sha256"] == [chunk_digests(b) for b in bufs]
+    assert len(reply["sha256"][1]) == -(-400_000 // CHUNK)
+    reply, bufs = pyc_client.request(pkc, {"op": "get", "name": "chk_empty", "chunk": CHUNK})
+    assert reply["sha256"][1] == [hashlib.sha256(b"").hexdigest()]
+    assert np.array_equal(pyc_client.get(pkc, "chk_empty"), np.zeros(0))
+    for bad in (0, CHUNK - 1, 1.5, "64k", True):
+        with pytest.raises(PycError) as ei:
+            pyc_client.request(pkc, {"op": "get", "name": "chk", "chunk": bad})
+        assert ei.value.ename == "BadRequest" and "chunk" in ei.value.evalue
+
+
+def test_put_with_chunked_digests(pkc):
+    a = np.random.default_rng(5).random(100_000)
+    bufs = pyc_client._dumps(a)
+    data = {"op": "put", "name": "chunked_in", "chunk": CHUNK, "sha256": [chunk_digests(b) for b in bufs]}
+    pyc_client.request(pkc, data, bufs)
+    assert kernel_digest(pkc, "chunked_in") == digest(a)
+    # both forms in one request: a whole digest for the main pickle, chunks for the data
+    mixed = dict(data, name="mixed_in", sha256=[hashlib.sha256(bufs[0]).hexdigest(), chunk_digests(bufs[1])])
+    pyc_client.request(pkc, mixed, bufs)
+    assert kernel_digest(pkc, "mixed_in") == digest(a)
+    # chunk digests without the chunk size; a wrong number of chunks
+    with pytest.raises(PycError) as ei:
+        pyc_client.request(pkc, {k: v for k, v in data.items() if k != "chunk"}, bufs)
+    assert ei.value.ename == "BadRequest"
+    short = dict(data, sha256=[data["sha256"][0], data["sha256"][1][:-1]])
+    with pytest.raises(PycError) as ei:
+        pyc_client.request(pkc, short, bufs)
+    assert ei.value.ename == "IntegrityError" and "chunks" in ei.value.evalue
+
+
+def test_tampered_chunk_refused(pkc):
+    a = np.arange(100_000, dtype=np.int64)
+    bufs = pyc_client._dumps(a)
+    data = {"op": "put", "name": "tampered_chunk", "chunk": CHUNK, "sha256": [chunk_digests(b) for b in bufs]}
+    bad = bytearray(bufs[1])
+    bad[5 * CHUNK + 17] ^= 0x80              # in the sixth chunk, after the digests were taken
+    with pytest.raises(PycError) as ei:
+        pyc_client.request(pkc, data, [bufs[0], bad])
+    assert ei.value.ename == "IntegrityError" and "buffer 1 (chunk 5)" in ei.value.evalue
+    assert eval_value(pkc, "'tampered_chunk' in globals()") == "False"
+
+
+# ---- buffers without copies ----------------------------------------------------------------------------------
+
+
+def test_received_buffers_are_the_message_frames(pkc):
+    """A put's array uses the received frame as it is (a _pyc.FrameBuffer), and is writable and equal."""
+    a = np.random.default_rng(8).random(1 << 17)          # 1 MiB
+    pyc_client.put(pkc, "zc_in", a)
+    out = run_ok(pkc, "\n".join([
+        "o = zc_in",
+        "while getattr(o, 'base', None) is not None: o = o.base",
+        "o = o.obj if isinstance(o, memoryview) else o",
+        "print(type(o).__name__, zc_in.flags.writeable)",
+        "zc_in[0] = -1.0",
+        "print(zc_in[0], zc_in[1] == %r)" % a[1],
+        "del o",
+    ]))
+    assert out.split() == ["FrameBuffer", "True", "-1.0", "True"]
+    assert kernel_digest(pkc, "zc_in[1:]") == digest(a[1:])
+    # a small buffer is copied into a bytearray: still writable
+    pyc_client.put(pkc, "zc_small", np.arange(10))
+    assert eval_value(pkc, "zc_small.flags.writeable") == "True"
+
+
+def test_sent_buffers_released(pkc):
+    """A get lends the array's memory to ZeroMQ; once sent, the kernel lets go of it (no reference left)."""
+    run_ok(pkc, "import weakref, gc\nlent = np.ones(1 << 18)\nlent_ref = weakref.ref(lent)")
+    for _ in range(3):
+        assert np.array_equal(pyc_client.get(pkc, "lent"), np.ones(1 << 18))
+    run_ok(pkc, "del lent")
+    # the next request releases what ZeroMQ gave back meanwhile
+    assert eval_value(pkc, "(gc.collect(), lent_ref() is None)[1]") == "True"
+
+
+def kernel_rss_mb(kc):
+    return int(eval_value(kc, "int(open('/proc/self/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE') "
+                              ">> 20"))
+
+
+def test_memory_bounded_after_many_transfers(pkc, kc2):
+    """20 puts, gets and copies of 50 MB each leave the kernels' memory where it was (nothing held)."""
+    run_ok(kc2, "import os")
+    a = np.random.default_rng(9).random(50 * 1024 * 1024 // 8)
+    pyc_client.put(pkc, "rss_x", a, timeout=BIG_TIMEOUT)
+    pyc_client.copy(pkc, "rss_x", kc2, timeout=BIG_TIMEOUT)
+    base1, base2 = kernel_rss_mb(pkc), kernel_rss_mb(kc2)
+    for i in range(20):
+        pyc_client.put(pkc, "rss_x", a, timeout=BIG_TIMEOUT)
+        assert pyc_client.get(pkc, "rss_x", timeout=BIG_TIMEOUT).shape == a.shape
+        pyc_client.copy(pkc, "rss_x", kc2, timeout=BIG_TIMEOUT, direct=i % 2 == 0)
+    assert kernel_digest(kc2, "rss_x") == digest(a)
+    grown1, grown2 = kernel_rss_mb(pkc) - base1, kernel_rss_mb(kc2) - base2
+    # 1000 MB went through each kernel; AddressSanitizer keeps up to 256 MB of freed blocks in quarantine
+    bound = 120 + (300 if os.environ.get("PYC_SANITIZER_LOGS") else 0)
+    assert grown1 < bound and grown2 < bound, (grown1, grown2)
+    run_ok(pkc, "del rss_x")
+    run_ok(kc2, "del rss_x")
+
+
+# ---- kernel to kernel, directly ------------------------------------------------------------------------------
+
+
+def landings(kc):
+    return int(eval_value(kc, "__import__('pyc._pickle').__dict__['_pickle'].__dict__['_landings'].__len__()"))
+
+
+def test_copy_goes_direct(pkc, kc2):
+    run_ok(pkc, "dir_x = np.random.default_rng(10).random(300_000); dir_obj = {'k': [1, 'two'], 'a': dir_x[:5]}")
+    reply = pyc_client.copy(pkc, "dir_x", kc2)
+    assert reply["path"] == "direct" and reply["name"] == "dir_x" and reply["type"] == "numpy.ndarray"
+    assert kernel_digest(kc2, "dir_x") == kernel_digest(pkc, "dir_x")
+    assert eval_value(kc2, "dir_x.flags.writeable") == "True"
+    reply = pyc_client.copy(pkc, "dir_obj", kc2, new_name="dir_obj2")
+    assert reply["path"] == "direct"
+    assert eval_value(kc2, "dir_obj2['k'], list(dir_obj2['a']) == list(dir_x[:5])") == "([1, 'two'], True)"
+    relayed = pyc_client.copy(pkc, "dir_x", kc2, new_name="dir_relayed", direct=False)
+    assert relayed["path"] == "relay" and kernel_digest(kc2, "dir_relayed") == kernel_digest(pkc, "dir_x")
+    assert landings(kc2) == 0
+
+
+def test_direct_copy_refuses_tampered_stream(pkc):
+    """Bytes that reach a landing but do not match the digests of the signed put are never unpickled."""
+    import socket
+    import struct
+
+    a = np.arange(200_000, dtype=np.float64)
+    bufs = pyc_client._dumps(a)
+    for tamper in (True, False):
+        land, _ = pyc_client.request(pkc, {"op": "listen", "timeout": 30})
+        assert set(land) >= {"address", "ticket", "machine"} and land["status"] == "ok"
+        sent = [bytes(b) for b in bufs]
+        if tamper:
+            sent[1] = sent[1][:1000] + bytes([sent[1][1000] ^ 1]) + sent[1][1001:]
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stray:   # a stray connection first
+            stray.connect("\0" + land["address"])
+            stray.sendall(b"PYC1" + b"0" * 32)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.connect("\0" + land["address"])
+                s.sendall(b"PYC1" + land["ticket"].encode() + struct.pack("<QQ", len(sent), CHUNK) +
+                          struct.pack("<%dQ" % len(sent), *[len(b) for b in sent]) + b"".join(sent))
+        put = {"op": "put", "name": "via_landing", "ticket": land["ticket"], "chunk": CHUNK,
+               "sha256": [chunk_digests(b) for b in bufs]}
+        if tamper:
+            with pytest.raises(PycError) as ei:
+                pyc_client.request(pkc, put)
+            assert ei.value.ename == "IntegrityError" and "buffer 1 (chunk 0)" in ei.value.evalue
+            assert eval_value(pkc, "'via_landing' in globals()") == "False"
+            with pytest.raises(PycError) as ei:     # the ticket was used up
+                pyc_client.request(pkc, put)
+            assert ei.value.ename == "BadRequest"
+        else:
+            pyc_client.request(pkc, put)
+            assert kernel_digest(pkc, "via_landing") == digest(a)
+    assert landings(pkc) == 0
+
+
+def test_direct_copy_falls_back_to_relay(pkc, kc2, monkeypatch):
+    """A source kernel on another machine (here: a machine id that does not match) refuses to send; the
+    copy goes through the client instead and the destination's landing is cancelled."""
+    run_ok(pkc, "fb_x = np.arange(70_000)")
+    real = pyc_client.request
+
+    def other_machine(client, data, buffers=(), timeout=60, target=None):
+        reply, bufs = real(client, data, buffers, timeout, target)
+        if data.get("op") == "listen":
+            reply = dict(reply, machine="another-boot/net:[1]")
+        return reply, bufs
+
+    monkeypatch.setattr(pyc_client, "request", other_machine)
+    reply = pyc_client.copy(pkc, "fb_x", kc2)
+    monkeypatch.undo()
+    assert reply["path"] == "relay"
+    assert eval_value(kc2, "int(fb_x.sum())") == str(sum(range(70_000)))
+    assert landings(kc2) == 0
+    with pytest.raises(PycError) as ei:
+        pyc_client.request(pkc, {"op": "get", "name": "fb_x", "send_to": {"address": "pyc-pickle-1-00",
+                                 "ticket": "0" * 32, "machine": "another-boot/net:[1]"}})
+    assert ei.value.ename == "NotLocal"
+
+
+def test_direct_copy_errors(pkc, kc2):
+    # an unknown name: the landing is cancelled, the error is the source's
+    with pytest.raises(PycError) as ei:
+        pyc_client.copy(pkc, "no_such_name_for_copy", kc2)
+    assert ei.value.ename == "NameError"
+    assert landings(kc2) == 0
+    # the destination's size limit
+    run_ok(kc2, "import os; os.environ['PYC_PICKLE_MAX_BYTES'] = '100000'")
+    try:
+        run_ok(pkc, "lim_x = np.zeros(100_000)")
+        with pytest.raises(PycError) as ei:
+            pyc_client.copy(pkc, "lim_x", kc2)
+        assert ei.value.ename == "PickleTooLarge" and "100000" in ei.value.evalue
+        assert eval_value(kc2, "'lim_x' in globals()") == "False"
+    finally:
+        run_ok(kc2, "del os.environ['PYC_PICKLE_MAX_BYTES']")
+    assert landings(kc2) == 0
+    # a listen nobody sends to expires; its ticket is then refused
+    land, _ = pyc_client.request(kc2, {"op": "listen", "timeout": 0.3})
+    import time
+
+    time.sleep(0.8)
+    assert landings(kc2) == 0
+    with pytest.raises(PycError) as ei:
+        pyc_client.request(kc2, {"op": "put", "name": "late", "ticket": land["ticket"], "chunk": CHUNK,
+                                 "sha256": [[]]})
+    assert ei.value.ename == "BadRequest" and "ticket" in ei.value.evalue
+    # bad requests
+    for data in ({"op": "listen", "timeout": -1}, {"op": "listen", "timeout": "soon"},
+                 {"op": "get", "name": "lim_x", "send_to": {"port": 1}},
+                 {"op": "put", "name": "x", "ticket": 7, "sha256": []}):
+        with pytest.raises(PycError) as ei:
+            pyc_client.request(kc2, data)
+        assert ei.value.ename == "BadRequest", data
+    assert pyc_client.request(kc2, {"op": "cancel", "ticket": "0" * 32})[0]["landing_error"] is None
+    assert_alive(kc2)
+
+
+def test_copy_while_source_changes(pkc, kc2):
+    """An array changed in place while it is sent reaches the destination intact or not at all: the digests
+    were taken from what was sent, and a torn buffer is refused."""
+    run_ok(pkc, "\n".join([
+        "import threading",
+        "torn = np.zeros(2_000_000)",
+        "torn_stop = threading.Event()",
+        "def torn_writer():",
+        "    i = 0",
+        "    while not torn_stop.is_set():",
+        "        torn[i % torn.size] += 1; i += 9973",
+        "torn_thread = threading.Thread(target=torn_writer, daemon=True); torn_thread.start()",
+    ]))
+    try:
+        outcomes = set()
+        for direct in (True, False, True, False):
+            try:
+                pyc_client.copy(pkc, "torn", kc2, direct=direct, timeout=BIG_TIMEOUT)
+                outcomes.add("ok")
+            except PycError as e:
+                assert e.ename == "IntegrityError", e
+                outcomes.add("refused")
+        if outcomes == {"refused"}:
+            assert eval_value(kc2, "'torn' in globals()") == "False"
+    finally:
+        run_ok(pkc, "torn_stop.set(); torn_thread.join()")
+    assert_alive(pkc)
+    assert_alive(kc2)

@@ -467,25 +467,24 @@ owner_free(void *p)
     free(o);
 }
 
-static void
-test_owner_freed_on_destroy(void **state)
+/* A message with one buffer decoded from frames copied into one heap block, as a receiver does; the block
+ * is the message's owner (owner_free counts into *released).  *o_out is the owner. */
+static pyc_msg_t *
+owned_message(pyc_auth_t *auth, int *released, owner_t **o_out)
 {
-    (void)state;
-    pyc_auth_t *auth = new_auth(KEY);
-    int released = 0;
     const char *dicts[4];
     wmsg_t m;
+    static const char *const bufs[] = {"the bytes of a buffer"};
 
     dicts_with(dicts, -1, NULL);
-    build(&m, auth, NULL, 0, dicts, NULL, 0);
-    /* Copy the frames into one heap block, as a receiver does, and decode from there. */
+    build(&m, auth, NULL, 0, dicts, bufs, 1);
     size_t total = 0;
     for (size_t i = 0; i < m.n; i++)
         total += m.f[i].size;
     owner_t *o = malloc(sizeof *o);
     assert_non_null(o);
     o->block = malloc(total);
-    o->released = &released;
+    o->released = released;
     assert_non_null(o->block);
     pyc_frame_t f[MAX_TEST_FRAMES];
     size_t off = 0;
@@ -496,6 +495,18 @@ test_owner_freed_on_destroy(void **state)
     }
     pyc_msg_t *msg = expect_decoded(f, m.n, auth);
     pyc_msg_set_owner(msg, o, owner_free);
+    *o_out = o;
+    return msg;
+}
+
+static void
+test_owner_freed_on_destroy(void **state)
+{
+    (void)state;
+    pyc_auth_t *auth = new_auth(KEY);
+    int released = 0;
+    owner_t *o;
+    pyc_msg_t *msg = owned_message(auth, &released, &o);
     assert_ptr_equal(msg->owner, o);
     assert_int_equal(released, 0);
     pyc_msg_destroy(&msg);
@@ -504,6 +515,60 @@ test_owner_freed_on_destroy(void **state)
     pyc_msg_destroy(&msg);       /* NULL-safe, and does not release again */
     pyc_msg_destroy(NULL);
     assert_int_equal(released, 1);
+    pyc_auth_destroy(&auth);
+}
+
+/* Holds keep the storage alive after the message; the last of them and the message frees it, once. */
+static void
+test_hold_outlives_message(void **state)
+{
+    (void)state;
+    pyc_auth_t *auth = new_auth(KEY);
+    int released = 0;
+    owner_t *o;
+    pyc_msg_t *msg = owned_message(auth, &released, &o);
+    assert_int_equal(msg->n_buffers, 1);
+    const pyc_frame_t view = msg->buffers[0];
+    pyc_msg_hold_t *h1 = pyc_msg_hold(msg);
+    pyc_msg_hold_t *h2 = pyc_msg_hold(msg);
+    assert_non_null(h1);
+    assert_ptr_equal(h1, h2);               /* one count for the storage, whoever holds it */
+    assert_ptr_equal(msg->buffers[0].data, view.data);
+    pyc_msg_destroy(&msg);
+    assert_int_equal(released, 0);
+    assert_int_equal(view.size, strlen("the bytes of a buffer"));
+    assert_memory_equal(view.data, "the bytes of a buffer", view.size);   /* still valid */
+    pyc_msg_hold_release(h1);
+    assert_int_equal(released, 0);
+    pyc_msg_hold_release(h2);
+    assert_int_equal(released, 1);
+    pyc_msg_hold_release(NULL);
+
+    /* released before the message: the message frees the storage (a new auth: the same message again
+     * would be a replay) */
+    pyc_auth_destroy(&auth);
+    auth = new_auth(KEY);
+    msg = owned_message(auth, &released, &o);
+    pyc_msg_hold_release(pyc_msg_hold(msg));
+    assert_int_equal(released, 1);
+    pyc_msg_destroy(&msg);
+    assert_int_equal(released, 2);
+    pyc_auth_destroy(&auth);
+}
+
+/* Frames the caller owns (no owner): no hold, the views live as long as the message. */
+static void
+test_hold_without_owner(void **state)
+{
+    (void)state;
+    pyc_auth_t *auth = new_auth(KEY);
+    const char *dicts[4];
+    wmsg_t m;
+    dicts_with(dicts, -1, NULL);
+    build(&m, auth, NULL, 0, dicts, NULL, 0);
+    pyc_msg_t *msg = expect_decoded(m.f, m.n, auth);
+    assert_null(pyc_msg_hold(msg));
+    pyc_msg_destroy(&msg);
     pyc_auth_destroy(&auth);
 }
 
@@ -571,6 +636,8 @@ main(void)
         cmocka_unit_test(test_dict_not_object),
         cmocka_unit_test(test_header_fields),
         cmocka_unit_test(test_owner_freed_on_destroy),
+        cmocka_unit_test(test_hold_outlives_message),
+        cmocka_unit_test(test_hold_without_owner),
         cmocka_unit_test(test_auth_null_accepted),
         cmocka_unit_test(test_unsigned_session),
     };

@@ -1,0 +1,320 @@
+/*
+ * checkpoint.c -- writing and reading checkpoint files; see checkpoint.h.
+ *
+ * Writes are one write(2) per cell on an O_APPEND descriptor, without fsync: a checkpoint is there for a
+ * kernel that died or was ended, not for a machine that lost power, and a cell's cost stays a few
+ * microseconds (pipelined execution runs above 10,000 cells a second).
+ */
+#include "checkpoint.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "msg.h"
+#include "paths.h"
+
+#define MAGIC "# pyc checkpoint 1 "
+#define TOKEN_LEN 16
+#define MAX_FILE ((size_t)256 << 20)
+
+struct pyc_checkpoint {
+    char *dir;
+    char *path;
+    char token[TOKEN_LEN + 1];
+    char *header;                /* the lines written when the file is created */
+    int fd;                      /* -1 until the first cell */
+};
+
+static void
+new_token(char *out)
+{
+    unsigned char r[TOKEN_LEN / 2];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+        for (size_t i = 0; i < sizeof r; i++)
+            r[i] = (unsigned char)(rand() & 0xff);
+    }
+    for (size_t i = 0; i < sizeof r; i++)
+        snprintf(out + 2 * i, 3, "%02x", r[i]);
+}
+
+/* Sets dir, path and header for the session id.  Returns 0 or -1. */
+static int
+set_place(pyc_checkpoint_t *c, const char *dir, const char *id, const char *python_version, pyc_error_t *err)
+{
+    char clean[128];
+    size_t n = 0;
+    for (const char *p = id; *p != '\0' && n < sizeof clean - 1; p++)
+        clean[n++] = (strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-", *p) && *p)
+                         ? *p : '_';
+    clean[n] = '\0';
+    if (n == 0 || clean[0] == '.')
+        return pyc_error_set(err, "checkpoint: bad session id '%.64s'", id);
+    char date[PYC_MSG_DATE_LEN + 1];
+    pyc_msg_now(date);
+    free(c->dir);
+    free(c->path);
+    free(c->header);
+    c->dir = strdup(dir);
+    size_t plen = strlen(dir) + n + 8;
+    c->path = malloc(plen);
+    size_t hcap = 1024;
+    c->header = malloc(hcap);
+    if (c->dir == NULL || c->path == NULL || c->header == NULL)
+        return pyc_error_set(err, "out of memory");
+    snprintf(c->path, plen, "%s/%s.py", dir, clean);
+    snprintf(c->header, hcap,
+             MAGIC "%s\n"
+             "# kernel %s, started %s, Python %s\n"
+             "# The cells of one session that ran without error, in order.  Replay them into a new kernel with\n"
+             "#   pyc-kernel --replay THIS_FILE ...   (or PYC_REPLAY=THIS_FILE in a kernelspec's env).\n"
+             "# This file holds whatever was typed into those cells, secrets included: keep it private.\n",
+             c->token, clean, date, python_version != NULL ? python_version : "3");
+    return 0;
+}
+
+pyc_checkpoint_t *
+pyc_checkpoint_new(const char *dir, const char *id, const char *python_version, pyc_error_t *err)
+{
+    pyc_checkpoint_t *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        pyc_error_set(err, "out of memory");
+        return NULL;
+    }
+    c->fd = -1;
+    new_token(c->token);
+    if (set_place(c, dir, id, python_version, err) < 0)
+        pyc_checkpoint_destroy(&c);
+    return c;
+}
+
+static int
+write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Creates the directory and the file (O_EXCL: a name that exists is another session's). */
+static int
+open_file(pyc_checkpoint_t *c, pyc_error_t *err)
+{
+    if (pyc_mkdirs(c->dir, 0700) < 0)
+        return pyc_error_set(err, "checkpoint: cannot create %s: %s", c->dir, strerror(errno));
+    c->fd = open(c->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (c->fd < 0)
+        return pyc_error_set(err, "checkpoint: cannot open %s: %s", c->path, strerror(errno));
+    struct stat st;
+    if (fstat(c->fd, &st) == 0 && st.st_size == 0 && write_all(c->fd, c->header, strlen(c->header)) < 0)
+        return pyc_error_set(err, "checkpoint: cannot write %s: %s", c->path, strerror(errno));
+    return 0;
+}
+
+int
+pyc_checkpoint_add(pyc_checkpoint_t *c, int count, const char *code, pyc_error_t *err)
+{
+    if (c->fd < 0 && open_file(c, err) < 0)
+        return -1;
+    pyc_buf_t b;
+    char date[PYC_MSG_DATE_LEN + 1];
+    pyc_msg_now(date);
+    size_t n = strlen(code);
+    pyc_buf_init(&b, SIZE_MAX / 2);
+    char marker[128];
+    int m = snprintf(marker, sizeof marker, "\n# %%%% pyc %s In[%d] %s\n", c->token, count, date);
+    int rc = -1;
+    if (pyc_buf_add(&b, marker, (size_t)m) < 0 || pyc_buf_add(&b, code, n) < 0 ||
+        (n > 0 && code[n - 1] != '\n' && pyc_buf_add(&b, "\n", 1) < 0)) {
+        pyc_error_set(err, "out of memory");
+        goto out;
+    }
+    if (write_all(c->fd, b.data, b.len) < 0) {
+        pyc_error_set(err, "checkpoint: cannot write %s: %s", c->path, strerror(errno));
+        goto out;
+    }
+    rc = 0;
+out:
+    pyc_buf_free(&b);
+    return rc;
+}
+
+const char *
+pyc_checkpoint_path(const pyc_checkpoint_t *c)
+{
+    return c->path;
+}
+
+int
+pyc_checkpoint_fork(pyc_checkpoint_t *c, const char *dir, const char *id, pyc_error_t *err)
+{
+    int old = c->fd;
+    char *old_path = c->path;    /* taken over: set_place makes a new one */
+    c->path = NULL;
+    c->fd = -1;
+    int rc = set_place(c, dir, id, NULL, err);
+    if (rc == 0 && old >= 0 && old_path != NULL) {
+        /* Copy what the parent had written: the cells that made the state this session starts from. */
+        rc = -1;
+        int in = open(old_path, O_RDONLY | O_CLOEXEC);
+        if (in < 0 || open_file(c, err) < 0) {
+            if (in < 0)
+                pyc_error_set(err, "checkpoint: cannot read %s: %s", old_path, strerror(errno));
+        } else {
+            struct stat st;
+            char buf[65536];
+            ssize_t r;
+            off_t limit = fstat(old, &st) == 0 ? st.st_size : 0, done = 0;
+            if (ftruncate(c->fd, 0) < 0)
+                limit = -1;      /* reported below as a failed copy */
+            while (done < limit && (r = read(in, buf, sizeof buf)) > 0) {
+                size_t take = (size_t)r < (size_t)(limit - done) ? (size_t)r : (size_t)(limit - done);
+                if (write_all(c->fd, buf, take) < 0)
+                    break;
+                done += (off_t)take;
+            }
+            rc = done == limit ? 0 : pyc_error_set(err, "checkpoint: cannot copy %s", old_path);
+            /* The copy keeps the parent's token, so that one replay splits every cell. */
+            char head[64];
+            if (pread(in, head, sizeof head - 1, 0) > (ssize_t)strlen(MAGIC)) {
+                head[sizeof head - 1] = '\0';
+                memcpy(c->token, head + strlen(MAGIC), TOKEN_LEN);
+            }
+        }
+        if (in >= 0)
+            close(in);
+    }
+    free(old_path);
+    /* The parent's descriptor is shared with the parent: not ours to close or write. */
+    return rc;
+}
+
+void
+pyc_checkpoint_destroy(pyc_checkpoint_t **c_p)
+{
+    if (c_p == NULL || *c_p == NULL)
+        return;
+    pyc_checkpoint_t *c = *c_p;
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->dir);
+    free(c->path);
+    free(c->header);
+    free(c);
+    *c_p = NULL;
+}
+
+void
+pyc_checkpoint_free_cells(char **cells, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(cells[i]);
+    free(cells);
+}
+
+/* Appends a cell's code (text[a..b), trailing blank lines removed) to the array. */
+static int
+push_cell(char ***cells, size_t *n, size_t *cap, const char *a, const char *b)
+{
+    while (b > a && (b[-1] == '\n' || b[-1] == ' ' || b[-1] == '\t' || b[-1] == '\r'))
+        b--;
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        char **g = realloc(*cells, nc * sizeof *g);
+        if (g == NULL)
+            return -1;
+        *cells = g;
+        *cap = nc;
+    }
+    char *s = strndup(a, (size_t)(b - a));
+    if (s == NULL)
+        return -1;
+    (*cells)[(*n)++] = s;
+    return 0;
+}
+
+int
+pyc_checkpoint_parse(const char *text, size_t len, char ***cells_out, size_t *n_out, pyc_error_t *err)
+{
+    char marker[64];
+    char **cells = NULL;
+    size_t n = 0, cap = 0;
+    *cells_out = NULL;
+    *n_out = 0;
+    size_t ml = strlen(MAGIC);
+    if (len < ml + TOKEN_LEN || memcmp(text, MAGIC, ml) != 0)
+        return pyc_error_set(err, "not a pyc checkpoint (the first line must start with '%s')", MAGIC);
+    for (size_t i = 0; i < TOKEN_LEN; i++) {
+        if (!strchr("0123456789abcdef", text[ml + i]) || text[ml + i] == '\0')
+            return pyc_error_set(err, "not a pyc checkpoint (bad token on the first line)");
+    }
+    if (memchr(text, '\0', len) != NULL)
+        return pyc_error_set(err, "a checkpoint is text: this one holds a NUL byte");
+    int mlen = snprintf(marker, sizeof marker, "# %%%% pyc %.*s ", TOKEN_LEN, text + ml);
+    const char *end = text + len, *cell = NULL;
+    for (const char *line = text; line < end;) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        const char *next = nl != NULL ? nl + 1 : end;
+        if ((size_t)(end - line) >= (size_t)mlen && memcmp(line, marker, (size_t)mlen) == 0) {
+            if (cell != NULL && push_cell(&cells, &n, &cap, cell, line) < 0)
+                goto oom;
+            cell = next;
+        }
+        line = next;
+    }
+    if (cell != NULL && push_cell(&cells, &n, &cap, cell, end) < 0)
+        goto oom;
+    *cells_out = cells;
+    *n_out = n;
+    return 0;
+oom:
+    pyc_checkpoint_free_cells(cells, n);
+    return pyc_error_set(err, "out of memory");
+}
+
+int
+pyc_checkpoint_load(const char *path, char ***cells, size_t *n, pyc_error_t *err)
+{
+    *cells = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "rbe");
+    if (f == NULL)
+        return pyc_error_set(err, "cannot open %s: %s", path, strerror(errno));
+    pyc_buf_t b;
+    pyc_buf_init(&b, MAX_FILE);
+    char chunk[65536];
+    size_t r;
+    int rc = 0;
+    while ((r = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (pyc_buf_add(&b, chunk, r) < 0) {
+            rc = pyc_error_set(err, "%s is larger than %zu MiB", path, MAX_FILE >> 20);
+            break;
+        }
+    }
+    if (rc == 0 && ferror(f))
+        rc = pyc_error_set(err, "cannot read %s", path);
+    fclose(f);
+    if (rc == 0) {
+        pyc_error_t e;
+        rc = pyc_checkpoint_parse(b.data != NULL ? b.data : "", b.len, cells, n, &e);
+        if (rc < 0)
+            pyc_error_set(err, "%s: %s", path, e.text);
+    }
+    pyc_buf_free(&b);
+    return rc;
+}

@@ -1,0 +1,55 @@
+/*
+ * checkpoint.h -- a session's successful cells, as a plain Python file that can be replayed into a new kernel.
+ *
+ * Every cell that ran without error and was not silent is appended, in order, to one file per session:
+ *     <Jupyter data dir>/pyc/checkpoints/<kernel id>.py          (mode 0600, created at the first such cell)
+ * The file is Python in the "percent" cell format that editors (VS Code, Jupytext) open as a notebook:
+ *     # pyc checkpoint 1 3f9c0a1b2c3d4e5f
+ *     # kernel kernel-1234..., started 2026-12-02T15:04:05.000000Z, Python 3.11.2
+ *     # ... (how to replay; a warning that it holds whatever was typed, secrets included)
+ *
+ *     # %% pyc 3f9c0a1b2c3d4e5f In[1] 2026-12-02T15:04:07.123456Z
+ *     import numpy as np
+ *
+ * The random token on every cell marker is what replay splits on, so that a line "# %%" inside a cell's own
+ * code cannot cut it in two.  IPython-style lines (!cmd, %time) are kept as typed; replay runs each cell
+ * through the kernel's own executor, which understands them.
+ */
+#ifndef PYC_CHECKPOINT_H
+#define PYC_CHECKPOINT_H
+
+#include <stddef.h>
+
+#include "error.h"
+
+typedef struct pyc_checkpoint pyc_checkpoint_t;
+
+/* A checkpoint for the session `id` (a file name stem: [A-Za-z0-9_.-], others become '_') in dir.  Nothing
+ * is created until the first cell.  Returns NULL with err on bad arguments or no memory. */
+pyc_checkpoint_t *pyc_checkpoint_new(const char *dir, const char *id, const char *python_version,
+                                     pyc_error_t *err);
+
+/* Appends one cell.  The first call creates the directory and the file.  Returns 0, or -1 with err (the
+ * caller logs it once; later calls try again). */
+int pyc_checkpoint_add(pyc_checkpoint_t *c, int execution_count, const char *code, pyc_error_t *err);
+
+/* The file's path (it may not exist yet). */
+const char *pyc_checkpoint_path(const pyc_checkpoint_t *c);
+
+/* In a forked session: makes c a new session's checkpoint at dir/id that starts with every cell the parent's
+ * file held at the fork (copied now).  Returns 0, or -1 with err. */
+int pyc_checkpoint_fork(pyc_checkpoint_t *c, const char *dir, const char *id, pyc_error_t *err);
+
+void pyc_checkpoint_destroy(pyc_checkpoint_t **c_p);
+
+/* Splits the text of a checkpoint file into its cells' code (trailing blank lines removed).  Returns 0 with
+ * *cells a malloc'd array of *n malloc'd strings (free with pyc_checkpoint_free_cells), or -1 with err when
+ * the text is not a pyc checkpoint. */
+int pyc_checkpoint_parse(const char *text, size_t len, char ***cells, size_t *n, pyc_error_t *err);
+
+/* Reads and parses a file (at most 256 MiB). */
+int pyc_checkpoint_load(const char *path, char ***cells, size_t *n, pyc_error_t *err);
+
+void pyc_checkpoint_free_cells(char **cells, size_t n);
+
+#endif

@@ -1,0 +1,341 @@
+/*
+ * guard.c -- the limits thread; see guard.h.
+ *
+ * One thread sleeps on a condition variable (CLOCK_MONOTONIC) until the nearest of: the cell's deadline,
+ * the end of its grace, the lifetime, the idle timeout, the shutdown grace.  State changes from other
+ * threads signal it so that it recomputes.  It costs nothing while no limit is set: the thread is not even
+ * started then.
+ */
+#include "guard.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+enum { CELL_NONE, CELL_RUNNING, CELL_STUCK };
+
+struct pyc_guard {
+    pyc_limits_t limits;
+    pyc_guard_callbacks_t cb;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    pthread_t thread;
+    bool started;
+    bool stop;
+    double t0;                   /* when the guard (the kernel) started */
+    double last_activity;
+    bool expired;                /* on_expire was called */
+    /* The running cell. */
+    atomic_int cell;             /* CELL_* */
+    double deadline;             /* 0: none */
+    int deadline_why;            /* PYC_GUARD_DEADLINE or PYC_GUARD_LIFETIME */
+    int fired;                   /* the limit that interrupted the cell, PYC_GUARD_NONE if none */
+    double interrupted_at;
+    int interrupts;              /* interrupts sent for this cell (at most 2) */
+    double shutdown_at;          /* 0: not shutting down */
+};
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void
+min_into(double *next, double t)
+{
+    if (t > 0 && (*next == 0 || t < *next))
+        *next = t;
+}
+
+/* Decides what is due at `now`, with the lock held; returns the action to take without it and the time of
+ * the next check in *next (0: nothing to wait for). */
+enum { ACT_NONE, ACT_INTERRUPT, ACT_STUCK, ACT_EXPIRE, ACT_OVERDUE };
+
+static int
+due(pyc_guard_t *g, double now, int *why, double *next)
+{
+    const pyc_limits_t *l = &g->limits;
+    *next = 0;
+    if (g->shutdown_at > 0) {
+        if (now >= g->shutdown_at)
+            return ACT_OVERDUE;
+        min_into(next, g->shutdown_at);
+        return ACT_NONE;
+    }
+    double life_end = l->lifetime > 0 ? g->t0 + l->lifetime : 0;
+    if (atomic_load(&g->cell) == CELL_RUNNING) {
+        double dl = g->deadline;
+        int dwhy = g->deadline_why;
+        if (life_end > 0 && (dl == 0 || life_end < dl)) {
+            dl = life_end;
+            dwhy = PYC_GUARD_LIFETIME;
+        }
+        if (g->interrupts == 0) {
+            if (dl > 0 && now >= dl) {
+                g->fired = dwhy;
+                g->interrupted_at = now;
+                g->interrupts = 1;
+                *why = dwhy;
+                if (dwhy == PYC_GUARD_LIFETIME)
+                    g->expired = true;
+                min_into(next, now + l->cell_grace / 2);
+                return dwhy == PYC_GUARD_LIFETIME ? ACT_EXPIRE : ACT_INTERRUPT;
+            }
+            min_into(next, dl);
+            return ACT_NONE;
+        }
+        double half = g->interrupted_at + l->cell_grace / 2, end = g->interrupted_at + l->cell_grace;
+        *why = g->fired;
+        if (now >= end) {
+            int expect = CELL_RUNNING;
+            if (atomic_compare_exchange_strong(&g->cell, &expect, CELL_STUCK))
+                return ACT_STUCK;
+            return ACT_NONE;
+        }
+        if (g->interrupts == 1 && now >= half) {
+            g->interrupts = 2;
+            min_into(next, end);
+            return ACT_INTERRUPT;
+        }
+        min_into(next, g->interrupts == 1 ? half : end);
+        return ACT_NONE;
+    }
+    if (g->expired)
+        return ACT_NONE;
+    if (life_end > 0) {
+        if (now >= life_end) {
+            g->expired = true;
+            *why = PYC_GUARD_LIFETIME;
+            return ACT_EXPIRE;
+        }
+        min_into(next, life_end);
+    }
+    if (l->idle_timeout > 0) {
+        double idle_end = g->last_activity + l->idle_timeout;
+        if (now >= idle_end) {
+            g->expired = true;
+            *why = PYC_GUARD_IDLE;
+            return ACT_EXPIRE;
+        }
+        min_into(next, idle_end);
+    }
+    return ACT_NONE;
+}
+
+static void *
+guard_main(void *arg)
+{
+    pyc_guard_t *g = arg;
+    pthread_mutex_lock(&g->lock);
+    while (!g->stop) {
+        int why = PYC_GUARD_NONE;
+        double next;
+        int act = due(g, now_s(), &why, &next);
+        if (act != ACT_NONE) {
+            pthread_mutex_unlock(&g->lock);
+            switch (act) {
+            case ACT_INTERRUPT:
+                g->cb.on_interrupt(g->cb.ctx, why);
+                break;
+            case ACT_EXPIRE:
+                /* The lifetime ending during a cell interrupts it too; on_expire does both. */
+                g->cb.on_expire(g->cb.ctx, why);
+                break;
+            case ACT_STUCK:
+                g->cb.on_stuck(g->cb.ctx, why);
+                break;
+            case ACT_OVERDUE:
+                g->cb.on_overdue(g->cb.ctx);
+                break;
+            }
+            pthread_mutex_lock(&g->lock);
+            continue;
+        }
+        if (next == 0) {
+            pthread_cond_wait(&g->cond, &g->lock);
+        } else {
+            struct timespec ts;
+            ts.tv_sec = (time_t)next;
+            ts.tv_nsec = (long)((next - (double)ts.tv_sec) * 1e9);
+            pthread_cond_timedwait(&g->cond, &g->lock, &ts);
+        }
+    }
+    pthread_mutex_unlock(&g->lock);
+    return NULL;
+}
+
+/* Starts the thread with a small stack: it only computes times and calls back, and under a memory cap
+ * (RLIMIT_AS) the default 8 MB stack would count against the session. */
+static int
+spawn(pyc_guard_t *g)
+{
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 << 10);
+    int rc = pthread_create(&g->thread, &attr, guard_main, g);
+    pthread_attr_destroy(&attr);
+    return rc;
+}
+
+static int
+start(pyc_guard_t *g, pyc_error_t *err)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&g->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&g->lock, NULL);
+    g->t0 = g->last_activity = now_s();
+    g->started = false;
+    const pyc_limits_t *l = &g->limits;
+    if (l->idle_timeout <= 0 && l->lifetime <= 0 && l->shutdown_grace <= 0 && l->cell_timeout <= 0)
+        return 0;                /* started on demand by a cell with its own deadline */
+    int rc = spawn(g);
+    if (rc != 0)
+        return pyc_error_set(err, "cannot start the limits thread: %s", strerror(rc));
+    g->started = true;
+    return 0;
+}
+
+/* Starts the thread the first time something needs it.  Lock held. */
+static void
+ensure_started(pyc_guard_t *g)
+{
+    if (g->started)
+        return;
+    if (spawn(g) != 0) {
+        pyc_log("cannot start the limits thread; a cell deadline will not be kept");
+        return;
+    }
+    g->started = true;
+}
+
+pyc_guard_t *
+pyc_guard_new(const pyc_limits_t *limits, const pyc_guard_callbacks_t *cb, pyc_error_t *err)
+{
+    pyc_guard_t *g = calloc(1, sizeof *g);
+    if (g == NULL) {
+        pyc_error_set(err, "out of memory");
+        return NULL;
+    }
+    g->limits = *limits;
+    g->cb = *cb;
+    if (start(g, err) < 0) {
+        pthread_mutex_destroy(&g->lock);
+        pthread_cond_destroy(&g->cond);
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void
+pyc_guard_destroy(pyc_guard_t **g_p)
+{
+    if (g_p == NULL || *g_p == NULL)
+        return;
+    pyc_guard_t *g = *g_p;
+    pthread_mutex_lock(&g->lock);
+    g->stop = true;
+    pthread_cond_signal(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+    if (g->started)
+        pthread_join(g->thread, NULL);
+    pthread_mutex_destroy(&g->lock);
+    pthread_cond_destroy(&g->cond);
+    free(g);
+    *g_p = NULL;
+}
+
+void
+pyc_guard_activity(pyc_guard_t *g)
+{
+    if (g == NULL || g->limits.idle_timeout <= 0)
+        return;
+    pthread_mutex_lock(&g->lock);
+    g->last_activity = now_s();
+    pthread_mutex_unlock(&g->lock);  /* no signal: the deadline only moves later */
+}
+
+void
+pyc_guard_cell_begin(pyc_guard_t *g, double timeout)
+{
+    pthread_mutex_lock(&g->lock);
+    g->deadline = timeout > 0 ? now_s() + timeout : 0;
+    g->deadline_why = PYC_GUARD_DEADLINE;
+    g->fired = PYC_GUARD_NONE;
+    g->interrupts = 0;
+    atomic_store(&g->cell, CELL_RUNNING);
+    if (timeout > 0)
+        ensure_started(g);
+    pthread_cond_signal(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+}
+
+bool
+pyc_guard_cell_end(pyc_guard_t *g, int *why)
+{
+    int expect = CELL_RUNNING;
+    if (!atomic_compare_exchange_strong(&g->cell, &expect, CELL_NONE))
+        return false;            /* on_stuck owns the end */
+    pthread_mutex_lock(&g->lock);
+    *why = g->fired;
+    g->deadline = 0;
+    g->last_activity = now_s();
+    pthread_cond_signal(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+    return true;
+}
+
+void
+pyc_guard_shutdown(pyc_guard_t *g)
+{
+    if (g == NULL || g->limits.shutdown_grace <= 0)
+        return;
+    pthread_mutex_lock(&g->lock);
+    g->shutdown_at = now_s() + g->limits.shutdown_grace;
+    ensure_started(g);
+    pthread_cond_signal(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+}
+
+double
+pyc_guard_uptime(const pyc_guard_t *g)
+{
+    return now_s() - g->t0;
+}
+
+void
+pyc_guard_lock(pyc_guard_t *g)
+{
+    pthread_mutex_lock(&g->lock);
+}
+
+void
+pyc_guard_unlock(pyc_guard_t *g)
+{
+    pthread_mutex_unlock(&g->lock);
+}
+
+int
+pyc_guard_restart_in_child(pyc_guard_t *g, pyc_error_t *err)
+{
+    /* The lock and condition variable are the parent's copies (the lock was held across fork by the
+     * forking thread and released in both processes, see pyc_guard_lock); the thread they served does not
+     * exist here, and destroying a condition variable it waited on could block for ever.  Start afresh. */
+    memset(&g->lock, 0, sizeof g->lock);
+    memset(&g->cond, 0, sizeof g->cond);
+    g->stop = false;
+    g->expired = false;
+    g->shutdown_at = 0;
+    atomic_store(&g->cell, CELL_NONE);
+    return start(g, err);
+}

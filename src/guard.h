@@ -1,0 +1,68 @@
+/*
+ * guard.h -- the thread that keeps a session's time limits: idle timeout, lifetime, the per-cell deadline
+ * and its grace, and the shutdown grace (DESIGN.md section 6).
+ *
+ * The guard never touches Python or a socket itself: it calls the kernel back, from its own thread.
+ *   on_interrupt(why)   a cell ran past its deadline (or the lifetime ended while it ran): interrupt it.
+ *                       Called again once, half way through the grace, in case the first interrupt was eaten.
+ *   on_stuck(why)       the interrupted cell has not stopped within the grace: the guard now owns the cell's
+ *                       end; the callback reports it to the client and ends the process.  It must not return.
+ *   on_expire(why)      the kernel was idle too long, or its lifetime is over: shut down cleanly.
+ *   on_overdue()        the closing shutdown took longer than its grace: end the process now.  Must not return.
+ *
+ * The main thread brackets every cell with pyc_guard_cell_begin / pyc_guard_cell_end.  Their handshake with
+ * on_stuck is a compare-and-swap on the cell's state, so exactly one of the two ends a cell: when cell_end
+ * loses, the main thread must not touch the channels again (the process is about to end).
+ */
+#ifndef PYC_GUARD_H
+#define PYC_GUARD_H
+
+#include <stdbool.h>
+
+#include "error.h"
+#include "limit.h"
+
+typedef struct pyc_guard pyc_guard_t;
+
+/* Why a limit acted. */
+enum { PYC_GUARD_NONE = 0, PYC_GUARD_DEADLINE, PYC_GUARD_LIFETIME, PYC_GUARD_IDLE };
+
+typedef struct pyc_guard_callbacks {
+    void (*on_interrupt)(void *ctx, int why);
+    void (*on_stuck)(void *ctx, int why);
+    void (*on_expire)(void *ctx, int why);
+    void (*on_overdue)(void *ctx);
+    void *ctx;
+} pyc_guard_callbacks_t;
+
+/* Starts the guard thread.  limits is copied.  Returns NULL with err when the thread cannot start. */
+pyc_guard_t *pyc_guard_new(const pyc_limits_t *limits, const pyc_guard_callbacks_t *cb, pyc_error_t *err);
+
+/* Stops and joins the thread; sets *g_p to NULL.  NULL-safe. */
+void pyc_guard_destroy(pyc_guard_t **g_p);
+
+/* Any thread: a request arrived or finished; the idle clock starts again. */
+void pyc_guard_activity(pyc_guard_t *g);
+
+/* Main thread: a cell starts with this deadline in seconds (0: none besides the lifetime). */
+void pyc_guard_cell_begin(pyc_guard_t *g, double timeout);
+
+/* Main thread: the cell ended.  Returns true when the main thread still owns the cell's end, with *why set
+ * to the limit that interrupted it (PYC_GUARD_NONE when none did); false when on_stuck has taken over. */
+bool pyc_guard_cell_end(pyc_guard_t *g, int *why);
+
+/* Main thread: the kernel is closing; on_overdue runs when it is not done within the shutdown grace. */
+void pyc_guard_shutdown(pyc_guard_t *g);
+
+/* Seconds since the guard started (the kernel's uptime). */
+double pyc_guard_uptime(const pyc_guard_t *g);
+
+/* Held across fork(2) (pyc_kernel_fork), so that a child never inherits the guard's lock taken. */
+void pyc_guard_lock(pyc_guard_t *g);
+void pyc_guard_unlock(pyc_guard_t *g);
+
+/* After fork, in the child: the inherited guard's thread does not exist there.  Starts a new one with the
+ * same limits and callbacks; the lifetime counts from now.  Returns 0 or -1 with err. */
+int pyc_guard_restart_in_child(pyc_guard_t *g, pyc_error_t *err);
+
+#endif

@@ -1,0 +1,242 @@
+/*
+ * limit.c -- parsing the session limits; see limit.h.
+ *
+ * The parsers accept exactly one number and one optional unit with nothing around them but spaces, and
+ * refuse negatives, NaN, infinities and sizes past SIZE_MAX: a limit that is silently misread is worse than
+ * none, because the host believes the session is bounded.
+ */
+#include "limit.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+const pyc_limit_desc_t pyc_limit_descs[] = {
+    {"idle-timeout", "PYC_IDLE_TIMEOUT", "shut down cleanly after this long without a request"},
+    {"lifetime", "PYC_LIFETIME", "shut down this long after start (a running cell is stopped first)"},
+    {"shutdown-grace", "PYC_SHUTDOWN_GRACE", "time atexit handlers and finalization may take at shutdown"},
+    {"cell-timeout", "PYC_CELL_TIMEOUT", "interrupt a cell that runs longer than this"},
+    {"cell-grace", "PYC_CELL_GRACE", "end the kernel when an interrupted cell has not stopped after this"},
+    {"output-limit", "PYC_OUTPUT_LIMIT", "bytes of output a cell may publish"},
+    {"output-messages", "PYC_OUTPUT_MESSAGES", "output messages a cell may publish"},
+    {"memory-limit", "PYC_MEMORY_LIMIT", "memory the session may allocate after start-up"},
+    {NULL, NULL, NULL},
+};
+
+void
+pyc_limits_init(pyc_limits_t *l)
+{
+    memset(l, 0, sizeof *l);
+    l->cell_grace = PYC_LIMITS_DEFAULT_GRACE;
+}
+
+/* Splits text into a number and a unit: *unit points at the first non-space after the number, and the
+ * unit's length (letters only) goes into *unit_len.  Returns -1 when something other than spaces follows
+ * the unit. */
+static int
+split_unit(const char *end, const char **unit, size_t *unit_len)
+{
+    while (*end == ' ')
+        end++;
+    size_t n = 0;
+    while (isalpha((unsigned char)end[n]))
+        n++;
+    const char *rest = end + n;
+    while (*rest == ' ')
+        rest++;
+    *unit = end;
+    *unit_len = n;
+    return *rest == '\0' ? 0 : -1;
+}
+
+static int
+unit_is(const char *unit, size_t len, const char *name)
+{
+    return strlen(name) == len && strncasecmp(unit, name, len) == 0;
+}
+
+int
+pyc_limits_parse_seconds(const char *text, double *out, pyc_error_t *err)
+{
+    char *end;
+    const char *unit;
+    size_t ulen;
+    if (text == NULL || text[0] == '\0')
+        return pyc_error_set(err, "an empty duration");
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || errno != 0 || !isfinite(v) || v < 0 || split_unit(end, &unit, &ulen) < 0)
+        return pyc_error_set(err, "'%.64s' is not a duration (seconds, or a number with ms, s, m or h)", text);
+    double scale;
+    if (ulen == 0 || unit_is(unit, ulen, "s") || unit_is(unit, ulen, "sec"))
+        scale = 1;
+    else if (unit_is(unit, ulen, "ms"))
+        scale = 1e-3;
+    else if (unit_is(unit, ulen, "m") || unit_is(unit, ulen, "min"))
+        scale = 60;
+    else if (unit_is(unit, ulen, "h"))
+        scale = 3600;
+    else
+        return pyc_error_set(err, "'%.64s': unknown unit of time (use ms, s, m or h)", text);
+    v *= scale;
+    if (!isfinite(v) || v > 1e9)
+        return pyc_error_set(err, "'%.64s' is too long a duration", text);
+    *out = v;
+    return 0;
+}
+
+int
+pyc_limits_parse_bytes(const char *text, size_t *out, pyc_error_t *err)
+{
+    char *end;
+    const char *unit;
+    size_t ulen;
+    if (text == NULL || text[0] == '\0')
+        return pyc_error_set(err, "an empty size");
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || errno != 0 || !isfinite(v) || v < 0 || split_unit(end, &unit, &ulen) < 0)
+        return pyc_error_set(err, "'%.64s' is not a size (bytes, or a number with K, M, G or T)", text);
+    double scale = 1;
+    if (ulen > 0) {
+        static const char *const units = "KMGT";
+        const char *u = strchr(units, toupper((unsigned char)unit[0]));
+        bool suffix_ok = ulen == 1 || (ulen == 2 && toupper((unsigned char)unit[1]) == 'B') ||
+                         (ulen == 3 && unit[1] == 'i' && toupper((unsigned char)unit[2]) == 'B');
+        if (unit_is(unit, ulen, "b"))
+            scale = 1;
+        else if (u == NULL || unit[0] == '\0' || !suffix_ok)
+            return pyc_error_set(err, "'%.64s': unknown unit of size (use K, M, G or T)", text);
+        else
+            scale = ldexp(1.0, 10 * (int)(u - units + 1));
+    }
+    v = floor(v * scale);
+    if (!(v < (double)SIZE_MAX))
+        return pyc_error_set(err, "'%.64s' is too large a size", text);
+    *out = (size_t)v;
+    return 0;
+}
+
+int
+pyc_limits_set(pyc_limits_t *l, const char *option, const char *text, pyc_error_t *err)
+{
+    pyc_error_t e;
+    int rc;
+    if (strcmp(option, "idle-timeout") == 0)
+        rc = pyc_limits_parse_seconds(text, &l->idle_timeout, &e);
+    else if (strcmp(option, "lifetime") == 0)
+        rc = pyc_limits_parse_seconds(text, &l->lifetime, &e);
+    else if (strcmp(option, "shutdown-grace") == 0)
+        rc = pyc_limits_parse_seconds(text, &l->shutdown_grace, &e);
+    else if (strcmp(option, "cell-timeout") == 0)
+        rc = pyc_limits_parse_seconds(text, &l->cell_timeout, &e);
+    else if (strcmp(option, "cell-grace") == 0)
+        rc = pyc_limits_parse_seconds(text, &l->cell_grace, &e);
+    else if (strcmp(option, "output-limit") == 0)
+        rc = pyc_limits_parse_bytes(text, &l->output_bytes, &e);
+    else if (strcmp(option, "output-messages") == 0)
+        rc = pyc_limits_parse_bytes(text, &l->output_messages, &e);
+    else if (strcmp(option, "memory-limit") == 0)
+        rc = pyc_limits_parse_bytes(text, &l->memory, &e);
+    else
+        return pyc_error_set(err, "unknown limit '%.64s'", option);
+    if (rc < 0)
+        return pyc_error_set(err, "%s: %s", option, e.text);
+    return 0;
+}
+
+int
+pyc_limits_from_env(pyc_limits_t *l, pyc_error_t *err)
+{
+    for (const pyc_limit_desc_t *d = pyc_limit_descs; d->option != NULL; d++) {
+        const char *v = getenv(d->env);
+        if (v == NULL || v[0] == '\0')
+            continue;
+        pyc_error_t e;
+        if (pyc_limits_set(l, d->option, v, &e) < 0)
+            return pyc_error_set(err, "%s: %s", d->env, e.text);
+    }
+    return 0;
+}
+
+json_t *
+pyc_limits_to_json(const pyc_limits_t *l)
+{
+    json_t *o = json_object();
+    if (o == NULL)
+        return NULL;
+    const struct {
+        const char *name;
+        double v;
+    } secs[] = {{"idle_timeout", l->idle_timeout}, {"lifetime", l->lifetime},
+                {"shutdown_grace", l->shutdown_grace}, {"cell_timeout", l->cell_timeout}};
+    for (size_t i = 0; i < sizeof secs / sizeof secs[0]; i++) {
+        if (secs[i].v > 0)
+            json_object_set_new(o, secs[i].name, json_real(secs[i].v));
+    }
+    if (l->cell_timeout > 0 || l->lifetime > 0)
+        json_object_set_new(o, "cell_grace", json_real(l->cell_grace));
+    const struct {
+        const char *name;
+        size_t v;
+    } sizes[] = {{"output_limit", l->output_bytes}, {"output_messages", l->output_messages},
+                 {"memory_limit", l->memory}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (sizes[i].v > 0)
+            json_object_set_new(o, sizes[i].name, json_integer((json_int_t)sizes[i].v));
+    }
+    return o;
+}
+
+/* The tighter of two limits, where 0 means none. */
+static double
+tighter_d(double a, double b)
+{
+    return a <= 0 ? b : b <= 0 ? a : (a < b ? a : b);
+}
+
+static size_t
+tighter_z(size_t a, size_t b)
+{
+    return a == 0 ? b : b == 0 ? a : (a < b ? a : b);
+}
+
+/* Reads a non-negative number from the metadata; absent or null is 0 (none). */
+static int
+md_number(json_t *md, const char *key, double max, double *out, pyc_error_t *err)
+{
+    json_t *v = json_object_get(md, key);
+    *out = 0;
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < 0 ||
+        json_number_value(v) > max)
+        return pyc_error_set(err, "metadata.pyc.%s must be a number from 0 to %g", key, max);
+    *out = json_number_value(v);
+    return 0;
+}
+
+int
+pyc_limits_for_cell(const pyc_limits_t *l, json_t *md, pyc_cell_limits_t *out, pyc_error_t *err)
+{
+    double t, b, m;
+    out->timeout = l->cell_timeout;
+    out->output_bytes = l->output_bytes;
+    out->output_messages = l->output_messages;
+    if (md == NULL || json_is_null(md))
+        return 0;
+    if (!json_is_object(md))
+        return pyc_error_set(err, "metadata.pyc must be an object");
+    if (md_number(md, "timeout", 1e9, &t, err) < 0 || md_number(md, "output_limit", 1e18, &b, err) < 0 ||
+        md_number(md, "output_messages", 1e18, &m, err) < 0)
+        return -1;
+    out->timeout = tighter_d(out->timeout, t);
+    out->output_bytes = tighter_z(out->output_bytes, (size_t)b);
+    out->output_messages = tighter_z(out->output_messages, (size_t)m);
+    return 0;
+}

@@ -1,0 +1,78 @@
+/*
+ * limit.h -- the session limits a kernel keeps (DESIGN.md section 6), and their parsing.
+ *
+ * Every limit is off (0) unless set.  They come from three places, later ones winning:
+ *   1. PYC_* environment variables (so a kernelspec's "env" can set them),
+ *   2. pyc-kernel options (--idle-timeout=30s ...),
+ *   3. for the per-cell limits, an execute_request's metadata {"pyc": {"timeout": S, "output_limit": B,
+ *      "output_messages": N}} -- which may only tighten what the kernel was started with, never loosen it:
+ *      the host that starts the kernel sets the bounds, and a client inside them cannot lift them.
+ *
+ * Durations are seconds with an optional unit: "90", "1.5", "250ms", "30s", "5m", "2h".  Sizes are bytes
+ * with an optional binary unit: "4096", "512K", "100M", "2G" (also "KiB", "MB"... read as powers of 1024).
+ * This module does no I/O beyond getenv and is the fuzz target tests/fuzz/fuzz_limits.c.
+ */
+#ifndef PYC_LIMIT_H
+#define PYC_LIMIT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "error.h"
+
+typedef struct pyc_limits {
+    double idle_timeout;         /* s without a request before a clean shutdown */
+    double lifetime;             /* s after start before a clean shutdown (a running cell is stopped) */
+    double shutdown_grace;       /* s the closing shutdown (atexit, finalization) may take */
+    double cell_timeout;         /* s a cell may run before it is interrupted */
+    double cell_grace;           /* s an interrupted cell has to stop before the kernel ends; default 5 */
+    size_t output_bytes;         /* bytes of output per cell */
+    size_t output_messages;      /* output messages per cell */
+    size_t memory;               /* bytes of address space the session may add after start-up */
+} pyc_limits_t;
+
+/* The limits of one cell: the kernel's, tightened by the request's metadata. */
+typedef struct pyc_cell_limits {
+    double timeout;
+    size_t output_bytes;
+    size_t output_messages;
+} pyc_cell_limits_t;
+
+/* The default cell grace, in seconds. */
+#define PYC_LIMITS_DEFAULT_GRACE 5.0
+
+/* One limit's names: the option (without "--"), the environment variable, and what it is. */
+typedef struct pyc_limit_desc {
+    const char *option;
+    const char *env;
+    const char *help;
+} pyc_limit_desc_t;
+
+/* The table of limits, ended by an entry whose option is NULL. */
+extern const pyc_limit_desc_t pyc_limit_descs[];
+
+/* Sets *l to all-off with the default grace. */
+void pyc_limits_init(pyc_limits_t *l);
+
+/* Parses a duration into seconds (>= 0, finite).  Returns 0, or -1 with err. */
+int pyc_limits_parse_seconds(const char *text, double *out, pyc_error_t *err);
+
+/* Parses a size into bytes.  Returns 0, or -1 with err. */
+int pyc_limits_parse_bytes(const char *text, size_t *out, pyc_error_t *err);
+
+/* Sets the limit named by its option name ("idle-timeout", ...) from text.  Returns 0, or -1 with err
+ * (unknown name or bad value). */
+int pyc_limits_set(pyc_limits_t *l, const char *option, const char *text, pyc_error_t *err);
+
+/* Reads every PYC_* variable of the table that is set and not empty.  Returns 0, or -1 with err naming
+ * the first bad one. */
+int pyc_limits_from_env(pyc_limits_t *l, pyc_error_t *err);
+
+/* The limits as a JSON object of the options that are set, in seconds and bytes (a new reference). */
+json_t *pyc_limits_to_json(const pyc_limits_t *l);
+
+/* Computes a cell's limits from the kernel's and the request's metadata.pyc (may be NULL).  A bad value in
+ * the metadata is an error (-1 with err) so that the client learns of it instead of running unbounded. */
+int pyc_limits_for_cell(const pyc_limits_t *l, json_t *pyc_metadata, pyc_cell_limits_t *out, pyc_error_t *err);
+
+#endif

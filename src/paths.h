@@ -1,0 +1,24 @@
+/*
+ * paths.h -- where Jupyter keeps per-user files, found the way jupyter_core finds them on Linux.
+ *
+ *   data dir     $JUPYTER_DATA_DIR, else $XDG_DATA_HOME/jupyter, else ~/.local/share/jupyter
+ *   runtime dir  $JUPYTER_RUNTIME_DIR, else <data dir>/runtime
+ *
+ * An empty variable counts as unset.  HOME falls back to the password database.
+ */
+#ifndef PYC_PATHS_H
+#define PYC_PATHS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Write the directory and a NUL into out.  Return 0, or -1 when no home is known or out is too small
+ * (out is then ""). */
+int pyc_jupyter_data_dir(char *out, size_t cap);
+int pyc_jupyter_runtime_dir(char *out, size_t cap);
+
+/* Creates dir and its missing parents with the given mode (existing ones are left as they are).  Returns 0,
+ * or -1 with errno. */
+int pyc_mkdirs(const char *dir, mode_t mode);
+
+#endif

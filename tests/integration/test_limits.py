@@ -1,0 +1,388 @@
+"""Bounded, honest sessions (issue 5): the limits the C side keeps, the outcome metadata of every
+execute_reply, usage_request, and checkpoints with replay.
+
+Each limit is tested through jupyter_client on a kernel started with that limit in its environment (the way
+a kernelspec's "env" sets it) or on its command line.  Durations are short but the assertions leave wide
+margins: this machine is shared and slow at times, and these are behaviour tests, not timings.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from pyctest import (IS_PYC, NOT_PYC_REASON, PYC_KERNEL, Deadline, Kernel, eval_value, execute, get_reply,
+                     iopub_for, kill_pid, pid_alive, register_pid, request, send, stream_text, wait_exit)
+
+pytestmark = pytest.mark.skipif(not IS_PYC, reason=NOT_PYC_REASON)
+
+UNDER_ASAN = bool(os.environ.get("PYC_SANITIZER_LOGS"))
+
+
+def run(kc, code, metadata=None, timeout=60, **content):
+    """execute_request with metadata; returns (reply, iopub messages from busy to idle)."""
+    body = {"code": code, "silent": False, "store_history": True, "user_expressions": {}, "allow_stdin": False,
+            "stop_on_error": True}
+    body.update(content)
+    msg_id = send(kc, "execute_request", body, metadata=metadata)
+    reply = get_reply(kc, msg_id, timeout=timeout)
+    return reply, iopub_for(kc, msg_id, timeout=timeout)
+
+
+def wait_dead(k, timeout):
+    """Waits for the kernel process to end; returns its exit status (None when it did not end)."""
+    proc = k.process
+    dl = Deadline(timeout)
+    while dl.left() > 0:
+        rc = proc.poll()
+        if rc is not None:
+            return rc
+        time.sleep(0.05)
+    return None
+
+
+@pytest.fixture
+def limited():
+    """Starts a kernel with the given PYC_* environment; ends it after the test."""
+    started = []
+
+    def start(extra_arguments=None, **env):
+        k = Kernel(env={key: str(v) for key, v in env.items()}, extra_arguments=extra_arguments)
+        started.append(k)
+        return k
+
+    yield start
+    for k in started:
+        k.shutdown(now=True)
+
+
+# ---- outcome metadata --------------------------------------------------------------------------------------
+
+def test_every_reply_carries_the_outcome(kc):
+    reply, _ = run(kc, "import time\nsum(range(10**6))")
+    md = reply["metadata"]["pyc"]
+    assert md["outcome"] == "ok" and md["state"] == "intact"
+    assert md["interrupted"] is False and md["timed_out"] is False and md["limit"] is None
+    assert md["output_dropped"] is False and md["memory_cap_hit"] is False and md["kernel_ending"] is False
+    assert md["output"]["messages"] == 1 and md["output"]["dropped_bytes"] == 0   # the execute_result
+    assert 0 <= md["cpu_time"] < 30 and 0 < md["wall_time"] < 30
+
+    reply, _ = run(kc, "1/0")
+    md = reply["metadata"]["pyc"]
+    assert reply["content"]["status"] == "error" and md["outcome"] == "error" and md["state"] == "intact"
+
+    reply, _ = run(kc, "print('quiet')", silent=True)
+    assert reply["metadata"]["pyc"]["outcome"] == "ok"
+
+
+def test_cpu_time_is_the_cells(kc):
+    reply, _ = run(kc, "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass")
+    md = reply["metadata"]["pyc"]
+    assert md["cpu_time"] >= 0.25 and md["wall_time"] >= 0.25
+    reply, _ = run(kc, "import time\ntime.sleep(0.3)")
+    md = reply["metadata"]["pyc"]
+    assert md["wall_time"] >= 0.28 and md["cpu_time"] < 0.2
+
+
+def test_interrupted_cell_says_so(msg_kernel):
+    kc = msg_kernel.kc
+    msg_id = send(kc, "execute_request", {"code": "import time\ntime.sleep(30)", "silent": False})
+    time.sleep(0.5)
+    get_reply(kc, send(kc, "interrupt_request", {}, channel="control"), channel="control")
+    reply = get_reply(kc, msg_id, timeout=20)
+    iopub_for(kc, msg_id)
+    md = reply["metadata"]["pyc"]
+    assert reply["content"]["ename"] == "KeyboardInterrupt"
+    assert md["outcome"] == "interrupted" and md["interrupted"] is True and md["timed_out"] is False
+    assert md["state"] == "intact"
+
+
+def test_bad_limit_in_metadata_is_refused(kc):
+    reply, _ = run(kc, "1", metadata={"pyc": {"timeout": "soon"}})
+    assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "BadRequest"
+    assert "timeout" in reply["content"]["evalue"]
+    assert reply["metadata"]["pyc"]["outcome"] == "bad_request"
+
+
+# ---- per-cell deadline -------------------------------------------------------------------------------------
+
+def test_deadline_interrupts_sleep_and_state_stays(kc):
+    execute(kc, "dl_before = 'kept'")
+    t = time.monotonic()
+    reply, msgs = run(kc, "import time\ndl_partial = 1\ntime.sleep(60)\ndl_after = 1", metadata={"pyc": {"timeout": 1}})
+    assert time.monotonic() - t < 20
+    c = reply["content"]
+    assert c["status"] == "error" and c["ename"] == "CellTimeout"
+    assert "deadline of 1 s" in c["evalue"]
+    assert any(m["msg_type"] == "error" and m["content"]["ename"] == "CellTimeout" for m in msgs)
+    md = reply["metadata"]["pyc"]
+    assert md["outcome"] == "timeout" and md["timed_out"] is True and md["limit"] == "deadline"
+    assert md["interrupted"] is True and md["state"] == "intact" and md["kernel_ending"] is False
+    assert eval_value(kc, "dl_before, dl_partial, 'dl_after' in globals()") == "('kept', 1, False)"
+
+
+def test_kernel_deadline_from_the_environment(limited):
+    k = limited(PYC_CELL_TIMEOUT="1")
+    info = k.kernel_info()
+    assert info["pyc"]["limits"]["cell_timeout"] == 1
+    reply, _ = run(k.kc, "import time\ntime.sleep(30)")
+    assert reply["content"]["ename"] == "CellTimeout"
+    # a cell may tighten the kernel's deadline, never lift it
+    t = time.monotonic()
+    reply, _ = run(k.kc, "import time\ntime.sleep(30)", metadata={"pyc": {"timeout": 100}})
+    assert reply["content"]["ename"] == "CellTimeout" and time.monotonic() - t < 15
+    reply, _ = run(k.kc, "6*7")
+    assert reply["content"]["status"] == "ok"
+
+
+def test_stuck_cell_ends_the_kernel_after_telling_the_client(limited):
+    k = limited(PYC_CELL_GRACE="1")
+    kc = k.kc
+    # A C loop that never checks for signals: sum over a huge range.
+    t = time.monotonic()
+    reply, msgs = run(kc, "sum(range(10**13))", metadata={"pyc": {"timeout": 1}})
+    assert time.monotonic() - t < 30
+    c = reply["content"]
+    assert c["status"] == "error" and c["ename"] == "CellTimeout"
+    assert "did not stop" in c["evalue"] and "state is lost" in c["evalue"]
+    md = reply["metadata"]["pyc"]
+    assert md["state"] == "lost" and md["kernel_ending"] is True and md["timed_out"] is True
+    assert any(m["msg_type"] == "error" for m in msgs)
+    assert wait_dead(k, 20) == 3
+    assert any("did not stop within" in line for line in k.stderr_lines())
+
+
+def test_deadline_on_an_isolated_cell_kills_only_the_child(kc):
+    execute(kc, "iso_dl = 'before'")
+    reply, _ = run(kc, "iso_dl = 'changed'\nwhile True: pass", metadata={"pyc": {"isolate": "fork", "timeout": 1}})
+    assert reply["content"]["ename"] == "CellTimeout"
+    md = reply["metadata"]["pyc"]
+    assert md["outcome"] == "timeout" and md["isolated"] == "fork" and md["state"] == "intact"
+    assert eval_value(kc, "iso_dl") == "'before'"
+
+
+# ---- output cap ----------------------------------------------------------------------------------------------
+
+def test_output_cap_bytes(limited):
+    k = limited(PYC_OUTPUT_LIMIT="10K")
+    reply, msgs = run(k.kc, "for i in range(5000):\n    print('line %05d' % i)\n'done'")
+    text = stream_text(msgs)
+    assert text.startswith("line 00000\nline 00001\n")
+    assert len(text.encode()) == 10 * 1024
+    notices = [m for m in msgs if m["msg_type"] == "stream" and m["content"]["name"] == "stderr"]
+    assert len(notices) == 1 and "output limit reached" in notices[0]["content"]["text"]
+    md = reply["metadata"]["pyc"]
+    assert md["output_dropped"] is True
+    # the rest of the printed text, and the execute_result's whole content
+    assert md["output"]["bytes"] == 10240 and md["output"]["dropped_bytes"] > 5000 * 11 - 10240
+    assert md["output"]["dropped_messages"] >= 1
+    assert "%d bytes" % md["output"]["dropped_bytes"] in notices[0]["content"]["text"]
+    # the execute_result came after the cap: dropped too
+    assert not any(m["msg_type"] == "execute_result" for m in msgs)
+    assert reply["content"]["status"] == "ok"
+    # the next cell starts a new count
+    reply, msgs = run(k.kc, "print('fresh')")
+    assert stream_text(msgs) == "fresh\n" and reply["metadata"]["pyc"]["output_dropped"] is False
+
+
+def test_output_cap_messages_per_cell(kc):
+    code = "from pyc import display\nfor i in range(50):\n    display(i)"
+    reply, msgs = run(kc, code, metadata={"pyc": {"output_messages": 5}})
+    shown = [m["content"]["data"]["text/plain"] for m in msgs if m["msg_type"] == "display_data"]
+    assert shown == ["0", "1", "2", "3", "4"]
+    md = reply["metadata"]["pyc"]
+    assert md["output"]["messages"] == 5 and md["output"]["dropped_messages"] == 45
+    notices = [m for m in msgs if m["msg_type"] == "stream" and "output limit reached" in m["content"]["text"]]
+    assert len(notices) == 1
+
+
+def test_output_cap_on_an_isolated_cell(kc):
+    code = "for i in range(2000):\n    print(i)"
+    reply, msgs = run(kc, code, metadata={"pyc": {"isolate": "fork", "output_limit": 100}})
+    assert len(stream_text(msgs).encode()) == 100
+    assert reply["metadata"]["pyc"]["output_dropped"] is True
+
+
+# ---- memory cap ----------------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(UNDER_ASAN, reason="AddressSanitizer reserves terabytes of address space up front")
+def test_memory_cap(limited):
+    k = limited(PYC_MEMORY_LIMIT="300M")
+    kc = k.kc
+    reply, _ = run(kc, "small = bytearray(100 * 2**20)\nlen(small)")
+    assert reply["content"]["status"] == "ok"
+    reply, _ = run(kc, "big = bytes(400 * 2**20)")
+    assert reply["content"]["ename"] == "MemoryError"
+    md = reply["metadata"]["pyc"]
+    assert md["memory_cap_hit"] is True and md["state"] == "intact"
+    reply, _ = run(kc, "import numpy as np\narr = np.ones(60 * 2**20)")   # 480 MB of float64
+    assert reply["content"]["ename"] == "MemoryError"
+    assert reply["metadata"]["pyc"]["memory_cap_hit"] is True
+    # the kernel goes on, and the session can still allocate within the cap
+    reply, _ = run(kc, "arr = np.ones(2**20)\nfloat(arr.sum())")
+    assert reply["content"]["status"] == "ok"
+    assert eval_value(kc, "len(small)") == str(100 * 2**20)
+    # the guest cannot lift the cap
+    reply, _ = run(kc, "import resource\nresource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY,) * 2)")
+    assert reply["content"]["status"] == "error"
+
+
+# ---- idle timeout, lifetime, shutdown grace ------------------------------------------------------------------
+
+def test_idle_timeout_exits_cleanly_and_publishes_nothing(limited, tmp_path):
+    marker = tmp_path / "atexit-ran"
+    k = limited(PYC_IDLE_TIMEOUT="2")
+    kc = k.kc
+    execute(kc, "import atexit\natexit.register(lambda: open(%r, 'w').write('yes'))" % str(marker))
+    # requests keep it alive
+    for _ in range(3):
+        time.sleep(1)
+        execute(kc, "1")
+    assert k.is_alive()
+    # then, idle: nothing on iopub until it ends
+    seen = []
+    t = time.monotonic()
+    while k.process.poll() is None and time.monotonic() - t < 20:
+        try:
+            seen.append(kc.get_iopub_msg(timeout=0.2))
+        except Exception:
+            pass
+    assert k.process.poll() == 0
+    assert 1.5 < time.monotonic() - t < 15
+    assert seen == []
+    assert marker.read_text() == "yes"
+    assert any("idle timeout" in line for line in k.stderr_lines())
+
+
+def test_lifetime_stops_a_running_cell_then_exits(limited):
+    k = limited(PYC_LIFETIME="3")
+    kc = k.kc
+    reply, _ = run(kc, "import time\ntime.sleep(60)")
+    c = reply["content"]
+    assert c["ename"] == "KernelLifetimeEnded"
+    md = reply["metadata"]["pyc"]
+    assert md["limit"] == "lifetime" and md["kernel_ending"] is True and md["state"] == "intact"
+    assert wait_dead(k, 15) == 0
+
+
+def test_lifetime_from_the_command_line(limited):
+    k = limited(extra_arguments=["--lifetime=2s"])
+    assert k.kernel_info()["pyc"]["limits"]["lifetime"] == 2
+    assert wait_dead(k, 15) == 0
+
+
+def test_shutdown_grace_cuts_a_slow_atexit(limited):
+    k = limited(PYC_SHUTDOWN_GRACE="1")
+    kc = k.kc
+    execute(kc, "import atexit, time\natexit.register(time.sleep, 60)")
+    t = time.monotonic()
+    request(kc, "shutdown_request", {"restart": False}, channel="control")
+    assert wait_dead(k, 20) is not None
+    assert time.monotonic() - t < 15
+    assert any("shutdown took longer" in line for line in k.stderr_lines())
+
+
+def test_bad_limit_value_is_refused_at_start(tmp_path):
+    p = subprocess.run([PYC_KERNEL, "-f", str(tmp_path / "none.json"), "--cell-timeout=soon"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "cell-timeout" in p.stderr
+    env = dict(os.environ, PYC_MEMORY_LIMIT="lots")
+    p = subprocess.run([PYC_KERNEL, "-f", str(tmp_path / "none.json")], capture_output=True, text=True,
+                       timeout=30, env=env)
+    assert p.returncode == 2 and "PYC_MEMORY_LIMIT" in p.stderr
+
+
+# ---- usage_request -------------------------------------------------------------------------------------------
+
+def test_usage_request(kernel):
+    kc = kernel.kc
+    execute(kc, "usage_blob = bytearray(50 * 2**20)")
+    reply, _ = request(kc, "usage_request", {}, channel="control")
+    assert reply["msg_type"] == "usage_reply"
+    c = reply["content"]
+    assert c["pid"] == kernel.pid and c["hostname"]
+    assert c["cpu_count"] >= 1 and c["kernel_cpu"] >= 0
+    assert 50 * 2**20 < c["kernel_memory"] < 4 * 2**30
+    hv = c["host_virtual_memory"]
+    assert hv["total"] > hv["available"] > 0 and 0 <= hv["percent"] <= 100
+    assert c["pyc"]["rss"] > 50 * 2**20 and c["pyc"]["execution_state"] == "idle"
+    assert c["pyc"]["uptime"] > 0 and c["pyc"]["execution_count"] >= 1
+    execute(kc, "del usage_blob")
+
+
+def test_usage_request_answers_while_a_cell_runs(kernel):
+    kc = kernel.kc
+    msg_id = kc.execute("import time\nt = time.process_time()\nwhile time.process_time() - t < 1.5: pass")
+    time.sleep(0.5)
+    reply = get_reply(kc, send(kc, "usage_request", {}, channel="control"), channel="control")
+    c = reply["content"]
+    assert c["pyc"]["execution_state"] == "busy"
+    assert c["kernel_cpu"] > 20          # busy looping since the previous request
+    get_reply(kc, msg_id)
+    iopub_for(kc, msg_id)
+
+
+# ---- checkpoints ---------------------------------------------------------------------------------------------
+
+def test_checkpoint_and_replay(limited, tmp_path):
+    cdir = tmp_path / "ckpt"
+    k = limited(PYC_CHECKPOINT_DIR=str(cdir))
+    kc = k.kc
+    path = k.kernel_info()["pyc"]["checkpoint"]
+    assert path.startswith(str(cdir))
+    execute(kc, "import math\nck_a = 2")
+    execute(kc, "ck_b = ck_a * 21  # %% not a cell marker\n# %% nor this")
+    execute(kc, "ck_a / 0")                                 # an error: not checkpointed
+    execute(kc, "ck_c = 'x'", silent=True)                  # silent: not checkpointed
+    execute(kc, "def ck_f(x):\n    return x + ck_b\n")
+    execute(kc, "ck_d = !echo hi")                            # IPython-style line, kept as typed
+    text = open(path).read()
+    assert text.startswith("# pyc checkpoint 1 ")
+    assert "secrets" in text
+    assert "ck_a / 0" not in text and "ck_c" not in text
+    assert text.count("# %% pyc ") == 4
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+
+    k2 = limited(PYC_REPLAY=path, PYC_CHECKPOINT_DIR=str(cdir))
+    info = k2.kernel_info()["pyc"]
+    assert info["replayed"]["cells"] == 4 and info["replayed"]["ran"] == 4 and info["replayed"]["error"] is None
+    assert eval_value(k2.kc, "ck_a, ck_b, ck_f(1), ck_d, 'ck_c' in globals()") == "(2, 42, 43, ['hi'], False)"
+    # the new session's checkpoint starts with the replayed cells
+    assert open(info["checkpoint"]).read().count("# %% pyc ") == 4
+
+
+def test_replay_stops_at_a_failing_cell(limited, tmp_path):
+    f = tmp_path / "bad.py"
+    f.write_text("# pyc checkpoint 1 0123456789abcdef\n\n# %% pyc 0123456789abcdef In[1] x\nrp = 1\n"
+                 "\n# %% pyc 0123456789abcdef In[2] x\nraise ValueError('no')\n"
+                 "\n# %% pyc 0123456789abcdef In[3] x\nrp = 3\n")
+    k = limited(extra_arguments=["--replay", str(f), "--no-checkpoint"])
+    info = k.kernel_info()["pyc"]
+    assert info["checkpoint"] is None
+    assert info["replayed"]["ran"] == 1 and info["replayed"]["error"]["ename"] == "ValueError"
+    assert eval_value(k.kc, "rp") == "1"
+
+
+def test_checkpoint_off(limited, tmp_path):
+    k = limited(PYC_CHECKPOINT="0", PYC_CHECKPOINT_DIR=str(tmp_path / "none"))
+    execute(k.kc, "x = 1")
+    assert k.kernel_info()["pyc"]["checkpoint"] is None
+    assert not (tmp_path / "none").exists()
+
+
+def test_sandboxed_kernelspec_sets_limits_through_env():
+    """The README's agent-host kernelspec: made by `pyc-kernel install --env`, its limits reach the kernel."""
+    p = subprocess.run([PYC_KERNEL, "install", "--user", "--name", "pyc-sandboxed", "--display-name",
+                        "Python 3 (pyc, sandboxed)", "--env", "PYC_CELL_TIMEOUT=60", "--env", "PYC_OUTPUT_LIMIT=1M",
+                        "--env", "PYC_IDLE_TIMEOUT=15m"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    k = Kernel("pyc-sandboxed")
+    try:
+        limits = k.kernel_info()["pyc"]["limits"]
+        assert limits["cell_timeout"] == 60 and limits["output_limit"] == 2**20 and limits["idle_timeout"] == 900
+        assert "memory_limit" not in limits
+    finally:
+        k.shutdown(now=True)
