@@ -83,7 +83,7 @@ static void
 hard_exit(void *ctx, int code)
 {
     (void)ctx;
-    pyc_server_destroy(hard.srv);            /* gives queued replies up to a second to leave */
+    pyc_server_close(*hard.srv);             /* gives queued replies up to a second to leave */
     if (hard.fenv->own_connection_file != NULL)
         unlink(hard.fenv->own_connection_file);
     pyc_log("exiting with status %d", code);
@@ -298,8 +298,12 @@ main(int argc, char **argv)
             cf = a + 18;
         } else if (strcmp(a, "--replay") == 0 && i + 1 < argc) {
             ro.replay = argv[++i];
+        } else if (strncmp(a, "--replay=", 9) == 0) {
+            ro.replay = a + 9;
         } else if (strcmp(a, "--checkpoint-dir") == 0 && i + 1 < argc) {
             ro.checkpoint_dir = argv[++i];
+        } else if (strncmp(a, "--checkpoint-dir=", 17) == 0) {
+            ro.checkpoint_dir = a + 17;
         } else if (strcmp(a, "--no-checkpoint") == 0) {
             ro.no_checkpoint = true;
         } else if (strncmp(a, "--", 2) == 0 && strlen(a) > 2) {

@@ -28,7 +28,8 @@
 
 struct pyc_checkpoint {
     char *dir;
-    char *path;
+    char *stem;                  /* dir/id: the file is stem.py, or stem-N.py when that name was taken */
+    char *path;                  /* NULL until the file is created */
     char token[TOKEN_LEN + 1];
     char *header;                /* the lines written when the file is created */
     int fd;                      /* -1 until the first cell */
@@ -61,16 +62,18 @@ set_place(pyc_checkpoint_t *c, const char *dir, const char *id, const char *pyth
     char date[PYC_MSG_DATE_LEN + 1];
     pyc_msg_now(date);
     free(c->dir);
+    free(c->stem);
     free(c->path);
     free(c->header);
+    c->path = NULL;
     c->dir = strdup(dir);
-    size_t plen = strlen(dir) + n + 8;
-    c->path = malloc(plen);
+    size_t slen = strlen(dir) + n + 2;
+    c->stem = malloc(slen);
     size_t hcap = 1024;
     c->header = malloc(hcap);
-    if (c->dir == NULL || c->path == NULL || c->header == NULL)
+    if (c->dir == NULL || c->stem == NULL || c->header == NULL)
         return pyc_error_set(err, "out of memory");
-    snprintf(c->path, plen, "%s/%s.py", dir, clean);
+    snprintf(c->stem, slen, "%s/%s", dir, clean);
     snprintf(c->header, hcap,
              MAGIC "%s\n"
              "# kernel %s, started %s, Python %s\n"
@@ -79,21 +82,6 @@ set_place(pyc_checkpoint_t *c, const char *dir, const char *id, const char *pyth
              "# This file holds whatever was typed into those cells, secrets included: keep it private.\n",
              c->token, clean, date, python_version != NULL ? python_version : "3");
     return 0;
-}
-
-pyc_checkpoint_t *
-pyc_checkpoint_new(const char *dir, const char *id, const char *python_version, pyc_error_t *err)
-{
-    pyc_checkpoint_t *c = calloc(1, sizeof *c);
-    if (c == NULL) {
-        pyc_error_set(err, "out of memory");
-        return NULL;
-    }
-    c->fd = -1;
-    new_token(c->token);
-    if (set_place(c, dir, id, python_version, err) < 0)
-        pyc_checkpoint_destroy(&c);
-    return c;
 }
 
 static int
@@ -111,26 +99,58 @@ write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-/* Creates the directory and the file (O_EXCL: a name that exists is another session's). */
+/* Creates the directory and a new file: O_EXCL, so that a name already taken (a restarted kernel keeps its
+ * connection file, another host may use the same name) is never appended to under a different token;
+ * stem-2.py, stem-3.py... are tried instead.  Writes the header. */
 static int
 open_file(pyc_checkpoint_t *c, pyc_error_t *err)
 {
     if (pyc_mkdirs(c->dir, 0700) < 0)
         return pyc_error_set(err, "checkpoint: cannot create %s: %s", c->dir, strerror(errno));
-    c->fd = open(c->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (c->fd < 0)
-        return pyc_error_set(err, "checkpoint: cannot open %s: %s", c->path, strerror(errno));
-    struct stat st;
-    if (fstat(c->fd, &st) == 0 && st.st_size == 0 && write_all(c->fd, c->header, strlen(c->header)) < 0)
+    size_t plen = strlen(c->stem) + 16;
+    char *path = malloc(plen);
+    if (path == NULL)
+        return pyc_error_set(err, "out of memory");
+    for (int i = 1; i <= 1000; i++) {
+        if (i == 1)
+            snprintf(path, plen, "%s.py", c->stem);
+        else
+            snprintf(path, plen, "%s-%d.py", c->stem, i);
+        c->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+        if (c->fd >= 0 || errno != EEXIST)
+            break;
+    }
+    if (c->fd < 0) {
+        pyc_error_set(err, "checkpoint: cannot create %s: %s", path, strerror(errno));
+        free(path);
+        return -1;
+    }
+    c->path = path;
+    if (write_all(c->fd, c->header, strlen(c->header)) < 0)
         return pyc_error_set(err, "checkpoint: cannot write %s: %s", c->path, strerror(errno));
     return 0;
+}
+
+pyc_checkpoint_t *
+pyc_checkpoint_new(const char *dir, const char *id, const char *python_version, pyc_error_t *err)
+{
+    pyc_checkpoint_t *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        pyc_error_set(err, "out of memory");
+        return NULL;
+    }
+    c->fd = -1;
+    new_token(c->token);
+    if (set_place(c, dir, id, python_version, err) < 0 || open_file(c, err) < 0)
+        pyc_checkpoint_destroy(&c);
+    return c;
 }
 
 int
 pyc_checkpoint_add(pyc_checkpoint_t *c, int count, const char *code, pyc_error_t *err)
 {
-    if (c->fd < 0 && open_file(c, err) < 0)
-        return -1;
+    if (c->fd < 0)
+        return pyc_error_set(err, "checkpoint: the file could not be created");
     pyc_buf_t b;
     char date[PYC_MSG_DATE_LEN + 1];
     pyc_msg_now(date);
@@ -157,50 +177,50 @@ out:
 const char *
 pyc_checkpoint_path(const pyc_checkpoint_t *c)
 {
-    return c->path;
+    return c->path != NULL ? c->path : "";
 }
 
 int
 pyc_checkpoint_fork(pyc_checkpoint_t *c, const char *dir, const char *id, pyc_error_t *err)
 {
-    int old = c->fd;
-    char *old_path = c->path;    /* taken over: set_place makes a new one */
+    int old = c->fd;             /* the parent's file: copied, then closed here (the parent keeps its own) */
+    char *old_path = c->path;
     c->path = NULL;
     c->fd = -1;
     int rc = set_place(c, dir, id, NULL, err);
-    if (rc == 0 && old >= 0 && old_path != NULL) {
-        /* Copy what the parent had written: the cells that made the state this session starts from. */
-        rc = -1;
-        int in = open(old_path, O_RDONLY | O_CLOEXEC);
-        if (in < 0 || open_file(c, err) < 0) {
-            if (in < 0)
-                pyc_error_set(err, "checkpoint: cannot read %s: %s", old_path, strerror(errno));
-        } else {
-            struct stat st;
-            char buf[65536];
-            ssize_t r;
-            off_t limit = fstat(old, &st) == 0 ? st.st_size : 0, done = 0;
-            if (ftruncate(c->fd, 0) < 0)
-                limit = -1;      /* reported below as a failed copy */
-            while (done < limit && (r = read(in, buf, sizeof buf)) > 0) {
-                size_t take = (size_t)r < (size_t)(limit - done) ? (size_t)r : (size_t)(limit - done);
-                if (write_all(c->fd, buf, take) < 0)
-                    break;
-                done += (off_t)take;
-            }
-            rc = done == limit ? 0 : pyc_error_set(err, "checkpoint: cannot copy %s", old_path);
-            /* The copy keeps the parent's token, so that one replay splits every cell. */
-            char head[64];
-            if (pread(in, head, sizeof head - 1, 0) > (ssize_t)strlen(MAGIC)) {
-                head[sizeof head - 1] = '\0';
-                memcpy(c->token, head + strlen(MAGIC), TOKEN_LEN);
-            }
+    if (rc == 0)
+        rc = open_file(c, err);
+    /* The parent's descriptor is write-only: the copy reads the file by its name, up to the size the
+     * descriptor shows (what the parent had written at the fork). */
+    int in = rc == 0 && old >= 0 && old_path != NULL ? open(old_path, O_RDONLY | O_CLOEXEC) : -1;
+    if (rc == 0 && old >= 0 && in < 0)
+        rc = pyc_error_set(err, "checkpoint: cannot read %s: %s", old_path, strerror(errno));
+    if (rc == 0 && in >= 0) {
+        /* Copy what the parent had written, header and token included (so that one replay splits every
+         * cell): the cells that made the state this session starts from. */
+        struct stat st;
+        char buf[65536];
+        off_t limit = fstat(old, &st) == 0 ? st.st_size : 0, done = 0;
+        ssize_t r;
+        if (ftruncate(c->fd, 0) < 0)
+            limit = -1;          /* reported below as a failed copy */
+        while (done < limit && (r = pread(in, buf, sizeof buf, done)) > 0) {
+            size_t take = (size_t)r < (size_t)(limit - done) ? (size_t)r : (size_t)(limit - done);
+            if (write_all(c->fd, buf, take) < 0)
+                break;
+            done += (off_t)take;
         }
-        if (in >= 0)
-            close(in);
+        if (done != limit)
+            rc = pyc_error_set(err, "checkpoint: cannot copy %s: %s", old_path, strerror(errno));
+        if (pread(in, buf, strlen(MAGIC) + TOKEN_LEN, 0) == (ssize_t)(strlen(MAGIC) + TOKEN_LEN) &&
+            memcmp(buf, MAGIC, strlen(MAGIC)) == 0)
+            memcpy(c->token, buf + strlen(MAGIC), TOKEN_LEN);
     }
+    if (in >= 0)
+        close(in);
+    if (old >= 0)
+        close(old);
     free(old_path);
-    /* The parent's descriptor is shared with the parent: not ours to close or write. */
     return rc;
 }
 
@@ -213,6 +233,7 @@ pyc_checkpoint_destroy(pyc_checkpoint_t **c_p)
     if (c->fd >= 0)
         close(c->fd);
     free(c->dir);
+    free(c->stem);
     free(c->path);
     free(c->header);
     free(c);

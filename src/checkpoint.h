@@ -2,7 +2,8 @@
  * checkpoint.h -- a session's successful cells, as a plain Python file that can be replayed into a new kernel.
  *
  * Every cell that ran without error and was not silent is appended, in order, to one file per session:
- *     <Jupyter data dir>/pyc/checkpoints/<kernel id>.py          (mode 0600, created at the first such cell)
+ *     <Jupyter data dir>/pyc/checkpoints/<kernel id>.py          (mode 0600, made when the kernel starts;
+ *                                                                 <kernel id>-2.py... when the name is taken)
  * The file is Python in the "percent" cell format that editors (VS Code, Jupytext) open as a notebook:
  *     # pyc checkpoint 1 3f9c0a1b2c3d4e5f
  *     # kernel kernel-1234..., started 2026-12-02T15:04:05.000000Z, Python 3.11.2
@@ -24,20 +25,19 @@
 
 typedef struct pyc_checkpoint pyc_checkpoint_t;
 
-/* A checkpoint for the session `id` (a file name stem: [A-Za-z0-9_.-], others become '_') in dir.  Nothing
- * is created until the first cell.  Returns NULL with err on bad arguments or no memory. */
+/* A checkpoint for the session `id` (a file name stem: [A-Za-z0-9_.-], others become '_') in dir: creates
+ * the directory and a new file holding the header.  Returns NULL with err. */
 pyc_checkpoint_t *pyc_checkpoint_new(const char *dir, const char *id, const char *python_version,
                                      pyc_error_t *err);
 
-/* Appends one cell.  The first call creates the directory and the file.  Returns 0, or -1 with err (the
- * caller logs it once; later calls try again). */
+/* Appends one cell.  Returns 0, or -1 with err (a full disk, say; the caller logs it once). */
 int pyc_checkpoint_add(pyc_checkpoint_t *c, int execution_count, const char *code, pyc_error_t *err);
 
-/* The file's path (it may not exist yet). */
+/* The file's path. */
 const char *pyc_checkpoint_path(const pyc_checkpoint_t *c);
 
 /* In a forked session: makes c a new session's checkpoint at dir/id that starts with every cell the parent's
- * file held at the fork (copied now).  Returns 0, or -1 with err. */
+ * file held at the fork (copied now), and closes the inherited descriptor.  Returns 0, or -1 with err. */
 int pyc_checkpoint_fork(pyc_checkpoint_t *c, const char *dir, const char *id, pyc_error_t *err);
 
 void pyc_checkpoint_destroy(pyc_checkpoint_t **c_p);

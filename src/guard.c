@@ -9,6 +9,7 @@
 #include "guard.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,16 +139,19 @@ guard_main(void *arg)
         int why = PYC_GUARD_NONE;
         double next;
         int act = due(g, now_s(), &why, &next);
+        if (act == ACT_INTERRUPT || act == ACT_EXPIRE) {
+            /* Called with the lock held: pyc_guard_cell_end and the next pyc_guard_cell_begin wait for it,
+             * so an interrupt meant for this cell is delivered before another cell can start (the main
+             * thread takes it on its way out of the lock wait, while no cell runs, and it is ignored). */
+            if (act == ACT_INTERRUPT)
+                g->cb.on_interrupt(g->cb.ctx, why);
+            else
+                g->cb.on_expire(g->cb.ctx, why);   /* a lifetime ending during a cell interrupts it too */
+            continue;
+        }
         if (act != ACT_NONE) {
             pthread_mutex_unlock(&g->lock);
             switch (act) {
-            case ACT_INTERRUPT:
-                g->cb.on_interrupt(g->cb.ctx, why);
-                break;
-            case ACT_EXPIRE:
-                /* The lifetime ending during a cell interrupts it too; on_expire does both. */
-                g->cb.on_expire(g->cb.ctx, why);
-                break;
             case ACT_STUCK:
                 g->cb.on_stuck(g->cb.ctx, why);
                 break;
@@ -161,6 +165,10 @@ guard_main(void *arg)
         if (next == 0) {
             pthread_cond_wait(&g->cond, &g->lock);
         } else {
+            /* Limits are at most 1e9 s, but a wait is never longer than a day: the time is recomputed. */
+            double now = now_s();
+            if (next > now + 86400)
+                next = now + 86400;
             struct timespec ts;
             ts.tv_sec = (time_t)next;
             ts.tv_nsec = (long)((next - (double)ts.tv_sec) * 1e9);
@@ -172,20 +180,28 @@ guard_main(void *arg)
 }
 
 /* Starts the thread with a small stack: it only computes times and calls back, and under a memory cap
- * (RLIMIT_AS) the default 8 MB stack would count against the session. */
+ * (RLIMIT_DATA) the default 8 MB stack would count against the session. */
 static int
 spawn(pyc_guard_t *g)
 {
     pthread_attr_t attr;
+    sigset_t all, old;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 << 10);
+    /* Signals are the main thread's (DESIGN.md section 2): the thread starts with all of them blocked, even
+     * when it is started late, by a cell, after the main thread unblocked SIGINT. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     int rc = pthread_create(&g->thread, &attr, guard_main, g);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     return rc;
 }
 
+/* Initialises the lock and condition variable, and starts the thread when a kernel-wide limit needs it.
+ * keep_t0 keeps the start time (a forked session keeps its parent's lifetime). */
 static int
-start(pyc_guard_t *g, pyc_error_t *err)
+start(pyc_guard_t *g, bool keep_t0, pyc_error_t *err)
 {
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -193,7 +209,9 @@ start(pyc_guard_t *g, pyc_error_t *err)
     pthread_cond_init(&g->cond, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&g->lock, NULL);
-    g->t0 = g->last_activity = now_s();
+    g->last_activity = now_s();
+    if (!keep_t0)
+        g->t0 = g->last_activity;
     g->started = false;
     const pyc_limits_t *l = &g->limits;
     if (l->idle_timeout <= 0 && l->lifetime <= 0 && l->shutdown_grace <= 0 && l->cell_timeout <= 0)
@@ -228,7 +246,7 @@ pyc_guard_new(const pyc_limits_t *limits, const pyc_guard_callbacks_t *cb, pyc_e
     }
     g->limits = *limits;
     g->cb = *cb;
-    if (start(g, err) < 0) {
+    if (start(g, false, err) < 0) {
         pthread_mutex_destroy(&g->lock);
         pthread_cond_destroy(&g->cond);
         free(g);
@@ -313,29 +331,18 @@ pyc_guard_uptime(const pyc_guard_t *g)
     return now_s() - g->t0;
 }
 
-void
-pyc_guard_lock(pyc_guard_t *g)
-{
-    pthread_mutex_lock(&g->lock);
-}
-
-void
-pyc_guard_unlock(pyc_guard_t *g)
-{
-    pthread_mutex_unlock(&g->lock);
-}
-
 int
 pyc_guard_restart_in_child(pyc_guard_t *g, pyc_error_t *err)
 {
-    /* The lock and condition variable are the parent's copies (the lock was held across fork by the
-     * forking thread and released in both processes, see pyc_guard_lock); the thread they served does not
-     * exist here, and destroying a condition variable it waited on could block for ever.  Start afresh. */
+    /* The lock and condition variable are the parent's copies, possibly taken by its guard thread at the
+     * fork; that thread does not exist here, and destroying a condition variable it waited on could block
+     * for ever.  Start afresh, keeping the lifetime: a forked session ends when its parent's would, so that
+     * forking is no way around the host's limit. */
     memset(&g->lock, 0, sizeof g->lock);
     memset(&g->cond, 0, sizeof g->cond);
     g->stop = false;
     g->expired = false;
     g->shutdown_at = 0;
     atomic_store(&g->cell, CELL_NONE);
-    return start(g, err);
+    return start(g, true, err);
 }

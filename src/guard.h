@@ -3,11 +3,13 @@
  * and its grace, and the shutdown grace (DESIGN.md section 6).
  *
  * The guard never touches Python or a socket itself: it calls the kernel back, from its own thread.
- *   on_interrupt(why)   a cell ran past its deadline (or the lifetime ended while it ran): interrupt it.
- *                       Called again once, half way through the grace, in case the first interrupt was eaten.
+ *   on_interrupt(why)   a cell ran past its deadline: interrupt it.  Called again once, half way through the
+ *                       grace, in case the first interrupt was eaten.  Runs with the guard's lock held: it
+ *                       must only signal, never wait or call back into the guard.
  *   on_stuck(why)       the interrupted cell has not stopped within the grace: the guard now owns the cell's
  *                       end; the callback reports it to the client and ends the process.  It must not return.
- *   on_expire(why)      the kernel was idle too long, or its lifetime is over: shut down cleanly.
+ *   on_expire(why)      the kernel was idle too long, or its lifetime is over: shut down cleanly (and
+ *                       interrupt a running cell).  Runs with the guard's lock held, like on_interrupt.
  *   on_overdue()        the closing shutdown took longer than its grace: end the process now.  Must not return.
  *
  * The main thread brackets every cell with pyc_guard_cell_begin / pyc_guard_cell_end.  Their handshake with
@@ -57,12 +59,8 @@ void pyc_guard_shutdown(pyc_guard_t *g);
 /* Seconds since the guard started (the kernel's uptime). */
 double pyc_guard_uptime(const pyc_guard_t *g);
 
-/* Held across fork(2) (pyc_kernel_fork), so that a child never inherits the guard's lock taken. */
-void pyc_guard_lock(pyc_guard_t *g);
-void pyc_guard_unlock(pyc_guard_t *g);
-
 /* After fork, in the child: the inherited guard's thread does not exist there.  Starts a new one with the
- * same limits and callbacks; the lifetime counts from now.  Returns 0 or -1 with err. */
+ * same limits and callbacks; the lifetime still counts from the parent's start.  Returns 0 or -1 with err. */
 int pyc_guard_restart_in_child(pyc_guard_t *g, pyc_error_t *err);
 
 #endif

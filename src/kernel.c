@@ -53,8 +53,9 @@ typedef struct cell_clock {
     double children_cpu;
 } cell_clock_t;
 
-/* Address space kept in reserve under a memory cap, and given back when a cell hits the cap, so that the
- * kernel can still format and send the cell's error (ZeroMQ aborts when it cannot allocate). */
+/* Memory kept in reserve under a memory cap (mapped writable, never touched: it counts against RLIMIT_DATA
+ * but costs no RAM), given back when a cell hits the cap so that the kernel can still format and send the
+ * cell's error (ZeroMQ aborts when it cannot allocate). */
 #define MEM_RESERVE ((size_t)32 << 20)
 
 struct pyc_kernel {
@@ -297,11 +298,11 @@ is_output(const char *msg_type)
 }
 
 /* Counts an output message of `bytes` against the running cell's cap.  Returns how many of its bytes may go
- * out: all of them, none (the message is dropped), or -- for a stream, which can be cut (cuttable) -- the
- * part that fits.  Once the cap is reached everything else of the cell is dropped, so that output never
- * resumes with a gap in it. */
+ * out: all of them, none (the message is dropped), or -- for stream text, which can be cut (text not NULL)
+ * -- the part that fits, ending on a whole UTF-8 character.  Once the cap is reached everything else of the
+ * cell is dropped, so that output never resumes with a gap in it. */
 static size_t
-gate_admit(pyc_kernel_t *k, size_t bytes, bool cuttable)
+gate_admit(pyc_kernel_t *k, size_t bytes, const char *text)
 {
     out_gate_t *g = &k->out;
     size_t allow = bytes;
@@ -310,7 +311,9 @@ gate_admit(pyc_kernel_t *k, size_t bytes, bool cuttable)
         if (g->dropping || (g->max_msgs > 0 && g->msgs >= g->max_msgs)) {
             allow = 0;
         } else if (g->max_bytes > 0 && bytes > g->max_bytes - g->bytes) {
-            allow = cuttable ? g->max_bytes - g->bytes : 0;
+            allow = text != NULL ? g->max_bytes - g->bytes : 0;
+            while (allow > 0 && ((unsigned char)text[allow] & 0xC0) == 0x80)
+                allow--;
         }
         if (allow > 0) {
             g->msgs++;
@@ -350,12 +353,7 @@ on_stream_publish(void *ctx, int which, const char *text, size_t n)
 {
     pyc_kernel_t *k = ctx;
     pyc_buf_t b;
-    size_t allow = gate_admit(k, n, true);
-    if (allow == 0)
-        return;
-    while (allow < n && allow > 0 && ((unsigned char)text[allow] & 0xC0) == 0x80)
-        allow--;                 /* a cut stream ends on a whole UTF-8 character */
-    n = allow;
+    n = gate_admit(k, n, text);
     if (n == 0)
         return;
     pyc_buf_init(&b, SIZE_MAX / 2);
@@ -382,7 +380,7 @@ host_publish(void *ctx, const char *msg_type, json_t *content)
         pyc_log("could not encode the content of %s", msg_type);
         return;
     }
-    if (is_output(msg_type) && gate_admit(k, strlen(text), false) == 0) {
+    if (is_output(msg_type) && gate_admit(k, strlen(text), NULL) == 0) {
         free(text);
         return;
     }
@@ -409,7 +407,7 @@ host_publish_ex(void *ctx, const char *msg_type, json_t *content, json_t *metada
     size_t total = strlen(text);
     for (size_t i = 0; i < nbuf; i++)
         total += buffers[i].size;
-    if (is_output(msg_type) && gate_admit(k, total, false) == 0) {
+    if (is_output(msg_type) && gate_admit(k, total, NULL) == 0) {
         free(text);
         free(md);
         for (size_t i = 0; i < nbuf; i++)
@@ -661,7 +659,7 @@ iso_child(pyc_kernel_t *k, int fd, const char *code, const pyc_py_exec_opts_t *o
     iso.fd = fd;
     k->io = &iso.io;
     k->allow_stdin = false;
-    k->out.active = false;       /* the parent counts what it relays; the lock may be a copy held at fork */
+    k->out.active = false;       /* the parent counts what it relays (relay_admitted) */
     pyc_streams_set_passthrough(k->streams);
 
     pyc_py_exec_result_t res = {0};
@@ -702,7 +700,7 @@ relay_admitted(pyc_kernel_t *k, const pyc_outframe_t *f, size_t n)
     size_t total = 0;
     for (size_t i = 6; i < n; i++)
         total += f[i].size;
-    return gate_admit(k, total, false) > 0;
+    return gate_admit(k, total, NULL) > 0;
 }
 
 /* Runs a cell in a forked child: its output streams as usual with the request as parent, the names it
@@ -858,28 +856,29 @@ out:
     free(df);
 }
 
-/* Reads the isolation a request asks for: metadata {"pyc": {"isolate": "fork", "timeout": S}}, or a first
- * line "%%isolate [S]" (removed from the code).  Returns true when the cell is to run isolated. */
-static bool
-isolation_of(const pyc_msg_t *msg, const char **code, double *timeout)
+/* Reads the isolation a request asks for: metadata {"pyc": {"isolate": "fork"}}, or a first line
+ * "%%isolate [S]" (removed from *code; S, a duration, goes into *timeout, else 0).  Returns 1 when the cell
+ * is to run isolated, 0 when not, -1 with err for a bad duration.  The metadata's "timeout" is the cell's
+ * deadline either way (pyc_limits_for_cell). */
+static int
+isolation_of(const pyc_msg_t *msg, const char **code, double *timeout, pyc_error_t *err)
 {
-    json_t *pm = json_object_get(msg->metadata, "pyc");
-    json_t *iso = json_object_get(pm, "isolate");
-    json_t *to = json_object_get(pm, "timeout");
-    *timeout = json_is_number(to) ? json_number_value(to) : 0;
+    json_t *iso = json_object_get(json_object_get(msg->metadata, "pyc"), "isolate");
+    *timeout = 0;
     if (json_is_string(iso) && strcmp(json_string_value(iso), "fork") == 0)
-        return true;
+        return 1;
     if (strncmp(*code, "%%isolate", 9) == 0 && ((*code)[9] == '\n' || (*code)[9] == ' ' || (*code)[9] == '\0')) {
         const char *p = *code + 9;
-        while (*p == ' ')
-            p++;
-        if (*p != '\n' && *p != '\0')
-            *timeout = strtod(p, NULL);
         const char *nl = strchr(*code, '\n');
+        size_t n = nl != NULL ? (size_t)(nl - p) : strlen(p);
+        char arg[64];
+        snprintf(arg, sizeof arg, "%.*s", (int)(n < sizeof arg - 1 ? n : sizeof arg - 1), p);
+        if (strspn(arg, " ") != strlen(arg) && pyc_limits_parse_seconds(arg, timeout, err) < 0)
+            return -1;
         *code = nl != NULL ? nl + 1 : "";
-        return true;
+        return 1;
     }
-    return false;
+    return 0;
 }
 
 /* ---- the outcome of a cell ------------------------------------------------------------------------------ */
@@ -998,15 +997,15 @@ output_notice(pyc_kernel_t *k, const pyc_msg_t *msg)
     publish_to(k, msg, "stream", json_pack("{s:s, s:s}", "name", "stderr", "text", text));
 }
 
-/* Under a memory cap: keeps MEM_RESERVE of address space mapped (not touched) so that it can be given back
- * when a cell exhausts the cap. */
+/* Under a memory cap: keeps MEM_RESERVE mapped so that it can be given back when a cell exhausts the cap. */
 static void
 memory_reserve(pyc_kernel_t *k, bool keep)
 {
     if (k->limits.memory == 0)
         return;
     if (keep && k->mem_reserve == NULL) {
-        void *p = mmap(NULL, MEM_RESERVE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        void *p = mmap(NULL, MEM_RESERVE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                       0);
         k->mem_reserve = p != MAP_FAILED ? p : NULL;
     } else if (!keep && k->mem_reserve != NULL) {
         munmap(k->mem_reserve, MEM_RESERVE);
@@ -1062,10 +1061,13 @@ on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     json_t *code_v = json_object_get(c, "code");
     pyc_cell_limits_t cl;
     pyc_error_t lerr;
-    const char *bad = NULL;
+    const char *bad = NULL, *code = json_string_value(code_v);
+    double iso_timeout = 0;
+    int isolated = 0;
     if (!json_is_string(code_v))
         bad = "execute_request content lacks a string 'code'";
-    else if (pyc_limits_for_cell(&k->limits, json_object_get(msg->metadata, "pyc"), &cl, &lerr) < 0)
+    else if (pyc_limits_for_cell(&k->limits, json_object_get(msg->metadata, "pyc"), &cl, &lerr) < 0 ||
+             (isolated = isolation_of(msg, &code, &iso_timeout, &lerr)) < 0)
         bad = lerr.text;
     clock_start(&k->cell_clock);
     if (bad != NULL) {
@@ -1111,10 +1113,7 @@ on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     pyc_streams_flush(k->streams);
     if (silent)
         pyc_streams_set_discard(k->streams, true);
-    const char *code = json_string_value(code_v);
-    double iso_timeout = 0;
     json_t *iso_md = NULL;
-    bool isolated = isolation_of(msg, &code, &iso_timeout);
     if (isolated && iso_timeout > 0)
         cl.timeout = cl.timeout > 0 && cl.timeout < iso_timeout ? cl.timeout : iso_timeout;
 
@@ -1166,7 +1165,7 @@ on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     if (!silent)
         output_notice(k, msg);
     if (res.ok && !silent && store_history)
-        checkpoint_cell(k, count, json_string_value(code_v));
+        checkpoint_cell(k, count, code);   /* without a %%isolate line: replay runs it in the kernel */
 
     if (!res.ok && stop_on_error && !silent) {
         /* Take the requests already waiting before the reply goes out: a request sent after the client
@@ -1520,7 +1519,7 @@ guard_stuck(void *ctx, int why)
             k->cell_count, k->limits.cell_grace);
     pyc_streams_flush(k->streams);
     pthread_mutex_lock(&k->out.lock);
-    k->out.active = false;
+    k->out.dropping = true;      /* whatever the stuck cell or its threads print now goes nowhere */
     pthread_mutex_unlock(&k->out.lock);
     if (msg != NULL) {
         json_t *err = limit_error(k, why, true, NULL);
@@ -1618,7 +1617,9 @@ pyc_kernel_control(void *ctx, pyc_msg_t *msg)
     pyc_kernel_t *k = ctx;
     bool in_control = false;
     handler_fn fn = find_handler(msg->msg_type, &in_control);
-    pyc_guard_activity(k->guard);
+    /* A resource indicator polling usage_request does not keep an idle kernel alive. */
+    if (strcmp(msg->msg_type, "usage_request") != 0)
+        pyc_guard_activity(k->guard);
     if (fn == NULL || !in_control)
         return false;
     status(k, msg, "busy");
@@ -1665,19 +1666,22 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
 pid_t
 pyc_kernel_fork(pyc_kernel_t *k, int *errno_out)
 {
-    /* The GIL first, then the streams lock, then the parent lock: the order every other path takes them.
-     * The output cap's and the guard's locks are leaves (nothing is taken while holding them). */
+    /* The GIL first, then CPython's before-fork handlers (Python code: it may print, so none of our locks
+     * may be held yet), then the streams lock, the parent lock and the output cap's lock -- the order every
+     * other path takes them -- around the bare fork(2) only, so that the child never inherits one of them
+     * taken by another thread.  The guard's lock is not taken: a forked kernel starts a guard of its own
+     * (pyc_guard_restart_in_child) and an isolated cell's child never uses it. */
     pyc_py_enter();
+    pyc_py_fork_prepare();
     pyc_streams_lock(k->streams);
     pthread_mutex_lock(&k->parent_lock);
     pthread_mutex_lock(&k->out.lock);
-    pyc_guard_lock(k->guard);
-    pid_t pid = pyc_py_fork();
+    pid_t pid = fork();
     *errno_out = errno;
-    pyc_guard_unlock(k->guard);
     pthread_mutex_unlock(&k->out.lock);
     pthread_mutex_unlock(&k->parent_lock);
     pyc_streams_unlock(k->streams);
+    pyc_py_fork_done(pid);
     pyc_py_leave();
     return pid;
 }
@@ -1879,23 +1883,32 @@ pyc_kernel_limit_memory(pyc_kernel_t *k, pyc_error_t *err)
 {
     if (k->limits.memory == 0)
         return 0;
-    /* The cap counts the address space added after start-up: the interpreter, libraries and threads the
-     * kernel already has are not the session's.  The limit is hard so that code in the session cannot
-     * raise it (resource.setrlimit). */
-    long page = sysconf(_SC_PAGESIZE);
-    unsigned long long pages = 0;
-    FILE *f = fopen("/proc/self/statm", "re");
-    if (f == NULL || fscanf(f, "%llu", &pages) != 1) {
-        if (f != NULL)
-            fclose(f);
-        return pyc_error_set(err, "memory limit: cannot read /proc/self/statm");
+    /* The cap is an RLIMIT_DATA (private writable memory: the heap, anonymous mappings, thread stacks; not
+     * shared libraries or reserved-but-inaccessible address space) of what the process has now plus the
+     * cap: the interpreter, libraries and threads the kernel already has are not the session's.  The limit
+     * is hard, so that code in the session cannot lift it (resource.setrlimit); processes the session
+     * starts inherit it. */
+    unsigned long long data = 0;
+    char line[256];
+    FILE *f = fopen("/proc/self/status", "re");
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        if (strncmp(line, "VmData:", 7) == 0)
+            data = strtoull(line + 7, NULL, 10) * 1024;
     }
-    fclose(f);
+    if (f != NULL)
+        fclose(f);
+    if (data == 0)
+        return pyc_error_set(err, "memory limit: cannot read VmData from /proc/self/status");
     memory_reserve(k, true);
-    unsigned long long base = pages * (unsigned long long)page + (k->mem_reserve != NULL ? MEM_RESERVE : 0);
+    unsigned long long want = data + (k->mem_reserve != NULL ? MEM_RESERVE : 0) + k->limits.memory;
     struct rlimit rl;
-    rl.rlim_cur = rl.rlim_max = (rlim_t)(base + k->limits.memory);
-    if (setrlimit(RLIMIT_AS, &rl) < 0)
+    if (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want) {
+        pyc_log("memory limit: the hard data limit of this process (%llu bytes) is below the one asked for; "
+                "keeping it", (unsigned long long)rl.rlim_max);
+        want = rl.rlim_max;
+    }
+    rl.rlim_cur = rl.rlim_max = (rlim_t)want;
+    if (setrlimit(RLIMIT_DATA, &rl) < 0)
         return pyc_error_set(err, "memory limit: setrlimit: %s", strerror(errno));
     return 0;
 }
@@ -1913,9 +1926,20 @@ pyc_kernel_replay(pyc_kernel_t *k, const char *path, pyc_error_t *err)
     for (; done < n; done++) {
         pyc_py_exec_opts_t opts = {.silent = true, .store_history = false, .allow_stdin = false};
         pyc_py_exec_result_t res = {0};
+        int why;
+        /* Each replayed cell has the kernel's deadline, like any cell (a stuck one ends the kernel). */
+        k->cell_count = (int)done + 1;
+        k->cell_timeout = k->limits.cell_timeout;
+        pyc_guard_cell_begin(k->guard, k->limits.cell_timeout);
+        atomic_store(&k->executing, 1);
         pyc_py_enter();
         pyc_py_execute(cells[done], &opts, &res);
         pyc_py_leave();
+        atomic_store(&k->executing, 0);
+        if (!pyc_guard_cell_end(k->guard, &why)) {
+            for (;;)
+                pause();
+        }
         if (!res.ok) {
             const char *en = json_string_value(json_object_get(res.error, "ename"));
             const char *ev = json_string_value(json_object_get(res.error, "evalue"));
@@ -1934,6 +1958,7 @@ pyc_kernel_replay(pyc_kernel_t *k, const char *path, pyc_error_t *err)
     }
     pyc_streams_flush(k->streams);
     pyc_streams_set_discard(k->streams, false);
+    pyc_guard_activity(k->guard);      /* the idle clock starts when the kernel can first be asked */
     json_decref(k->replayed);
     k->replayed = json_pack("{s:s, s:I, s:I, s:o}", "file", path, "cells", (json_int_t)n, "ran",
                             (json_int_t)done, "error", failure);

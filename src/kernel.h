@@ -77,8 +77,8 @@ pid_t pyc_kernel_fork(pyc_kernel_t *k, int *errno_out);
 int pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const pyc_connfile_t *cf,
                             const char *id, pyc_error_t *err);
 
-/* Main thread, after the interpreter and the server threads have started: applies the memory cap (an
- * RLIMIT_AS of what the process has now plus the cap).  Returns 0, or -1 with err. */
+/* Main thread, after the interpreter and the server threads have started: applies the memory cap (a hard
+ * RLIMIT_DATA of what the process has now plus the cap).  Returns 0, or -1 with err. */
 int pyc_kernel_limit_memory(pyc_kernel_t *k, pyc_error_t *err);
 
 /* Main thread, before pyc_kernel_starting: runs the cells of a checkpoint file silently, stopping at the

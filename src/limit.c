@@ -115,9 +115,31 @@ pyc_limits_parse_bytes(const char *text, size_t *out, pyc_error_t *err)
         else
             scale = ldexp(1.0, 10 * (int)(u - units + 1));
     }
-    v = floor(v * scale);
-    if (!(v < (double)SIZE_MAX))
+    double whole = floor(v * scale);
+    if (!(whole < (double)SIZE_MAX))
         return pyc_error_set(err, "'%.64s' is too large a size", text);
+    if (whole == 0 && v > 0)
+        return pyc_error_set(err, "'%.64s' is less than one byte", text);
+    v = whole;
+    *out = (size_t)v;
+    return 0;
+}
+
+/* Parses a count: a whole number, nothing else. */
+static int
+parse_count(const char *text, size_t *out, pyc_error_t *err)
+{
+    char *end;
+    while (*text == ' ')
+        text++;
+    if (!isdigit((unsigned char)text[0]))
+        return pyc_error_set(err, "'%.64s' is not a whole number", text);
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    while (*end == ' ')
+        end++;
+    if (errno != 0 || *end != '\0' || v > SIZE_MAX)
+        return pyc_error_set(err, "'%.64s' is not a whole number", text);
     *out = (size_t)v;
     return 0;
 }
@@ -135,12 +157,18 @@ pyc_limits_set(pyc_limits_t *l, const char *option, const char *text, pyc_error_
         rc = pyc_limits_parse_seconds(text, &l->shutdown_grace, &e);
     else if (strcmp(option, "cell-timeout") == 0)
         rc = pyc_limits_parse_seconds(text, &l->cell_timeout, &e);
-    else if (strcmp(option, "cell-grace") == 0)
-        rc = pyc_limits_parse_seconds(text, &l->cell_grace, &e);
+    else if (strcmp(option, "cell-grace") == 0) {
+        double g = 0;
+        rc = pyc_limits_parse_seconds(text, &g, &e);
+        if (rc == 0 && g <= 0)
+            rc = pyc_error_set(&e, "the grace must be more than 0 s (a stuck cell ends the kernel after it)");
+        if (rc == 0)
+            l->cell_grace = g;
+    }
     else if (strcmp(option, "output-limit") == 0)
         rc = pyc_limits_parse_bytes(text, &l->output_bytes, &e);
     else if (strcmp(option, "output-messages") == 0)
-        rc = pyc_limits_parse_bytes(text, &l->output_messages, &e);
+        rc = parse_count(text, &l->output_messages, &e);
     else if (strcmp(option, "memory-limit") == 0)
         rc = pyc_limits_parse_bytes(text, &l->memory, &e);
     else

@@ -9,8 +9,9 @@
  *      the host that starts the kernel sets the bounds, and a client inside them cannot lift them.
  *
  * Durations are seconds with an optional unit: "90", "1.5", "250ms", "30s", "5m", "2h".  Sizes are bytes
- * with an optional binary unit: "4096", "512K", "100M", "2G" (also "KiB", "MB"... read as powers of 1024).
- * This module does no I/O beyond getenv and is the fuzz target tests/fuzz/fuzz_limits.c.
+ * with an optional binary unit: "4096", "512K", "100M", "2G" (also "KiB", "MB"... read as powers of 1024);
+ * a count of messages is a whole number.
+ * This module does no I/O beyond getenv and is a fuzz target (tests/fuzz/fuzz_limit.c).
  */
 #ifndef PYC_LIMIT_H
 #define PYC_LIMIT_H

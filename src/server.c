@@ -53,6 +53,7 @@ struct pyc_server {
     pyc_auth_t *auth;
     pyc_io_t io;
     pthread_mutex_t iopub_lock;  /* whoever holds it may send on iopub */
+    int closed;                  /* pyc_server_close has run */
     queue_t control_q, inbox_q;
     pyc_control_fn on_control;
     void *control_ctx;
@@ -595,11 +596,11 @@ pyc_server_wake(pyc_server_t *srv)
 }
 
 void
-pyc_server_destroy(pyc_server_t **srv_p)
+pyc_server_close(pyc_server_t *srv)
 {
-    if (srv_p == NULL || *srv_p == NULL)
+    if (srv == NULL || srv->closed)
         return;
-    pyc_server_t *srv = *srv_p;
+    srv->closed = 1;
     if (srv->started) {
         srv->stop = 1;
         queue_signal(&srv->control_q);
@@ -614,14 +615,26 @@ pyc_server_destroy(pyc_server_t **srv_p)
     for (int c = 0; c < PYC_CHAN_COUNT; c++) {
         if (srv->sock[c] != NULL)
             zmq_close(srv->sock[c]);
+        srv->sock[c] = NULL;
     }
     pthread_mutex_unlock(&srv->iopub_lock);
     for (int i = 0; i < 2; i++) {
         if (srv->hb_ctl[i] != NULL)
             zmq_close(srv->hb_ctl[i]);
+        srv->hb_ctl[i] = NULL;
     }
     if (srv->zctx != NULL)
         zmq_ctx_term(srv->zctx);
+    srv->zctx = NULL;
+}
+
+void
+pyc_server_destroy(pyc_server_t **srv_p)
+{
+    if (srv_p == NULL || *srv_p == NULL)
+        return;
+    pyc_server_t *srv = *srv_p;
+    pyc_server_close(srv);
     queue_clear(&srv->control_q);
     queue_clear(&srv->inbox_q);
     pthread_mutex_destroy(&srv->iopub_lock);

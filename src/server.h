@@ -49,6 +49,11 @@ pyc_msg_t *pyc_server_next(pyc_server_t *srv, int timeout_ms, int *chan);
 /* Any thread: makes a waiting pyc_server_next return NULL. */
 void pyc_server_wake(pyc_server_t *srv);
 
+/* Stops the threads and closes the sockets, giving queued messages up to one second to leave, but frees
+ * nothing: other threads may still call the io, and find iopub closed.  For an exit that cannot wait for
+ * them (a cell stuck in C, an overdue shutdown).  Idempotent; NULL-safe. */
+void pyc_server_close(pyc_server_t *srv);
+
 /* Sends everything queued for iopub and control, stops the threads, and closes the sockets, giving queued
  * messages up to one second to leave.  Sets *srv_p to NULL.  NULL-safe. */
 void pyc_server_destroy(pyc_server_t **srv_p);

@@ -48,17 +48,18 @@ pyc_usage_proc_stat(pid_t pid, unsigned long long *ticks, pid_t *ppid, unsigned 
     /* After ')': state(3) ppid(4) pgrp(5) session(6) tty(7) tpgid(8) flags(9) minflt(10) cminflt(11)
      * majflt(12) cmajflt(13) utime(14) stime(15) cutime(16) cstime(17) priority(18) nice(19) threads(20)
      * itrealvalue(21) starttime(22). */
-    int n = sscanf(p + 1, " %c %ld %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+    /* v[i] is field i + 5: utime is v[9], stime v[10], starttime v[17]. */
+    int n = sscanf(p + 1, " %c %ld %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
                    &state, &pp, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
-                   &v[11], &v[12], &v[13], &v[14], &v[15], &v[16]);
-    if (n < 19)
+                   &v[11], &v[12], &v[13], &v[14], &v[15], &v[16], &v[17]);
+    if (n < 20)
         return -1;
     if (ticks != NULL)
         *ticks = v[9] + v[10];
     if (ppid != NULL)
         *ppid = (pid_t)pp;
     if (start != NULL)
-        *start = v[16];
+        *start = v[17];
     return 0;
 }
 

@@ -317,11 +317,15 @@ pyc_py_finalize(void)
     }
 }
 
-int
-pyc_py_fork(void)
+void
+pyc_py_fork_prepare(void)
 {
     PyOS_BeforeFork();
-    pid_t pid = fork();
+}
+
+void
+pyc_py_fork_done(pid_t pid)
+{
     if (pid == 0) {
         PyOS_AfterFork_Child();
         pyc_py_interrupted = 0;
@@ -329,5 +333,4 @@ pyc_py_fork(void)
     } else {
         PyOS_AfterFork_Parent();
     }
-    return (int)pid;
 }

@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "auth.h"
 #include "embedded.h"
@@ -100,9 +101,12 @@ unsigned pyc_py_interrupt_count(void);
 /* True when SIGINT arrived while the current cell runs.  Safe without the GIL, from the main thread. */
 bool pyc_py_interrupt_pending(void);
 
-/* fork(2) with CPython's before/after-fork handling (PyOS_BeforeFork, PyOS_AfterFork_Child/Parent).
- * Must hold the GIL.  Returns what fork returns. */
-int pyc_py_fork(void);
+/* CPython's side of fork(2), with the GIL held: pyc_py_fork_prepare before (PyOS_BeforeFork: the import
+ * lock and os.register_at_fork "before" handlers), pyc_py_fork_done after, in both processes, with what
+ * fork returned (PyOS_AfterFork_Child / _Parent and their handlers).  The handlers are Python code that may
+ * print or block, so the caller must not hold any of the kernel's own locks around these two calls. */
+void pyc_py_fork_prepare(void);
+void pyc_py_fork_done(pid_t pid);
 
 /* Fork-isolated cells (pyc._isolate), with the GIL held.  In the child: snapshot before the cell, and
  * collect after it (a malloc'd pickle blob of the names the cell bound, their list, and the names skipped

@@ -93,3 +93,17 @@ def test_isolate_line_from_a_notebook_cell(kc):
     assert reply["content"]["status"] == "ok"
     assert reply["metadata"]["pyc"]["merged"] == ["iso_cell"]
     assert eval_value(kc, "iso_cell") == "'from a plain cell'"
+
+
+def test_fork_handlers_that_print_do_not_hang_the_kernel(fresh_kernel):
+    """os.register_at_fork handlers are Python code: they run outside the kernel's own locks, so one that
+    prints (or blocks a while) neither deadlocks the fork nor holds up the control channel."""
+    kc = fresh_kernel.kc
+    execute(kc, "import os, time\n"
+                "os.register_at_fork(before=lambda: print('before fork'), after_in_parent=lambda: print('parent'),\n"
+                "                    after_in_child=lambda: time.sleep(0.1))")
+    t = time.monotonic()
+    reply, outs = pyc_client.run_isolated(kc, "iso_handlers = 1", timeout=30)
+    assert reply["content"]["status"] == "ok"
+    assert time.monotonic() - t < 20
+    assert eval_value(kc, "iso_handlers") == "1"

@@ -226,7 +226,7 @@ def test_memory_cap(limited):
     assert reply["content"]["status"] == "ok"
     assert eval_value(kc, "len(small)") == str(100 * 2**20)
     # the guest cannot lift the cap
-    reply, _ = run(kc, "import resource\nresource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY,) * 2)")
+    reply, _ = run(kc, "import resource\nresource.setrlimit(resource.RLIMIT_DATA, (resource.RLIM_INFINITY,) * 2)")
     assert reply["content"]["status"] == "error"
 
 
@@ -352,6 +352,25 @@ def test_checkpoint_and_replay(limited, tmp_path):
     assert eval_value(k2.kc, "ck_a, ck_b, ck_f(1), ck_d, 'ck_c' in globals()") == "(2, 42, 43, ['hi'], False)"
     # the new session's checkpoint starts with the replayed cells
     assert open(info["checkpoint"]).read().count("# %% pyc ") == 4
+
+
+def test_isolated_cells_replay_and_a_restart_gets_a_new_file(limited, tmp_path):
+    cdir = tmp_path / "ckpt"
+    k = limited(PYC_CHECKPOINT_DIR=str(cdir))
+    first = k.kernel_info()["pyc"]["checkpoint"]
+    execute(k.kc, "%%isolate 30\niso_ck = 5")
+    reply, _ = run(k.kc, "iso_ck2 = iso_ck + 1", metadata={"pyc": {"isolate": "fork"}})
+    assert reply["content"]["status"] == "ok"
+    text = open(first).read()
+    assert "%%isolate" not in text and "iso_ck = 5" in text
+    k.restart()
+    second = k.kernel_info()["pyc"]["checkpoint"]
+    assert second != first and second.endswith("-2.py")
+    execute(k.kc, "after_restart = 1")
+    assert "after_restart" not in open(first).read()
+    k2 = limited(PYC_REPLAY=first, PYC_CHECKPOINT="0")
+    assert k2.kernel_info()["pyc"]["replayed"]["ran"] == 2
+    assert eval_value(k2.kc, "iso_ck, iso_ck2") == "(5, 6)"
 
 
 def test_replay_stops_at_a_failing_cell(limited, tmp_path):

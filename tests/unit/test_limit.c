@@ -70,7 +70,7 @@ test_bytes(void **state)
             fail_msg("'%s' refused: %s", ok[i].text, err.text);
         assert_int_equal(v, ok[i].want);
     }
-    const char *bad[] = {"", "-5", "1Q", "1KK", "1Mx", "nan", "1e30T", "G", "5 M B"};
+    const char *bad[] = {"", "-5", "1Q", "1KK", "1Mx", "nan", "1e30T", "G", "5 M B", "0.5", "0.0001K"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         size_t v = 7;
         if (pyc_limits_parse_bytes(bad[i], &v, NULL) == 0)
@@ -95,6 +95,15 @@ test_set_and_env(void **state)
     assert_non_null(strstr(err.text, "no-such-limit"));
     assert_int_equal(pyc_limits_set(&l, "lifetime", "forever", &err), -1);
     assert_non_null(strstr(err.text, "lifetime"));
+    /* a count is a whole number; a grace is more than nothing */
+    assert_int_equal(pyc_limits_set(&l, "output-messages", "250", &err), 0);
+    assert_int_equal(l.output_messages, 250);
+    assert_int_equal(pyc_limits_set(&l, "output-messages", "10K", &err), -1);
+    assert_int_equal(pyc_limits_set(&l, "output-messages", "-1", &err), -1);
+    assert_int_equal(pyc_limits_set(&l, "cell-grace", "0", &err), -1);
+    assert_true(l.cell_grace == PYC_LIMITS_DEFAULT_GRACE);
+    assert_int_equal(pyc_limits_set(&l, "cell-grace", "500ms", &err), 0);
+    assert_true(l.cell_grace == 0.5);
 
     setenv("PYC_IDLE_TIMEOUT", "30", 1);
     setenv("PYC_OUTPUT_LIMIT", "1M", 1);
@@ -181,7 +190,17 @@ test_checkpoint_round_trip(void **state)
     const char *path = pyc_checkpoint_path(c);
     assert_non_null(strstr(path, "/a/b/kernel-1_.._x.py"));   /* no path separator survives */
     struct stat st;
-    assert_int_equal(stat(path, &st), -1);                  /* nothing before the first cell */
+    assert_int_equal(stat(path, &st), 0);                   /* made at once, with its header */
+    char **got;
+    size_t n;
+    assert_int_equal(pyc_checkpoint_load(path, &got, &n, &err), 0);
+    assert_int_equal(n, 0);
+    pyc_checkpoint_free_cells(got, n);
+    /* A second session of the same name (a restarted kernel) gets a file of its own. */
+    pyc_checkpoint_t *again = pyc_checkpoint_new(dir, "kernel-1/../x", "3.11.2", &err);
+    assert_non_null(again);
+    assert_non_null(strstr(pyc_checkpoint_path(again), "/a/b/kernel-1_.._x-2.py"));
+    pyc_checkpoint_destroy(&again);
     const char *cells[] = {"x = 1", "# %% pyc looks like a marker\ny = 2\n", "def f():\n    return 3\n\n\n",
                            "!echo hi"};
     for (int i = 0; i < 4; i++)
@@ -190,8 +209,6 @@ test_checkpoint_round_trip(void **state)
     assert_int_equal(st.st_mode & 0777, 0600);
     char *text = read_file(path);
     assert_non_null(strstr(text, "secrets"));
-    char **got;
-    size_t n;
     assert_int_equal(pyc_checkpoint_load(path, &got, &n, &err), 0);
     assert_int_equal(n, 4);
     assert_string_equal(got[0], "x = 1");
@@ -279,6 +296,14 @@ test_usage(void **state)
     pid_t ppid;
     assert_int_equal(pyc_usage_proc_stat(getpid(), &ticks, &ppid, &start), 0);
     assert_int_equal(ppid, getppid());
+    /* starttime (ticks after boot) is this process's: after boot, and before the uptime now */
+    FILE *up = fopen("/proc/uptime", "r");
+    double uptime = 0;
+    assert_non_null(up);
+    assert_int_equal(fscanf(up, "%lf", &uptime), 1);
+    fclose(up);
+    double started = (double)start / (double)sysconf(_SC_CLK_TCK);
+    assert_true(start > 0 && started <= uptime + 1 && started > uptime - 600);
     assert_int_equal(pyc_usage_proc_memory(getpid(), &rss, &pss), 0);
     assert_true(rss > 0 && pss > 0 && pss <= rss);
     assert_int_equal(pyc_usage_proc_stat(-5, &ticks, &ppid, &start), -1);
