@@ -219,6 +219,22 @@ pyc_auth_sign(const pyc_auth_t *self, const pyc_frame_t *parts, size_t n, char *
     return 0;
 }
 
+void
+pyc_auth_sha256_hex(const void *p, size_t n, char *hex_out)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char raw[SHA256_DIGEST_LENGTH];
+    SHA256_CTX c;
+    SHA256_Init(&c);
+    SHA256_Update(&c, p, n);
+    SHA256_Final(raw, &c);
+    for (size_t i = 0; i < sizeof raw; i++) {
+        hex_out[2 * i] = hex[raw[i] >> 4];
+        hex_out[2 * i + 1] = hex[raw[i] & 15];
+    }
+    hex_out[2 * sizeof raw] = '\0';
+}
+
 /* Decodes 2*len hex digits (either case) into out.  Returns -1 on a character that is not a hex digit. */
 static int
 unhex(const unsigned char *in, size_t len, unsigned char *out)

@@ -57,4 +57,9 @@ int pyc_auth_sign(const pyc_auth_t *self, const pyc_frame_t *parts, size_t n, ch
 int pyc_auth_verify(pyc_auth_t *self, const pyc_frame_t *parts, size_t n, const void *sig, size_t siglen,
                     pyc_error_t *err);
 
+/* Writes the lowercase hex SHA-256 of the n bytes at p, and a NUL, into hex_out (65 bytes).  The pickle
+ * transfer (comm target pyc.pickle) sends its buffers outside the signed frames, so their digests travel in
+ * the signed content; the pyc command-line client computes and checks them with this. */
+void pyc_auth_sha256_hex(const void *p, size_t n, char *hex_out);
+
 #endif

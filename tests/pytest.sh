@@ -36,7 +36,7 @@ fi
 
 # shellcheck disable=SC2086 # PYTEST_ARGS is a list of words
 "$python" -m pytest -p no:cacheprovider -q -ra --timeout=120 ${PYTEST_ARGS:-} \
-    "$srcdir/tests/integration" "$srcdir/tests/clients"
+    "$srcdir/tests/integration" "$srcdir/tests/clients" "$srcdir/tests/cli"
 rc=$?
 if [ "$rc" -eq 5 ]; then
     echo "pytest.sh: no tests were collected" >&2

@@ -521,6 +521,23 @@ test_destroy_null_safe(void **state)
     pyc_auth_destroy(&a);
 }
 
+/* FIPS 180-2 examples: the empty input and "abc"; plus a 1 MiB input of one byte repeated, whose digest
+ * comes from hashlib.sha256(b"\\x5a" * (1 << 20)).hexdigest(). */
+static void
+test_sha256_hex(void **state)
+{
+    (void)state;
+    char hex[65];
+    pyc_auth_sha256_hex("", 0, hex);
+    assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    pyc_auth_sha256_hex("abc", 3, hex);
+    assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    static unsigned char big[1 << 20];
+    memset(big, 0x5a, sizeof big);
+    pyc_auth_sha256_hex(big, sizeof big, hex);
+    assert_string_equal(hex, "bf63d8a95fcc2e64619813aae35fdcbe871fdd9264caa3f365eb3aed0f679129");
+}
+
 int
 main(void)
 {
@@ -543,6 +560,7 @@ main(void)
         cmocka_unit_test(test_replay_default_window_many),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_destroy_null_safe),
+        cmocka_unit_test(test_sha256_hex),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

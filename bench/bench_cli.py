@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""`pyc run NAME "x"` end to end (a benchmark, not a test), beside a Python jupyter_client script doing the same.
+
+    /usr/bin/python3 bench/bench_cli.py [--pyc build/pyc] [--kernel build/pyc-kernel] [--runs 50]
+
+Both are timed from process start to exit, as an agent or a shell pays for them: `pyc run NAME x` and
+`python3 client.py CONNECTION_FILE x`, where client.py loads the connection file into a BlockingKernelClient,
+makes sure iopub is subscribed (kernel_info until an iopub message comes, as pyc does), runs the cell with
+execute_interactive (output printed, reply and idle awaited) and stops its channels.  Both
+talk to the same live session made by `pyc new`, in turns.  Also printed, as floors: the same spawn of
+/bin/true, and of `pyc --version` (process start and dynamic linking of libzmq, libcrypto and jansson,
+with no connection).
+
+Target (issue 6): pyc median <= 5 ms.  The session and every process are ended by pid at the end.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CLIENT = r'''
+import queue
+import sys
+from jupyter_client import BlockingKernelClient
+kc = BlockingKernelClient()
+kc.load_connection_file(sys.argv[1])
+kc.start_channels()
+# iopub must be subscribed before the cell runs, or its output and idle are lost (the slow joiner):
+# ask kernel_info until an iopub message comes, as pyc does.
+while True:
+    kc.kernel_info()
+    try:
+        kc.get_iopub_msg(timeout=0.05)
+        break
+    except queue.Empty:
+        pass
+reply = kc.execute_interactive(sys.argv[2], timeout=60)
+kc.stop_channels()
+sys.exit(0 if reply["content"]["status"] == "ok" else 1)
+'''
+
+
+def spawn_ms(argv, env, runs):
+    """Wall times in ms of `runs` spawns of argv, stdout and stderr to /dev/null, each to its exit."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    out = []
+    try:
+        fa = [(os.POSIX_SPAWN_DUP2, null, 1), (os.POSIX_SPAWN_DUP2, null, 2)]
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            pid = os.posix_spawn(argv[0], argv, env, file_actions=fa)
+            _, status = os.waitpid(pid, 0)
+            out.append((time.perf_counter() - t0) * 1000)
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise RuntimeError("%s exited with %d" % (" ".join(argv), os.waitstatus_to_exitcode(status)))
+    finally:
+        os.close(null)
+    return out
+
+
+def row(label, ms):
+    q = statistics.quantiles(ms, n=10) if len(ms) >= 10 else [min(ms)] * 9
+    return "%-44s median %8.2f ms   p10 %8.2f   p90 %8.2f   (%d runs)" % (label, statistics.median(ms), q[0], q[8],
+                                                                          len(ms))
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pyc", default=os.path.join(here, "..", "build", "pyc"), help="the pyc program")
+    ap.add_argument("--kernel", default=None, help="pyc-kernel (default: beside pyc)")
+    ap.add_argument("--runs", type=int, default=50, help="runs of each (default 50)")
+    ap.add_argument("--python", default="/usr/bin/python3", help="the Python with jupyter_client")
+    ap.add_argument("--code", default="x")
+    ap.add_argument("--json", help="also write the numbers to this file")
+    args = ap.parse_args()
+    pyc = os.path.abspath(args.pyc)
+    kernel = os.path.abspath(args.kernel or os.path.join(os.path.dirname(pyc), "pyc-kernel"))
+    for p in (pyc, kernel):
+        if not os.access(p, os.X_OK):
+            sys.exit("bench_cli: %s is not an executable (build first, or give --pyc / --kernel)" % p)
+
+    tmp = tempfile.mkdtemp(prefix="pyc-bench-cli-")
+    env = dict(os.environ)
+    for var, sub in (("JUPYTER_RUNTIME_DIR", "runtime"), ("JUPYTER_DATA_DIR", "data"), ("JUPYTER_PATH", "path"),
+                     ("JUPYTER_CONFIG_DIR", "config"), ("IPYTHONDIR", "ipython")):
+        env[var] = os.path.join(tmp, sub)
+        os.makedirs(env[var])
+    env["PYC_KERNEL"] = kernel
+    env["PYC_HISTORY_FILE"] = ":memory:"
+    env.pop("JPY_PARENT_PID", None)
+    script = os.path.join(tmp, "client.py")
+    with open(script, "w") as f:
+        f.write(CLIENT)
+
+    name = "bench"
+    pid = None
+    try:
+        p = subprocess.run([pyc, "new", name, "--json"], env=env, capture_output=True, text=True, timeout=120)
+        if p.returncode != 0:
+            sys.exit("bench_cli: pyc new failed (%d): %s" % (p.returncode, p.stderr))
+        info = json.loads(p.stdout)
+        pid, connfile = info["pid"], info["connection_file"]
+        subprocess.run([pyc, "run", name, "x = 1"], env=env, check=True, capture_output=True)
+
+        pyc_argv = [pyc, "run", name, args.code]
+        py_argv = [args.python, script, connfile, args.code]
+        # warm both up (page cache, the kernel's first requests), then alternate in blocks of 10
+        spawn_ms(pyc_argv, env, 5)
+        spawn_ms(py_argv, env, 2)
+        pyc_ms, py_ms = [], []
+        while len(pyc_ms) < args.runs or len(py_ms) < args.runs:
+            if len(pyc_ms) < args.runs:
+                pyc_ms += spawn_ms(pyc_argv, env, min(10, args.runs - len(pyc_ms)))
+            if len(py_ms) < args.runs:
+                py_ms += spawn_ms(py_argv, env, min(10, args.runs - len(py_ms)))
+        true_ms = spawn_ms(["/bin/true"], env, args.runs)
+        version_ms = spawn_ms([pyc, "--version"], env, args.runs)
+
+        med_pyc, med_py = statistics.median(pyc_ms), statistics.median(py_ms)
+        print("pyc run %s %r, end to end (spawn to exit)" % (name, args.code))
+        print(row("pyc run", pyc_ms))
+        print(row("python3 + jupyter_client (execute_interactive)", py_ms))
+        print("%-44s %8.1fx faster" % ("ratio (jupyter_client / pyc)", med_py / med_pyc))
+        print("floors:")
+        print(row("  /bin/true", true_ms))
+        print(row("  pyc --version (start + dynamic linking)", version_ms))
+        print("target: pyc median <= 5 ms: %s (%.2f ms)" % ("met" if med_pyc <= 5 else "NOT met", med_pyc))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"pyc_ms": pyc_ms, "jupyter_client_ms": py_ms, "true_ms": true_ms,
+                           "pyc_version_ms": version_ms}, f)
+    finally:
+        subprocess.run([pyc, "kill", name], env=env, capture_output=True, timeout=60)
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+/*
+ * cli.h -- what the subcommands of the `pyc` program share: exit codes, option parsing, opening a session,
+ * the per-name lock, and printing a cell's output.
+ *
+ * Files: main.c (dispatch, help), common.c (this header), lifecycle.c (new, kill, ls), query.c (run, status,
+ * vars, complete, int), transfer.c (fork, cp), attach.c (the REPL).
+ */
+#ifndef PYC_CLI_H
+#define PYC_CLI_H
+
+#include <jansson.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "client.h"
+#include "session.h"
+
+/* Exit codes.  Every failure prints one line starting "pyc: " on stderr first. */
+enum {
+    PYC_EXIT_OK = 0,
+    PYC_EXIT_ERROR = 1,          /* the cell raised, or the kernel refused the request, or a local file failed */
+    PYC_EXIT_USAGE = 2,          /* bad arguments or a bad session name */
+    PYC_EXIT_NOSESSION = 3,      /* no session of that name, or it is stale (its kernel is gone) */
+    PYC_EXIT_EXISTS = 4,         /* `new` or `fork` refused: a live session has that name */
+    PYC_EXIT_TIMEOUT = 5,        /* the cell passed its --timeout (the kernel stopped it) */
+    PYC_EXIT_CONNECTION = 6,     /* the kernel could not be started, did not answer, or died, or spoke nonsense */
+    PYC_EXIT_INTERRUPTED = 130,  /* Ctrl-C: the cell was interrupted (128 + SIGINT, as shells report it) */
+};
+
+/* How long a request waits for the kernel where nothing says otherwise. */
+#define CLI_CONNECT_MS 10000
+
+/* ---- options --------------------------------------------------------------------------------------------- */
+
+#define CLI_MAX_OPTS 8
+#define CLI_MAX_POS 64
+
+typedef struct cli_optspec {
+    const char *name;            /* without the leading "--" */
+    bool has_arg;
+} cli_optspec_t;
+
+typedef struct cli_args {
+    const char *value[CLI_MAX_OPTS];  /* per spec: the argument, "" for a flag that was given, NULL if absent */
+    const char *pos[CLI_MAX_POS];
+    int npos;
+    bool help;
+} cli_args_t;
+
+/* Parses argv[0..argc) (the words after the subcommand).  "--name", "--name=value" and "--name value" may
+ * come anywhere; "--" ends the options; "-" is a positional word.  Prints the problem and returns -1 on an
+ * unknown option, a missing argument, or more than CLI_MAX_POS words. */
+int cli_parse(const char *cmd, int argc, char **argv, const cli_optspec_t *specs, int nspecs, cli_args_t *out);
+
+/* Parses a positive number of seconds; prints the problem and returns -1 on anything else. */
+int cli_seconds(const char *opt, const char *text, double *out);
+
+/* Prints "pyc: <message>\n" on stderr. */
+void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- sessions -------------------------------------------------------------------------------------------- */
+
+/* The runtime dir into out (created, mode 0700, when missing).  Prints the problem and returns -1. */
+int cli_runtime_dir(char *out, size_t cap);
+
+/* Where a session's file of the given suffix (".json", ".lock", ".log") is. */
+int cli_session_path(char *out, size_t cap, const char *name, const char *suffix);
+
+/* What a session file says about its kernel. */
+typedef enum { CLI_MISSING, CLI_LIVE, CLI_STALE, CLI_BROKEN } cli_state_t;
+
+/* Loads pyc-NAME.json into sf and judges it: CLI_MISSING (no file; sf empty), CLI_BROKEN (unreadable; why in
+ * err; sf empty), CLI_STALE (its process is gone, or its heartbeat does not answer within hb_ms), or
+ * CLI_LIVE.  hb_ms 0 skips the heartbeat (a live process counts as live). */
+cli_state_t cli_session_state(const char *name, pyc_session_file_t *sf, int hb_ms, pyc_error_t *err);
+
+/* A connected client for session NAME (with a stdin socket when with_stdin), whose iopub is live when
+ * sync_iopub, watching the kernel's process.
+ * On failure prints why and returns NULL with *rc the exit code (NOSESSION, USAGE or CONNECTION).  sf holds
+ * the session file on success (clear it after destroying the client). */
+pyc_client_t *cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with_stdin, int *rc);
+
+/* Takes the lock of NAME (flock on pyc-NAME.lock), waiting up to timeout_ms for another `pyc` that holds it.
+ * Returns the lock's fd, or -1 (printed) when it cannot. */
+int cli_lock(const char *name, int timeout_ms);
+
+/* True when some process holds NAME's lock now (a `new` or `fork` is making it). */
+bool cli_locked(const char *name);
+
+/* Releases the lock.  With remove, or when NAME has no session file, it first deletes the lock file (while
+ * still holding it: a process that waited notices the change of inode and locks a fresh file). */
+void cli_unlock(const char *name, int fd, bool remove);
+
+/* Ends a session's kernel and removes its files.  A live kernel gets a shutdown_request and grace_ms to exit,
+ * then SIGKILL; a stale one, SIGKILL when its pid still names the very process recorded.  The caller holds
+ * the lock.  Returns 0, or -1 when the kernel could not be ended (printed). */
+int cli_session_end(const char *name, pyc_session_file_t *sf, cli_state_t state, int grace_ms);
+
+/* Seconds since the epoch, as a double. */
+double cli_now(void);
+
+/* ---- output of a request --------------------------------------------------------------------------------- */
+
+typedef struct cli_output {
+    bool json;                   /* one JSON object per line instead of text */
+    bool wrote_nl;               /* the last text written to stdout ended with a newline (or none was written) */
+} cli_output_t;
+
+/* Prints one iopub message of the request: streams to stdout/stderr, results and displays as their
+ * text/plain, errors' tracebacks to stderr; in JSON mode every message but status and execute_input as
+ * {"type": msg_type, "content": ...}. */
+void cli_print_iopub(cli_output_t *o, const pyc_msg_t *m);
+
+/* Prints a JSON object as one line on stdout (compact). */
+void cli_print_json_line(json_t *v);
+
+/* The exit code an execute_reply stands for: OK, ERROR, TIMEOUT (the cell passed its deadline) or
+ * INTERRUPTED (when interrupted is true and the cell ended by KeyboardInterrupt). */
+int cli_reply_exit(const pyc_msg_t *reply, bool interrupted);
+
+/* ---- signals --------------------------------------------------------------------------------------------- */
+
+/* Counts SIGINTs from the moment cli_catch_sigint is called; the handler only counts, so that a wait in
+ * zmq_poll returns with EINTR and the command decides. */
+extern volatile sig_atomic_t cli_sigint_count;
+void cli_catch_sigint(void);
+
+/* ---- subcommands (argv: the words after the subcommand's name) -------------------------------------------- */
+
+int cli_new(int argc, char **argv);
+int cli_kill(int argc, char **argv);
+int cli_ls(int argc, char **argv);
+int cli_run(int argc, char **argv);
+int cli_status(int argc, char **argv);
+int cli_vars(int argc, char **argv);
+int cli_complete(int argc, char **argv);
+int cli_int(int argc, char **argv);
+int cli_fork(int argc, char **argv);
+int cli_cp(int argc, char **argv);
+int cli_attach(int argc, char **argv);
+
+/* The execute loop shared by run and attach: sends code with the given metadata (may be NULL), prints the
+ * output until both the reply and the idle status have come, forwards Ctrl-C as interrupt_request, and
+ * answers input_request from the terminal when allow_stdin.  Returns the exit code; *reply_out (may be NULL)
+ * gets the reply. */
+int cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_stdin, cli_output_t *o,
+                pyc_msg_t **reply_out);
+
+/* Reads a line from the terminal for an input_request (attach.c, readline when built with it).  Returns a
+ * malloc'd line without its newline, or NULL at end of input. */
+char *cli_read_input(const char *prompt, bool password);
+
+#endif

@@ -1,0 +1,570 @@
+/*
+ * common.c -- what the subcommands of `pyc` share; see cli.h.
+ *
+ * The lock of a name is flock(2) on pyc-NAME.lock, not the existence of a file: a lock held by a process
+ * that dies is released by the kernel, so a crashed `pyc new` never leaves a name locked for good.  The lock
+ * file is removed only by its holder; a process that waited for the lock checks after getting it that the
+ * path still names the file it locked (same inode), and starts over when not, so two processes can never
+ * both hold "the" lock of a name.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "paths.h"
+
+volatile sig_atomic_t cli_sigint_count;
+
+void
+cli_err(const char *fmt, ...)
+{
+    va_list ap;
+    fflush(stdout);
+    fputs("pyc: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+double
+cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void
+on_sigint(int sig)
+{
+    (void)sig;
+    cli_sigint_count++;
+}
+
+void
+cli_catch_sigint(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;             /* no SA_RESTART: a blocked zmq_poll or read returns EINTR */
+    sigaction(SIGINT, &sa, NULL);
+}
+
+/* ---- options --------------------------------------------------------------------------------------------- */
+
+int
+cli_parse(const char *cmd, int argc, char **argv, const cli_optspec_t *specs, int nspecs, cli_args_t *out)
+{
+    memset(out, 0, sizeof *out);
+    bool options = true;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (options && strcmp(a, "--") == 0) {
+            options = false;
+            continue;
+        }
+        if (options && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+            out->help = true;
+            continue;
+        }
+        if (options && strncmp(a, "--", 2) == 0) {
+            const char *name = a + 2, *eq = strchr(name, '=');
+            size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
+            int k;
+            for (k = 0; k < nspecs; k++) {
+                if (strlen(specs[k].name) == len && strncmp(specs[k].name, name, len) == 0)
+                    break;
+            }
+            if (k == nspecs) {
+                cli_err("%s: unknown option --%.*s (see pyc %s --help)", cmd, (int)len, name, cmd);
+                return -1;
+            }
+            if (!specs[k].has_arg) {
+                if (eq != NULL) {
+                    cli_err("%s: --%s takes no value", cmd, specs[k].name);
+                    return -1;
+                }
+                out->value[k] = "";
+            } else if (eq != NULL) {
+                out->value[k] = eq + 1;
+            } else if (i + 1 < argc) {
+                out->value[k] = argv[++i];
+            } else {
+                cli_err("%s: --%s needs a value", cmd, specs[k].name);
+                return -1;
+            }
+            continue;
+        }
+        if (out->npos == CLI_MAX_POS) {
+            cli_err("%s: too many arguments", cmd);
+            return -1;
+        }
+        out->pos[out->npos++] = a;
+    }
+    return 0;
+}
+
+int
+cli_seconds(const char *opt, const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (text[0] == '\0' || *end != '\0' || errno != 0 || !isfinite(v) || v <= 0) {
+        cli_err("%s wants a positive number of seconds, not '%s'", opt, text);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* ---- sessions -------------------------------------------------------------------------------------------- */
+
+int
+cli_runtime_dir(char *out, size_t cap)
+{
+    if (pyc_jupyter_runtime_dir(out, cap) < 0) {
+        cli_err("cannot tell where Jupyter's runtime dir is (set JUPYTER_RUNTIME_DIR or HOME)");
+        return -1;
+    }
+    if (pyc_mkdirs(out, 0700) < 0) {
+        cli_err("cannot create the runtime dir %s: %s", out, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int
+cli_session_path(char *out, size_t cap, const char *name, const char *suffix)
+{
+    char dir[4096];
+    if (cli_runtime_dir(dir, sizeof dir) < 0)
+        return -1;
+    if (pyc_session_path(out, cap, dir, name, suffix) < 0) {
+        cli_err("the path of session %s is too long", name);
+        return -1;
+    }
+    return 0;
+}
+
+cli_state_t
+cli_session_state(const char *name, pyc_session_file_t *sf, int hb_ms, pyc_error_t *err)
+{
+    char path[4096];
+    memset(sf, 0, sizeof *sf);
+    if (cli_session_path(path, sizeof path, name, ".json") < 0) {
+        pyc_error_set(err, "no runtime dir");
+        return CLI_BROKEN;
+    }
+    int r = pyc_session_file_load(path, sf, err);
+    if (r == -2)
+        return CLI_MISSING;
+    if (r < 0)
+        return CLI_BROKEN;
+    if (sf->pid > 0 && !pyc_proc_is(sf->pid, sf->pid_start))
+        return CLI_STALE;
+    if (hb_ms > 0) {
+        const pyc_connfile_t *cfs[1] = {&sf->cf};
+        bool alive = false;
+        if (pyc_client_heartbeat(cfs, 1, hb_ms, &alive, err) < 0 || !alive)
+            return CLI_STALE;
+    }
+    return CLI_LIVE;
+}
+
+pyc_client_t *
+cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with_stdin, int *rc)
+{
+    pyc_error_t err;
+    if (pyc_session_name_check(name, &err) < 0) {
+        cli_err("%s", err.text);
+        *rc = PYC_EXIT_USAGE;
+        return NULL;
+    }
+    switch (cli_session_state(name, sf, 0, &err)) {
+    case CLI_MISSING:
+        cli_err("no session named %s (pyc ls lists them; pyc new %s makes it)", name, name);
+        *rc = PYC_EXIT_NOSESSION;
+        return NULL;
+    case CLI_BROKEN:
+        cli_err("session %s: %s (pyc kill %s removes it)", name, err.text, name);
+        *rc = PYC_EXIT_NOSESSION;
+        return NULL;
+    case CLI_STALE:
+        cli_err("session %s is stale: its kernel (pid %ld) is gone (pyc kill %s removes it)", name, sf->pid, name);
+        pyc_session_file_clear(sf);
+        *rc = PYC_EXIT_NOSESSION;
+        return NULL;
+    case CLI_LIVE:
+        break;
+    }
+    pyc_client_t *cl = pyc_client_new(&sf->cf, with_stdin, &err);
+    if (cl == NULL) {
+        cli_err("session %s: %s", name, err.text);
+        pyc_session_file_clear(sf);
+        *rc = PYC_EXIT_CONNECTION;
+        return NULL;
+    }
+    if (sf->pid > 0)
+        pyc_client_watch(cl, sf->pid, sf->pid_start);
+    if (sync_iopub) {
+        int r;
+        err.text[0] = '\0';
+        while ((r = pyc_client_sync_iopub(cl, CLI_CONNECT_MS, &err)) == PYC_RECV_SIGNAL) {
+            if (cli_sigint_count > 0)
+                break;
+        }
+        if (r != PYC_RECV_MSG) {
+            if (r == PYC_RECV_SIGNAL)
+                cli_err("interrupted");
+            else if (r == PYC_RECV_TIMEOUT)
+                cli_err("session %s: the kernel does not answer (no kernel_info_reply within %d s)", name,
+                        CLI_CONNECT_MS / 1000);
+            else
+                cli_err("session %s: %s", name, err.text);
+            pyc_client_destroy(&cl);
+            pyc_session_file_clear(sf);
+            *rc = r == PYC_RECV_SIGNAL ? PYC_EXIT_INTERRUPTED : PYC_EXIT_CONNECTION;
+            return NULL;
+        }
+    }
+    return cl;
+}
+
+int
+cli_lock(const char *name, int timeout_ms)
+{
+    char path[4096];
+    if (cli_session_path(path, sizeof path, name, ".lock") < 0)
+        return -1;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            cli_err("cannot open %s: %s", path, strerror(errno));
+            return -1;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            struct stat a, b;
+            if (fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+                return fd;
+            close(fd);           /* removed by its last holder meanwhile: lock the new one */
+            continue;
+        }
+        int e = errno;
+        close(fd);
+        if (e != EWOULDBLOCK && e != EINTR) {
+            cli_err("cannot lock %s: %s", path, strerror(e));
+            return -1;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long waited = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+        if (waited >= timeout_ms) {
+            cli_err("another pyc has been working on session %s for %ld s; try again later", name, waited / 1000);
+            return -1;
+        }
+        usleep(5000);
+    }
+}
+
+bool
+cli_locked(const char *name)
+{
+    char path[4096];
+    if (cli_session_path(path, sizeof path, name, ".lock") < 0)
+        return false;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool held = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+    close(fd);
+    return held;
+}
+
+void
+cli_unlock(const char *name, int fd, bool remove)
+{
+    char path[4096];
+    if (fd < 0)
+        return;
+    /* The lock file of a name without a session is clutter: its holder removes it, whatever the caller
+     * asked. */
+    if (!remove && cli_session_path(path, sizeof path, name, ".json") == 0 && access(path, F_OK) < 0)
+        remove = true;
+    if (remove && cli_session_path(path, sizeof path, name, ".lock") == 0)
+        unlink(path);
+    close(fd);
+}
+
+/* Waits up to ms for process pid (started at start) to end. */
+static bool
+wait_gone(long pid, unsigned long long start, int ms)
+{
+    for (int waited = 0; waited < ms; waited += 10) {
+        if (!pyc_proc_is(pid, start))
+            return true;
+        usleep(10000);
+    }
+    return !pyc_proc_is(pid, start);
+}
+
+int
+cli_session_end(const char *name, pyc_session_file_t *sf, cli_state_t state, int grace_ms)
+{
+    char path[4096];
+    bool ended = true;
+    if (state == CLI_LIVE) {
+        pyc_error_t err;
+        pyc_client_t *cl = pyc_client_new(&sf->cf, false, &err);
+        if (cl != NULL) {
+            pyc_msg_t *reply = NULL;
+            json_t *content = json_pack("{s:b}", "restart", 0);
+            if (sf->pid > 0)
+                pyc_client_watch(cl, sf->pid, sf->pid_start);
+            if (content != NULL)
+                pyc_client_request(cl, PYC_CHAN_CONTROL, "shutdown_request", content, grace_ms, &reply, &err);
+            json_decref(content);
+            pyc_msg_destroy(&reply);
+            pyc_client_destroy(&cl);
+        }
+    }
+    if (sf->pid > 0 && !wait_gone(sf->pid, sf->pid_start, state == CLI_LIVE ? grace_ms : 0)) {
+        /* Only the very process that was recorded is killed: pyc_proc_is compared its start tick. */
+        if (kill((pid_t)sf->pid, SIGKILL) < 0 && errno != ESRCH) {
+            cli_err("cannot kill the kernel of %s (pid %ld): %s", name, sf->pid, strerror(errno));
+            ended = false;
+        } else if (!wait_gone(sf->pid, sf->pid_start, 5000)) {
+            cli_err("the kernel of %s (pid %ld) survives SIGKILL", name, sf->pid);
+            ended = false;
+        }
+    }
+    if (!ended)
+        return -1;
+    if (cli_session_path(path, sizeof path, name, ".json") == 0)
+        unlink(path);
+    if (cli_session_path(path, sizeof path, name, ".log") == 0)
+        unlink(path);
+    return 0;
+}
+
+/* ---- output ---------------------------------------------------------------------------------------------- */
+
+void
+cli_print_json_line(json_t *v)
+{
+    char *s = v != NULL ? json_dumps(v, JSON_COMPACT) : NULL;
+    if (s == NULL) {
+        cli_err("out of memory printing JSON");
+        return;
+    }
+    fputs(s, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    free(s);
+}
+
+static void
+put_text(cli_output_t *o, FILE *f, const char *s, size_t n)
+{
+    if (n == 0)
+        return;
+    fwrite(s, 1, n, f);
+    fflush(f);
+    if (f == stdout)
+        o->wrote_nl = s[n - 1] == '\n';
+}
+
+/* Prints a mime bundle: its text/plain, else one line naming what it holds. */
+static void
+put_bundle(cli_output_t *o, json_t *data)
+{
+    json_t *text = json_object_get(data, "text/plain");
+    if (!o->wrote_nl && json_is_object(data) && json_object_size(data) > 0)
+        put_text(o, stdout, "\n", 1);   /* a result starts a line of its own, after print(..., end="") */
+    if (json_is_string(text)) {
+        put_text(o, stdout, json_string_value(text), json_string_length(text));
+        if (json_string_length(text) > 0 && !o->wrote_nl)
+            put_text(o, stdout, "\n", 1);
+        return;
+    }
+    const char *key;
+    json_t *v;
+    bool first = true;
+    if (!json_is_object(data) || json_object_size(data) == 0)
+        return;
+    fputs("[display:", stdout);
+    json_object_foreach(data, key, v) {
+        fprintf(stdout, "%s%s", first ? " " : ", ", key);
+        first = false;
+    }
+    fputs("]\n", stdout);
+    fflush(stdout);
+    o->wrote_nl = true;
+}
+
+void
+cli_print_iopub(cli_output_t *o, const pyc_msg_t *m)
+{
+    const char *t = m->msg_type;
+    if (strcmp(t, "status") == 0 || strcmp(t, "execute_input") == 0)
+        return;
+    if (o->json) {
+        json_t *line = json_pack("{s:s, s:O}", "type", t, "content", m->content);
+        cli_print_json_line(line);
+        json_decref(line);
+        return;
+    }
+    json_t *c = m->content;
+    if (strcmp(t, "stream") == 0) {
+        json_t *text = json_object_get(c, "text");
+        const char *name = json_string_value(json_object_get(c, "name"));
+        if (json_is_string(text))
+            put_text(o, name != NULL && strcmp(name, "stderr") == 0 ? stderr : stdout, json_string_value(text),
+                     json_string_length(text));
+    } else if (strcmp(t, "execute_result") == 0 || strcmp(t, "display_data") == 0 ||
+               strcmp(t, "update_display_data") == 0) {
+        put_bundle(o, json_object_get(c, "data"));
+    } else if (strcmp(t, "error") == 0) {
+        json_t *tb = json_object_get(c, "traceback");
+        size_t i;
+        json_t *line;
+        fflush(stdout);
+        if (json_is_array(tb) && json_array_size(tb) > 0) {
+            json_array_foreach(tb, i, line) {
+                if (json_is_string(line)) {
+                    fwrite(json_string_value(line), 1, json_string_length(line), stderr);
+                    fputc('\n', stderr);
+                }
+            }
+        } else {
+            fprintf(stderr, "%s: %s\n", json_string_value(json_object_get(c, "ename")) ?: "Error",
+                    json_string_value(json_object_get(c, "evalue")) ?: "");
+        }
+        fflush(stderr);
+    }
+}
+
+int
+cli_reply_exit(const pyc_msg_t *reply, bool interrupted)
+{
+    const char *status = json_string_value(json_object_get(reply->content, "status"));
+    if (status != NULL && strcmp(status, "ok") == 0)
+        return PYC_EXIT_OK;
+    const char *ename = json_string_value(json_object_get(reply->content, "ename"));
+    json_t *pm = json_object_get(reply->metadata, "pyc");
+    const char *outcome = json_string_value(json_object_get(pm, "outcome"));
+    if ((ename != NULL && strcmp(ename, "CellTimeout") == 0) || (outcome != NULL && strcmp(outcome, "timeout") == 0) ||
+        json_is_true(json_object_get(pm, "timed_out")))
+        return PYC_EXIT_TIMEOUT;
+    if (interrupted && ename != NULL && strcmp(ename, "KeyboardInterrupt") == 0)
+        return PYC_EXIT_INTERRUPTED;
+    return PYC_EXIT_ERROR;
+}
+
+int
+cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_stdin, cli_output_t *o,
+            pyc_msg_t **reply_out)
+{
+    char id[PYC_MSG_ID_LEN + 1];
+    pyc_error_t err;
+    pyc_msg_t *reply = NULL;
+    bool idle = false;
+    int interrupts = 0, rc;
+
+    if (reply_out != NULL)
+        *reply_out = NULL;
+    json_t *content = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code, "silent", 0, "store_history", 1,
+                                "user_expressions", "allow_stdin", allow_stdin, "stop_on_error", 1);
+    if (content == NULL) {
+        cli_err("the code is not valid UTF-8 (or memory ran out)");
+        return PYC_EXIT_USAGE;
+    }
+    int sent = pyc_client_send(cl, PYC_CHAN_SHELL, "execute_request", content, metadata, NULL, NULL, 0, id, &err);
+    json_decref(content);
+    if (sent < 0) {
+        cli_err("%s", err.text);
+        return PYC_EXIT_CONNECTION;
+    }
+    cli_sigint_count = 0;
+    while (reply == NULL || !idle) {
+        pyc_msg_t *m;
+        int chan;
+        int r = pyc_client_recv(cl, -1, &m, &chan, &err);
+        if (r == PYC_RECV_SIGNAL || cli_sigint_count > interrupts) {
+            /* Each Ctrl-C asks the kernel to interrupt the cell; the third leaves at once, the cell running. */
+            while (interrupts < cli_sigint_count) {
+                interrupts++;
+                if (interrupts >= 3) {
+                    cli_err("left the cell running after three interrupts");
+                    pyc_msg_destroy(&reply);
+                    return PYC_EXIT_INTERRUPTED;
+                }
+                if (pyc_client_send(cl, PYC_CHAN_CONTROL, "interrupt_request", NULL, NULL, NULL, NULL, 0, NULL, &err) < 0)
+                    cli_err("%s", err.text);
+            }
+            if (r == PYC_RECV_SIGNAL)
+                continue;
+        }
+        if (r == PYC_RECV_ERROR) {
+            cli_err("%s", err.text);
+            pyc_msg_destroy(&reply);
+            return PYC_EXIT_CONNECTION;
+        }
+        if (r != PYC_RECV_MSG)
+            continue;
+        if (chan == PYC_CHAN_IOPUB && pyc_client_is_child_of(m, id)) {
+            if (strcmp(m->msg_type, "status") == 0) {
+                const char *st = json_string_value(json_object_get(m->content, "execution_state"));
+                if (st != NULL && strcmp(st, "idle") == 0)
+                    idle = true;
+            } else {
+                cli_print_iopub(o, m);
+            }
+        } else if (chan == PYC_CHAN_SHELL && reply == NULL && pyc_client_is_child_of(m, id) &&
+                   strcmp(m->msg_type, "execute_reply") == 0) {
+            reply = m;
+            m = NULL;
+        } else if (chan == PYC_CHAN_STDIN && strcmp(m->msg_type, "input_request") == 0 && allow_stdin) {
+            const char *prompt = json_string_value(json_object_get(m->content, "prompt"));
+            bool password = json_is_true(json_object_get(m->content, "password"));
+            char *line = cli_read_input(prompt != NULL ? prompt : "", password);
+            json_t *rc_content = json_pack("{s:s}", "value", line != NULL ? line : "");
+            if (line == NULL)
+                fputc('\n', stdout);
+            if (rc_content == NULL ||
+                pyc_client_send(cl, PYC_CHAN_STDIN, "input_reply", rc_content, NULL, m->header, NULL, 0, NULL, &err) < 0)
+                cli_err("cannot answer input(): %s", rc_content == NULL ? "the line is not valid UTF-8" : err.text);
+            json_decref(rc_content);
+            free(line);
+        }
+        pyc_msg_destroy(&m);
+    }
+    if (o->json) {
+        json_t *line = json_pack("{s:s, s:O, s:O}", "type", "execute_reply", "content", reply->content, "metadata",
+                                 reply->metadata);
+        cli_print_json_line(line);
+        json_decref(line);
+    }
+    const char *status = json_string_value(json_object_get(reply->content, "status"));
+    if (!o->json && status != NULL && strcmp(status, "aborted") == 0)
+        cli_err("the cell was not run: the kernel aborted it because a cell before it failed");
+    rc = cli_reply_exit(reply, interrupts > 0);
+    if (reply_out != NULL)
+        *reply_out = reply;
+    else
+        pyc_msg_destroy(&reply);
+    return rc;
+}

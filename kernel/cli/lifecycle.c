@@ -1,0 +1,678 @@
+/*
+ * lifecycle.c -- `pyc new`, `pyc kill` and `pyc ls`: making, ending and listing named sessions.
+ *
+ * `new` holds the name's lock from its first look at pyc-NAME.json until the kernel answers, so of two `new`
+ * of one name exactly one starts a kernel and the other, once it gets the lock, finds a live session and is
+ * refused (PYC_EXIT_EXISTS).  The kernel is started detached: its own session (setsid), stdin from /dev/null,
+ * stdout and stderr to pyc-NAME.log, no JPY_PARENT_PID (it must outlive us).  The connection file is written
+ * by us, with the kernel's pid, before the kernel is allowed to exec: the child waits on a pipe for it.
+ *
+ * Ports are picked as jupyter_client picks them: bound to port 0 on 127.0.0.1 and released.  Another process
+ * can take one in between; the kernel then exits at once saying so in its log, and `new` tries again with
+ * fresh ports, up to START_TRIES times.
+ */
+#include "cli.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define START_TRIES 3
+#define DEFAULT_START_TIMEOUT 60.0
+#define LOCK_WAIT_MS 120000      /* a `new` that waits for another `new` of the same name waits this long */
+
+/* ---- new ------------------------------------------------------------------------------------------------- */
+
+/* Finds the pyc-kernel to run: --kernel, else $PYC_KERNEL, else the pyc-kernel beside this program, else the
+ * first on PATH.  Writes its path into out; prints the problem and returns -1. */
+static int
+find_kernel(const char *opt, char *out, size_t cap)
+{
+    const char *given = opt != NULL ? opt : getenv("PYC_KERNEL");
+    if (given != NULL && given[0] != '\0') {
+        if (access(given, X_OK) < 0) {
+            cli_err("cannot run the kernel %s: %s", given, strerror(errno));
+            return -1;
+        }
+        snprintf(out, cap, "%s", given);
+        return 0;
+    }
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        if ((size_t)snprintf(out, cap, "%s/pyc-kernel", dirname(self)) < cap && access(out, X_OK) == 0)
+            return 0;
+    }
+    const char *path = getenv("PATH");
+    if (path == NULL)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    while (*path != '\0') {
+        const char *colon = strchr(path, ':');
+        size_t len = colon != NULL ? (size_t)(colon - path) : strlen(path);
+        if (len > 0 && (size_t)snprintf(out, cap, "%.*s/pyc-kernel", (int)len, path) < cap && access(out, X_OK) == 0)
+            return 0;
+        path += len + (colon != NULL);
+    }
+    cli_err("cannot find pyc-kernel (not beside pyc, not on PATH); name it with --kernel PATH or PYC_KERNEL");
+    return -1;
+}
+
+/* Picks five distinct free TCP ports on 127.0.0.1: all five sockets stay bound until all are chosen. */
+static int
+pick_ports(int ports[PYC_CHAN_COUNT])
+{
+    int fds[PYC_CHAN_COUNT], rc = 0;
+    for (int c = 0; c < PYC_CHAN_COUNT; c++)
+        fds[c] = -1;
+    for (int c = 0; c < PYC_CHAN_COUNT && rc == 0; c++) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = 0};
+        socklen_t len = sizeof a;
+        fds[c] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fds[c] < 0 || bind(fds[c], (struct sockaddr *)&a, sizeof a) < 0 ||
+            getsockname(fds[c], (struct sockaddr *)&a, &len) < 0) {
+            cli_err("cannot find a free port on 127.0.0.1: %s", strerror(errno));
+            rc = -1;
+        } else {
+            ports[c] = ntohs(a.sin_port);
+        }
+    }
+    for (int c = 0; c < PYC_CHAN_COUNT; c++) {
+        if (fds[c] >= 0)
+            close(fds[c]);
+    }
+    return rc;
+}
+
+/* Reads the last cap - 1 bytes of the kernel's log into buf (NUL-terminated); returns their count. */
+static size_t
+log_tail(const char *log, char *buf, size_t cap)
+{
+    int fd = open(log, O_RDONLY | O_CLOEXEC);
+    buf[0] = '\0';
+    if (fd < 0)
+        return 0;
+    off_t end = lseek(fd, 0, SEEK_END);
+    off_t from = end > (off_t)cap - 1 ? end - (off_t)cap + 1 : 0;
+    ssize_t n = pread(fd, buf, cap - 1, from);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    return (size_t)n;
+}
+
+/* Prints the last lines of the kernel's log after a failed start. */
+static void
+show_log_tail(const char *log)
+{
+    char buf[2048];
+    size_t n = log_tail(log, buf, sizeof buf);
+    if (n > 0)
+        fprintf(stderr, "--- the end of %s ---\n%s%s", log, buf, buf[n - 1] == '\n' ? "" : "\n");
+}
+
+/* The environment of the kernel: ours without JPY_PARENT_PID (the kernel would end with the process it
+ * names, and it must outlive us).  Made before fork, because the child of a process with threads (ZeroMQ's)
+ * may only call async-signal-safe functions until it execs.  NULL when memory runs out. */
+static char **
+kernel_environ(void)
+{
+    extern char **environ;
+    size_t n = 0;
+    while (environ[n] != NULL)
+        n++;
+    char **env = malloc((n + 1) * sizeof *env);
+    if (env == NULL)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(environ[i], "JPY_PARENT_PID=", 15) != 0)
+            env[k++] = environ[i];
+    }
+    env[k] = NULL;
+    return env;
+}
+
+/* The child's side of the start: waits for the parent's go, then becomes the kernel.  Never returns. */
+static void
+kernel_child(const char *kernel, const char *connfile, char **envp, int go, int report, int log)
+{
+    char c;
+    ssize_t r;
+    setsid();
+    do
+        r = read(go, &c, 1);
+    while (r < 0 && errno == EINTR);
+    if (r != 1)
+        _exit(127);              /* the parent gave up before writing the connection file */
+    int null = open("/dev/null", O_RDONLY);
+    if (null < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0)
+        goto fail;
+    /* pyc catches SIGINT and ignores SIGPIPE; the kernel must start with neither. */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGINT, &dfl, NULL);
+    sigaction(SIGPIPE, &dfl, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    char *argv[] = {(char *)kernel, (char *)"-f", (char *)connfile, NULL};
+    execve(kernel, argv, envp);
+fail: {
+    int e = errno;
+    ssize_t w = write(report, &e, sizeof e);
+    (void)w;
+    _exit(127);
+}
+}
+
+/* Starts one kernel for sf (whose cf is filled but for the ports) and waits for its kernel_info_reply.
+ * Returns 0; 1 when the kernel exited because a port was taken meanwhile (its log says "Address already in
+ * use": worth another try); or an exit code > 1 (printed). */
+static int
+start_once(const char *name, const char *kernel, pyc_session_file_t *sf, double timeout, bool last_try)
+{
+    char path[4096], log[4096];
+    pyc_error_t err;
+    int go[2] = {-1, -1}, report[2] = {-1, -1}, logfd = -1, rc = PYC_EXIT_CONNECTION;
+    pid_t pid = -1;
+    pyc_client_t *cl = NULL;
+    bool file_written = false;
+    char **envp = NULL;
+
+    if (pick_ports(sf->cf.ports) < 0)
+        return PYC_EXIT_CONNECTION;
+    if (cli_session_path(path, sizeof path, name, ".json") < 0 || cli_session_path(log, sizeof log, name, ".log") < 0)
+        return PYC_EXIT_CONNECTION;
+    logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+    if (logfd < 0) {
+        cli_err("cannot create %s: %s", log, strerror(errno));
+        return PYC_EXIT_CONNECTION;
+    }
+    if ((envp = kernel_environ()) == NULL) {
+        cli_err("out of memory");
+        goto out;
+    }
+    if (pipe2(go, O_CLOEXEC) < 0 || pipe2(report, O_CLOEXEC) < 0) {
+        cli_err("pipe: %s", strerror(errno));
+        goto out;
+    }
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0) {
+        cli_err("fork: %s", strerror(errno));
+        goto out;
+    }
+    if (pid == 0) {
+        close(go[1]);
+        close(report[0]);
+        kernel_child(kernel, path, envp, go[0], report[1], logfd);
+    }
+    close(go[0]);
+    go[0] = -1;
+    close(report[1]);
+    report[1] = -1;
+
+    sf->pid = pid;
+    sf->pid_start = pyc_proc_start(pid);
+    sf->created = cli_now();
+    if (pyc_session_file_write(path, sf, &err) < 0) {
+        cli_err("%s", err.text);
+        goto out;
+    }
+    file_written = true;
+    if (write(go[1], "g", 1) != 1) {
+        cli_err("cannot start the kernel: %s", strerror(errno));
+        goto out;
+    }
+    close(go[1]);
+    go[1] = -1;
+    int e;
+    ssize_t got;
+    do
+        got = read(report[0], &e, sizeof e);
+    while (got < 0 && errno == EINTR);
+    if (got == (ssize_t)sizeof e) {
+        cli_err("cannot run %s: %s", kernel, strerror(e));
+        goto out;
+    }
+
+    cl = pyc_client_new(&sf->cf, false, &err);
+    char id[PYC_MSG_ID_LEN + 1];
+    if (cl == NULL || pyc_client_send(cl, PYC_CHAN_SHELL, "kernel_info_request", NULL, NULL, NULL, NULL, 0, id, &err) < 0) {
+        cli_err("%s", err.text);
+        goto out;
+    }
+    double deadline = cli_now() + timeout;
+    for (;;) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            pid = -1;            /* reaped: nothing to kill */
+            char tail[2048];
+            bool port_race = WIFEXITED(status) && WEXITSTATUS(status) == 1 && log_tail(log, tail, sizeof tail) > 0 &&
+                             strstr(tail, "Address already in use") != NULL;
+            if (port_race && !last_try) {
+                rc = 1;
+                goto out;
+            }
+            if (WIFEXITED(status))
+                cli_err("the kernel exited with status %d before it answered", WEXITSTATUS(status));
+            else
+                cli_err("the kernel died of signal %d before it answered", WTERMSIG(status));
+            show_log_tail(log);
+            goto out;
+        }
+        if (cli_sigint_count > 0) {
+            cli_err("interrupted; the kernel is stopped");
+            rc = PYC_EXIT_INTERRUPTED;
+            goto out;
+        }
+        if (cli_now() > deadline) {
+            cli_err("the kernel did not answer within %g s", timeout);
+            show_log_tail(log);
+            goto out;
+        }
+        pyc_msg_t *m;
+        int chan;
+        int r = pyc_client_recv(cl, 50, &m, &chan, &err);
+        if (r == PYC_RECV_ERROR) {
+            cli_err("%s", err.text);
+            goto out;
+        }
+        if (r == PYC_RECV_MSG) {
+            bool ready = chan == PYC_CHAN_SHELL && pyc_client_is_child_of(m, id);
+            pyc_msg_destroy(&m);
+            if (ready)
+                break;
+        }
+    }
+    rc = 0;
+    pid = -1;                    /* it runs: leave it be */
+out:
+    pyc_client_destroy(&cl);
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    if (rc != 0 && file_written)
+        unlink(path);
+    if (rc == 1)
+        unlink(log);             /* a port race: the next try writes a new log (after a real failure it stays) */
+    for (int i = 0; i < 2; i++) {
+        if (go[i] >= 0)
+            close(go[i]);
+        if (report[i] >= 0)
+            close(report[i]);
+    }
+    close(logfd);
+    free(envp);
+    return rc;
+}
+
+int
+cli_new(int argc, char **argv)
+{
+    static const cli_optspec_t specs[] = {{"replace", false}, {"kernel", true}, {"json", false}, {"timeout", true}};
+    cli_args_t a;
+    pyc_error_t err;
+    double timeout = DEFAULT_START_TIMEOUT;
+    char kernel[4096], path[4096];
+    unsigned char raw[32];
+    char key[65];
+    pyc_session_file_t sf, old;
+    int rc = PYC_EXIT_CONNECTION;
+
+    if (cli_parse("new", argc, argv, specs, 4, &a) < 0)
+        return PYC_EXIT_USAGE;
+    if (a.help) {
+        puts("usage: pyc new NAME [--replace] [--kernel PATH] [--timeout S] [--json]\n"
+             "Starts a detached pyc kernel as session NAME and prints its connection file.\n"
+             "A live NAME is refused (exit 4) unless --replace; a stale one is cleaned first.");
+        return PYC_EXIT_OK;
+    }
+    if (a.npos != 1) {
+        cli_err("new: usage: pyc new NAME [--replace] [--kernel PATH] [--timeout S] [--json]");
+        return PYC_EXIT_USAGE;
+    }
+    const char *name = a.pos[0];
+    if (pyc_session_name_check(name, &err) < 0) {
+        cli_err("%s", err.text);
+        return PYC_EXIT_USAGE;
+    }
+    if (a.value[3] != NULL && cli_seconds("--timeout", a.value[3], &timeout) < 0)
+        return PYC_EXIT_USAGE;
+    if (find_kernel(a.value[1], kernel, sizeof kernel) < 0)
+        return PYC_EXIT_CONNECTION;
+    if (cli_session_path(path, sizeof path, name, ".json") < 0)
+        return PYC_EXIT_CONNECTION;
+    cli_catch_sigint();
+
+    int lock = cli_lock(name, LOCK_WAIT_MS);
+    if (lock < 0)
+        return PYC_EXIT_CONNECTION;
+    cli_state_t st = cli_session_state(name, &old, 1000, &err);
+    if (st == CLI_LIVE && a.value[0] == NULL) {
+        cli_err("session %s already exists (kernel pid %ld); it is left as it is (pyc new --replace %s discards it)",
+                name, old.pid, name);
+        pyc_session_file_clear(&old);
+        cli_unlock(name, lock, false);
+        return PYC_EXIT_EXISTS;
+    }
+    if (st == CLI_BROKEN)
+        cli_err("session %s: %s; replacing it", name, err.text);
+    if (st != CLI_MISSING && cli_session_end(name, &old, st, 5000) < 0) {
+        pyc_session_file_clear(&old);
+        cli_unlock(name, lock, false);
+        return PYC_EXIT_CONNECTION;
+    }
+    pyc_session_file_clear(&old);
+
+    memset(&sf, 0, sizeof sf);
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+        cli_err("getrandom: %s", strerror(errno));
+        cli_unlock(name, lock, true);
+        return PYC_EXIT_CONNECTION;
+    }
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(key + 2 * i, 3, "%02x", raw[i]);
+    snprintf(sf.cf.transport, sizeof sf.cf.transport, "tcp");
+    snprintf(sf.cf.ip, sizeof sf.cf.ip, "127.0.0.1");
+    snprintf(sf.cf.signature_scheme, sizeof sf.cf.signature_scheme, "hmac-sha256");
+    snprintf(sf.cf.kernel_name, sizeof sf.cf.kernel_name, "pyc");
+    sf.cf.key = key;             /* not owned: sf is never cleared */
+    sf.cf.keylen = 64;
+    for (int t = 1; t <= START_TRIES; t++) {
+        rc = start_once(name, kernel, &sf, timeout, t == START_TRIES);
+        if (rc != 1)
+            break;
+    }
+    if (rc != 0) {
+        cli_unlock(name, lock, true);
+        return rc;
+    }
+    cli_unlock(name, lock, false);
+    if (a.value[2] != NULL) {
+        json_t *j = json_pack("{s:s, s:I, s:s}", "name", name, "pid", (json_int_t)sf.pid, "connection_file", path);
+        cli_print_json_line(j);
+        json_decref(j);
+    } else {
+        puts(path);
+    }
+    return PYC_EXIT_OK;
+}
+
+/* ---- kill ------------------------------------------------------------------------------------------------ */
+
+/* The session names in the runtime dir, sorted; *n gets their count.  NULL (printed) on failure. */
+static char **
+list_names(size_t *n)
+{
+    char dir[4096];
+    *n = 0;
+    if (cli_runtime_dir(dir, sizeof dir) < 0)
+        return NULL;
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        cli_err("cannot read %s: %s", dir, strerror(errno));
+        return NULL;
+    }
+    char **names = NULL;
+    size_t cap = 0;
+    struct dirent *e;
+    bool failed = false;
+    while ((e = readdir(d)) != NULL) {
+        char name[PYC_SESSION_NAME_MAX + 1];
+        if (!pyc_session_name_of_file(e->d_name, name))
+            continue;
+        if (*n == cap) {
+            size_t c = cap ? cap * 2 : 16;
+            char **g = realloc(names, c * sizeof *g);
+            if (g == NULL) {
+                failed = true;
+                break;
+            }
+            names = g;
+            cap = c;
+        }
+        if ((names[*n] = strdup(name)) == NULL) {
+            failed = true;
+            break;
+        }
+        (*n)++;
+    }
+    closedir(d);
+    if (failed) {
+        for (size_t i = 0; i < *n; i++)
+            free(names[i]);
+        free(names);
+        cli_err("out of memory");
+        *n = 0;
+        return NULL;
+    }
+    if (names == NULL)
+        names = malloc(sizeof *names);   /* an empty list, distinct from failure */
+    if (names == NULL)
+        cli_err("out of memory");
+    for (size_t i = 1; i < *n; i++) {
+        for (size_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+            char *t = names[j];
+            names[j] = names[j - 1];
+            names[j - 1] = t;
+        }
+    }
+    return names;
+}
+
+static void
+free_names(char **names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+static int
+kill_one(const char *name)
+{
+    pyc_error_t err;
+    pyc_session_file_t sf;
+    int rc = PYC_EXIT_OK;
+    if (pyc_session_name_check(name, &err) < 0) {
+        cli_err("%s", err.text);
+        return PYC_EXIT_USAGE;
+    }
+    int lock = cli_lock(name, LOCK_WAIT_MS);
+    if (lock < 0)
+        return PYC_EXIT_CONNECTION;
+    cli_state_t st = cli_session_state(name, &sf, 1000, &err);
+    switch (st) {
+    case CLI_MISSING:
+        cli_err("no session named %s", name);
+        rc = PYC_EXIT_NOSESSION;
+        break;
+    case CLI_BROKEN:
+        cli_err("session %s: %s; removed", name, err.text);
+        break;
+    case CLI_STALE:
+        cli_err("session %s was stale (kernel pid %ld gone or not answering); removed", name, sf.pid);
+        break;
+    case CLI_LIVE:
+        break;
+    }
+    if (st != CLI_MISSING && cli_session_end(name, &sf, st, 5000) < 0)
+        rc = PYC_EXIT_CONNECTION;
+    pyc_session_file_clear(&sf);
+    cli_unlock(name, lock, rc != PYC_EXIT_CONNECTION);
+    return rc;
+}
+
+int
+cli_kill(int argc, char **argv)
+{
+    static const cli_optspec_t specs[] = {{"all", false}};
+    cli_args_t a;
+    if (cli_parse("kill", argc, argv, specs, 1, &a) < 0)
+        return PYC_EXIT_USAGE;
+    if (a.help) {
+        puts("usage: pyc kill NAME... | pyc kill --all\n"
+             "Shuts the sessions' kernels down (SIGKILL after 5 s) and removes their files; cleans stale ones.");
+        return PYC_EXIT_OK;
+    }
+    if ((a.npos == 0) == (a.value[0] == NULL)) {
+        cli_err("kill: usage: pyc kill NAME... | pyc kill --all");
+        return PYC_EXIT_USAGE;
+    }
+    int rc = PYC_EXIT_OK;
+    if (a.value[0] != NULL) {
+        size_t n;
+        char **names = list_names(&n);
+        if (names == NULL)
+            return PYC_EXIT_ERROR;
+        for (size_t i = 0; i < n; i++) {
+            int r = kill_one(names[i]);
+            if (r != PYC_EXIT_OK && r != PYC_EXIT_NOSESSION)   /* gone meanwhile is fine */
+                rc = r;
+        }
+        free_names(names, n);
+        return rc;
+    }
+    for (int i = 0; i < a.npos; i++) {
+        int r = kill_one(a.pos[i]);
+        if (r != PYC_EXIT_OK)
+            rc = r;
+    }
+    return rc;
+}
+
+/* ---- ls -------------------------------------------------------------------------------------------------- */
+
+static void
+format_age(double s, char *out, size_t cap)
+{
+    long t = s > 0 ? (long)s : 0;
+    if (t < 60)
+        snprintf(out, cap, "%lds", t);
+    else if (t < 3600)
+        snprintf(out, cap, "%ldm%02lds", t / 60, t % 60);
+    else if (t < 86400)
+        snprintf(out, cap, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+    else
+        snprintf(out, cap, "%ldd%02ldh", t / 86400, (t % 86400) / 3600);
+}
+
+int
+cli_ls(int argc, char **argv)
+{
+    static const cli_optspec_t specs[] = {{"json", false}};
+    cli_args_t a;
+    if (cli_parse("ls", argc, argv, specs, 1, &a) < 0)
+        return PYC_EXIT_USAGE;
+    if (a.help) {
+        puts("usage: pyc ls [--json]\n"
+             "Lists the sessions: NAME PID STATE AGE.  STATE is live (the heartbeat answers), starting (a pyc new\n"
+             "is making it), or stale (its kernel is gone or does not answer within 1 s).");
+        return PYC_EXIT_OK;
+    }
+    if (a.npos != 0) {
+        cli_err("ls: usage: pyc ls [--json]");
+        return PYC_EXIT_USAGE;
+    }
+    size_t n;
+    char **names = list_names(&n);
+    if (names == NULL)
+        return PYC_EXIT_ERROR;
+    pyc_session_file_t *sfs = calloc(n ? n : 1, sizeof *sfs);
+    cli_state_t *st = calloc(n ? n : 1, sizeof *st);
+    const pyc_connfile_t **cfs = calloc(n ? n : 1, sizeof *cfs);
+    bool *alive = calloc(n ? n : 1, sizeof *alive);
+    size_t *which = calloc(n ? n : 1, sizeof *which);
+    json_t *list = json_array();
+    int rc = PYC_EXIT_ERROR;
+    pyc_error_t err;
+    if (sfs == NULL || st == NULL || cfs == NULL || alive == NULL || which == NULL || list == NULL) {
+        cli_err("out of memory");
+        goto out;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        st[i] = cli_session_state(names[i], &sfs[i], 0, &err);
+        if (st[i] == CLI_LIVE) {
+            cfs[k] = &sfs[i].cf;
+            which[k++] = i;
+        }
+    }
+    if (pyc_client_heartbeat(cfs, k, 1000, alive, &err) < 0) {
+        cli_err("%s", err.text);
+        goto out;
+    }
+    for (size_t j = 0; j < k; j++) {
+        if (!alive[j])
+            st[which[j]] = CLI_STALE;
+    }
+    if (a.value[0] == NULL && n > 0)
+        printf("%-24s %8s  %-8s  %s\n", "NAME", "PID", "STATE", "AGE");
+    double now = cli_now();
+    for (size_t i = 0; i < n; i++) {
+        const char *state = st[i] == CLI_LIVE ? "live" : st[i] == CLI_MISSING ? NULL : "stale";
+        if (state == NULL)
+            continue;            /* removed since the directory was read */
+        if (st[i] != CLI_LIVE && cli_locked(names[i]))
+            state = "starting";
+        double created = sfs[i].created;
+        if (created <= 0) {
+            char path[4096];
+            struct stat sb;
+            if (cli_session_path(path, sizeof path, names[i], ".json") == 0 && stat(path, &sb) == 0)
+                created = (double)sb.st_mtime;
+        }
+        double age = created > 0 ? now - created : 0;
+        if (a.value[0] != NULL) {
+            char path[4096];
+            if (cli_session_path(path, sizeof path, names[i], ".json") < 0)
+                goto out;
+            json_t *o = json_pack("{s:s, s:o, s:s, s:f, s:s}", "name", names[i], "pid",
+                                  sfs[i].pid > 0 ? json_integer(sfs[i].pid) : json_null(), "state", state, "age",
+                                  age, "connection_file", path);
+            if (o == NULL || json_array_append_new(list, o) < 0) {
+                cli_err("out of memory");
+                goto out;
+            }
+        } else {
+            char agetext[32], pid[24];
+            format_age(age, agetext, sizeof agetext);
+            if (sfs[i].pid > 0)
+                snprintf(pid, sizeof pid, "%ld", sfs[i].pid);
+            else
+                snprintf(pid, sizeof pid, "-");
+            printf("%-24s %8s  %-8s  %s\n", names[i], pid, state, agetext);
+        }
+    }
+    if (a.value[0] != NULL)
+        cli_print_json_line(list);
+    rc = PYC_EXIT_OK;
+out:
+    json_decref(list);
+    if (sfs != NULL) {
+        for (size_t i = 0; i < n; i++)
+            pyc_session_file_clear(&sfs[i]);
+    }
+    free(sfs);
+    free(st);
+    free(cfs);
+    free(alive);
+    free(which);
+    free_names(names, n);
+    return rc;
+}

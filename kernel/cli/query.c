@@ -1,0 +1,522 @@
+/*
+ * query.c -- `pyc run`, `status`, `vars`, `complete` and `int`: requests to one live session.
+ *
+ * `status` asks usage_request on control first: pyc's control thread answers it while a cell runs, with the
+ * kernel's own execution_state (the state its iopub status messages announce) and execution_count.  A kernel
+ * that has no usage_request (no answer within USAGE_WAIT_MS) is judged by asking: a silent, empty
+ * execute_request on shell is answered within milliseconds by an idle kernel and only after the running cell
+ * by a busy one, so no answer within BUSY_PROBE_MS means busy.  That probe stays queued behind the running
+ * cell and runs, silently and without effect, when it ends.  (pyc's control thread also answers kernel_info
+ * while a cell runs, so a kernel_info says nothing about busy or idle.)
+ *
+ * `vars` evaluates one expression as a user_expression of a silent execute_request: it produces no output,
+ * does not count as a cell, and works in any Python kernel.  The expression returns JSON text; its
+ * text/plain is that str's repr, which for the pure-ASCII text json.dumps writes has only two escapes
+ * (\\ and \'), undone here before the JSON is parsed.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "usage.h"
+
+#define BUSY_PROBE_MS 500
+#define USAGE_WAIT_MS 300
+#define MAX_CODE (64u << 20)
+
+/* Names a whole-namespace listing leaves out, besides "_..." names (as pyc.pickle's get does). */
+#define VARS_EXPR                                                                                              \
+    "__import__('json').dumps([{'name': k, 'type': 'module' if isinstance(v, __import__('types').ModuleType) "  \
+    "else (type(v).__qualname__ if getattr(type(v), '__module__', None) in ('builtins', None) "                 \
+    "else type(v).__module__ + '.' + type(v).__qualname__)} for k, v in sorted((k, v) for k, v in "            \
+    "list(globals().items()) if isinstance(k, str) and not k.startswith('_') and k not in "                     \
+    "('In', 'Out', 'get_ipython', 'exit', 'quit'))])"
+
+/* Reads all of fd (up to MAX_CODE bytes) into a new string. */
+static char *
+read_all(int fd, const char *what)
+{
+    pyc_buf_t b;
+    char chunk[65536];
+    pyc_buf_init(&b, MAX_CODE);
+    for (;;) {
+        ssize_t r = read(fd, chunk, sizeof chunk);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            cli_err("cannot read %s: %s", what, strerror(errno));
+            pyc_buf_free(&b);
+            return NULL;
+        }
+        if (r == 0)
+            break;
+        if (pyc_buf_add(&b, chunk, (size_t)r) < 0) {
+            cli_err("%s is larger than %u MiB", what, MAX_CODE >> 20);
+            pyc_buf_free(&b);
+            return NULL;
+        }
+    }
+    char *s = pyc_buf_detach(&b, NULL);
+    return s != NULL ? s : strdup("");
+}
+
+/* The code of `run`: "-" is stdin, "@PATH" (one line) a file, anything else the code itself. */
+static char *
+read_code(const char *arg)
+{
+    if (strcmp(arg, "-") == 0)
+        return read_all(0, "stdin");
+    if (arg[0] == '@' && strchr(arg, '\n') == NULL) {
+        int fd = open(arg + 1, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            cli_err("cannot open %s: %s", arg + 1, strerror(errno));
+            return NULL;
+        }
+        char *s = read_all(fd, arg + 1);
+        close(fd);
+        return s;
+    }
+    char *s = strdup(arg);
+    if (s == NULL)
+        cli_err("out of memory");
+    return s;
+}
+
+int
+cli_run(int argc, char **argv)
+{
+    static const cli_optspec_t specs[] = {{"json", false}, {"timeout", true}, {"isolate", false}};
+    cli_args_t a;
+    double timeout = 0;
+    int rc;
+    if (cli_parse("run", argc, argv, specs, 3, &a) < 0)
+        return PYC_EXIT_USAGE;
+    if (a.help) {
+        puts("usage: pyc run NAME CODE|@FILE|- [--json] [--timeout S] [--isolate]\n"
+             "Runs one cell in session NAME: stdout to stdout, stderr and tracebacks to stderr, results as text.\n"
+             "Exit 0, 1 when the cell raised, 5 when it passed --timeout, 130 when interrupted with Ctrl-C.");
+        return PYC_EXIT_OK;
+    }
+    if (a.npos != 2) {
+        cli_err("run: usage: pyc run NAME CODE|@FILE|- [--json] [--timeout S] [--isolate]");
+        return PYC_EXIT_USAGE;
+    }
+    if (a.value[1] != NULL && cli_seconds("--timeout", a.value[1], &timeout) < 0)
+        return PYC_EXIT_USAGE;
+    pyc_error_t err;
+    if (pyc_session_name_check(a.pos[0], &err) < 0) {
+        cli_err("%s", err.text);
+        return PYC_EXIT_USAGE;
+    }
+    char *code = read_code(a.pos[1]);
+    if (code == NULL)
+        return PYC_EXIT_USAGE;
+    json_t *md = NULL;
+    if (timeout > 0 || a.value[2] != NULL) {
+        json_t *p = json_object();
+        md = json_pack("{s:o}", "pyc", p);
+        if (p == NULL || md == NULL || (timeout > 0 && json_object_set_new(p, "timeout", json_real(timeout)) < 0) ||
+            (a.value[2] != NULL && json_object_set_new(p, "isolate", json_string("fork")) < 0)) {
+            cli_err("out of memory");
+            json_decref(md);
+            free(code);
+            return PYC_EXIT_ERROR;
+        }
+    }
+    cli_catch_sigint();
+    pyc_session_file_t sf;
+    pyc_client_t *cl = cli_connect(a.pos[0], &sf, true, false, &rc);
+    if (cl != NULL) {
+        cli_output_t o = {.json = a.value[0] != NULL, .wrote_nl = true};
+        rc = cli_execute(cl, code, md, false, &o, NULL);
+        pyc_client_destroy(&cl);
+        pyc_session_file_clear(&sf);
+    }
+    json_decref(md);
+    free(code);
+    return rc;
+}
+
+/* Waits for the reply to request `id` on chan (no time limit, but the kernel's process is watched).  Returns
+ * the reply, or NULL with *rc set (printed). */
+static pyc_msg_t *
+wait_reply(pyc_client_t *cl, int chan, const char *id, int *rc)
+{
+    pyc_error_t err;
+    for (;;) {
+        pyc_msg_t *m;
+        int c;
+        int r = pyc_client_recv(cl, -1, &m, &c, &err);
+        if (r == PYC_RECV_MSG) {
+            if (c == chan && pyc_client_is_child_of(m, id))
+                return m;
+            pyc_msg_destroy(&m);
+            continue;
+        }
+        if (r == PYC_RECV_SIGNAL && cli_sigint_count == 0)
+            continue;
+        if (r == PYC_RECV_SIGNAL) {
+            cli_err("interrupted");
+            *rc = PYC_EXIT_INTERRUPTED;
+        } else {
+            cli_err("%s", err.text);
+            *rc = PYC_EXIT_CONNECTION;
+        }
+        return NULL;
+    }
+}
+
+/* A silent execute_request that evaluates user_expressions (may be NULL) and runs no code. */
+static int
+send_silent(pyc_client_t *cl, json_t *uexpr, char *id)
+{
+    pyc_error_t err;
+    json_t *ue = uexpr != NULL ? json_incref(uexpr) : json_object();
+    json_t *c = json_pack("{s:s, s:b, s:b, s:o, s:b, s:b}", "code", "", "silent", 1, "store_history", 0,
+                          "user_expressions", ue, "allow_stdin", 0, "stop_on_error", 0);
+    if (c == NULL) {
+        cli_err("out of memory");
+        return -1;
+    }
+    int r = pyc_client_send(cl, PYC_CHAN_SHELL, "execute_request", c, NULL, NULL, NULL, 0, id, &err);
+    json_decref(c);
+    if (r < 0)
+        cli_err("%s", err.text);
+    return r;
+}
+
+/* Waits until ms have passed since t0 (seconds, cli_now) for the reply to `id` on chan; NULL when none came,
+ * with *rc set when the wait failed (the kernel is gone, or Ctrl-C). */
+static pyc_msg_t *
+reply_within(pyc_client_t *cl, int chan, const char *id, double t0, int ms, int *rc)
+{
+    pyc_error_t err;
+    for (;;) {
+        double left = ms - (cli_now() - t0) * 1000;
+        pyc_msg_t *m;
+        int c;
+        if (left <= 0)
+            return NULL;
+        int r = pyc_client_recv(cl, (int)left + 1, &m, &c, &err);
+        if (r == PYC_RECV_ERROR) {
+            cli_err("%s", err.text);
+            *rc = PYC_EXIT_CONNECTION;
+            return NULL;
+        }
+        if (r == PYC_RECV_SIGNAL && cli_sigint_count > 0) {
+            *rc = PYC_EXIT_INTERRUPTED;
+            return NULL;
+        }
+        if (r != PYC_RECV_MSG)
+            continue;
+        if (c == chan && pyc_client_is_child_of(m, id))
+            return m;
+        pyc_msg_destroy(&m);
+    }
+}
+
+int
+cli_status(int argc, char **argv)
+{
+    cli_args_t a;
+    int rc;
+    if (cli_parse("status", argc, argv, NULL, 0, &a) < 0)
+        return PYC_EXIT_USAGE;
+    if (a.help) {
+        puts("usage: pyc status NAME\n"
+             "Prints a JSON object: name, pid, state (idle or busy), execution_count (null when busy and the\n"
+             "kernel has no usage_request), uptime (s), memory {rss, pss, kernel_memory} in bytes,\n"
+             "connection_file, and usage (the kernel's usage_reply, when it has one).");
+        return PYC_EXIT_OK;
+    }
+    if (a.npos != 1) {
+        cli_err("status: usage: pyc status NAME");
+        return PYC_EXIT_USAGE;
+    }
+    cli_catch_sigint();
+    const char *name = a.pos[0];
+    pyc_session_file_t sf;
+    pyc_client_t *cl = cli_connect(name, &sf, false, false, &rc);
+    if (cl == NULL)
+        return rc;
+    pyc_error_t err;
+    pyc_msg_t *usage = NULL, *probe = NULL;
+    char id[PYC_MSG_ID_LEN + 1];
+    json_t *out = NULL, *count = NULL, *uptime = NULL;
+    const char *state = NULL;
+    rc = PYC_EXIT_CONNECTION;
+
+    /* 1) usage_request on control: pyc's reply says busy or idle and the execution count itself. */
+    if (pyc_client_send(cl, PYC_CHAN_CONTROL, "usage_request", NULL, NULL, NULL, NULL, 0, id, &err) < 0) {
+        cli_err("%s", err.text);
+        goto done;
+    }
+    rc = PYC_EXIT_OK;
+    usage = reply_within(cl, PYC_CHAN_CONTROL, id, cli_now(), USAGE_WAIT_MS, &rc);
+    if (rc != PYC_EXIT_OK)
+        goto done;
+    json_t *pm = usage != NULL ? json_object_get(usage->content, "pyc") : NULL;
+    if (json_is_string(json_object_get(pm, "execution_state"))) {
+        state = json_string_value(json_object_get(pm, "execution_state"));
+        count = json_incref(json_object_get(pm, "execution_count"));
+    } else {
+        /* 2) Else the shell probe (see the top of this file). */
+        if (send_silent(cl, NULL, id) < 0) {
+            rc = PYC_EXIT_CONNECTION;
+            goto done;
+        }
+        probe = reply_within(cl, PYC_CHAN_SHELL, id, cli_now(), BUSY_PROBE_MS, &rc);
+        if (rc != PYC_EXIT_OK)
+            goto done;
+        state = probe != NULL ? "idle" : "busy";
+        count = probe != NULL ? json_incref(json_object_get(probe->content, "execution_count")) : NULL;
+    }
+    if (json_is_number(json_object_get(pm, "uptime")))
+        uptime = json_incref(json_object_get(pm, "uptime"));
+    else if (sf.created > 0)
+        uptime = json_real(cli_now() - sf.created);
+
+    json_t *memory = json_object();
+    unsigned long long rss, pss;
+    if (memory != NULL && sf.pid > 0 && pyc_usage_proc_memory((pid_t)sf.pid, &rss, &pss) == 0) {
+        json_object_set_new(memory, "rss", json_integer((json_int_t)rss));
+        json_object_set_new(memory, "pss", json_integer((json_int_t)pss));
+    } else if (memory != NULL) {
+        if (json_is_integer(json_object_get(pm, "rss")))
+            json_object_set(memory, "rss", json_object_get(pm, "rss"));
+        if (json_is_integer(json_object_get(pm, "pss")))
+            json_object_set(memory, "pss", json_object_get(pm, "pss"));
+    }
+    if (memory != NULL && usage != NULL && json_is_number(json_object_get(usage->content, "kernel_memory")))
+        json_object_set(memory, "kernel_memory", json_object_get(usage->content, "kernel_memory"));
+    char path[4096];
+    rc = PYC_EXIT_ERROR;
+    if (memory == NULL || cli_session_path(path, sizeof path, name, ".json") < 0) {
+        json_decref(memory);
+        goto done;
+    }
+    out = json_pack("{s:s, s:o, s:s, s:O, s:O, s:o, s:s}", "name", name, "pid",
+                    sf.pid > 0 ? json_integer(sf.pid) : json_null(), "state", state, "execution_count",
+                    json_is_integer(count) ? count : json_null(), "uptime", uptime != NULL ? uptime : json_null(),
+                    "memory", memory, "connection_file", path);
+    if (out != NULL && usage != NULL)
+        json_object_set(out, "usage", usage->content);
+    if (out == NULL) {
+        cli_err("out of memory");
+        goto done;
+    }
+    char *text = json_dumps(out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (text != NULL) {
+        puts(text);
+        free(text);
+    }
+    rc = PYC_EXIT_OK;
+done:
+    json_decref(out);
+    json_decref(count);
+    json_decref(uptime);
+    pyc_msg_destroy(&usage);
+    pyc_msg_destroy(&probe);
+    pyc_client_destroy(&cl);
+    pyc_session_file_clear(&sf);
+    return rc;
+}
+
+/* Undoes Python's repr() of a str made of printable ASCII: strips the quotes and the escapes \\ and \'.
+ * Returns a new string, or NULL when text is not such a repr. */
+static char *
+unrepr(const char *text)
+{
+    size_t n = strlen(text);
+    if (n < 2 || (text[0] != '\'' && text[0] != '"') || text[n - 1] != text[0])
+        return NULL;
+    char *out = malloc(n);
+    if (out == NULL)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 1; i + 1 < n; i++) {
+        if (text[i] == '\\') {
+            if (i + 2 >= n || (text[i + 1] != '\\' && text[i + 1] != '\'')) {
+                free(out);
+                return NULL;
+            }
+            i++;
+        }
+        out[k++] = text[i];
+    }
+    out[k] = '\0';
+    return out;
+}
+
+int
+cli_vars(int argc, char **argv)
+{
+    cli_args_t a;
+    int rc;
+    if (cli_parse("vars", argc, argv, NULL, 0, &a) < 0)
+        return PYC_EXIT_USAGE;
+    if (a.help) {
+        puts("usage: pyc vars NAME\n"
+             "Prints the session's user namespace as a JSON list of {\"name\", \"type\"}, sorted by name.  Names\n"
+             "starting with '_' and In, Out, get_ipython, exit, quit are left out; modules have type \"module\".");
+        return PYC_EXIT_OK;
+    }
+    if (a.npos != 1) {
+        cli_err("vars: usage: pyc vars NAME");
+        return PYC_EXIT_USAGE;
+    }
+    cli_catch_sigint();
+    pyc_session_file_t sf;
+    pyc_client_t *cl = cli_connect(a.pos[0], &sf, false, false, &rc);
+    if (cl == NULL)
+        return rc;
+    char id[PYC_MSG_ID_LEN + 1];
+    pyc_msg_t *reply = NULL;
+    json_t *ue = json_pack("{s:s}", "vars", VARS_EXPR), *list = NULL;
+    char *json_text = NULL;
+    rc = PYC_EXIT_CONNECTION;
+    if (ue == NULL || send_silent(cl, ue, id) < 0 || (reply = wait_reply(cl, PYC_CHAN_SHELL, id, &rc)) == NULL)
+        goto out;
+    json_t *v = json_object_get(json_object_get(reply->content, "user_expressions"), "vars");
+    const char *status = json_string_value(json_object_get(v, "status"));
+    if (status == NULL || strcmp(status, "ok") != 0) {
+        cli_err("the kernel could not list its names: %s: %s",
+                json_string_value(json_object_get(v, "ename")) ?: "no answer",
+                json_string_value(json_object_get(v, "evalue")) ?: "");
+        rc = PYC_EXIT_ERROR;
+        goto out;
+    }
+    const char *text = json_string_value(json_object_get(json_object_get(v, "data"), "text/plain"));
+    json_error_t jerr;
+    if (text == NULL || (json_text = unrepr(text)) == NULL || (list = json_loads(json_text, 0, &jerr)) == NULL ||
+        !json_is_array(list)) {
+        cli_err("the kernel's answer is not the list asked for");
+        goto out;
+    }
+    char *s = json_dumps(list, JSON_COMPACT);
+    if (s != NULL) {
+        puts(s);
+        free(s);
+    }
+    rc = PYC_EXIT_OK;
+out:
+    json_decref(ue);
+    json_decref(list);
+    free(json_text);
+    pyc_msg_destroy(&reply);
+    pyc_client_destroy(&cl);
+    pyc_session_file_clear(&sf);
+    return rc;
+}
+
+/* The number of code points in the UTF-8 text s: Jupyter's cursor_pos counts those. */
+static long
+codepoints(const char *s)
+{
+    long n = 0;
+    for (; *s != '\0'; s++) {
+        if (((unsigned char)*s & 0xC0) != 0x80)
+            n++;
+    }
+    return n;
+}
+
+int
+cli_complete(int argc, char **argv)
+{
+    static const cli_optspec_t specs[] = {{"json", false}};
+    cli_args_t a;
+    int rc;
+    if (cli_parse("complete", argc, argv, specs, 1, &a) < 0)
+        return PYC_EXIT_USAGE;
+    if (a.help) {
+        puts("usage: pyc complete NAME TEXT [--json]\n"
+             "Prints the kernel's completions of TEXT (cursor at its end), one per line; --json prints the\n"
+             "complete_reply's content (matches, cursor_start, cursor_end, metadata).");
+        return PYC_EXIT_OK;
+    }
+    if (a.npos != 2) {
+        cli_err("complete: usage: pyc complete NAME TEXT [--json]");
+        return PYC_EXIT_USAGE;
+    }
+    cli_catch_sigint();
+    pyc_session_file_t sf;
+    pyc_client_t *cl = cli_connect(a.pos[0], &sf, false, false, &rc);
+    if (cl == NULL)
+        return rc;
+    pyc_error_t err;
+    char id[PYC_MSG_ID_LEN + 1];
+    pyc_msg_t *reply = NULL;
+    rc = PYC_EXIT_CONNECTION;
+    json_t *c = json_pack("{s:s, s:I}", "code", a.pos[1], "cursor_pos", (json_int_t)codepoints(a.pos[1]));
+    if (c == NULL) {
+        cli_err("TEXT is not valid UTF-8");
+        rc = PYC_EXIT_USAGE;
+        goto out;
+    }
+    if (pyc_client_send(cl, PYC_CHAN_SHELL, "complete_request", c, NULL, NULL, NULL, 0, id, &err) < 0) {
+        cli_err("%s", err.text);
+        goto out;
+    }
+    if ((reply = wait_reply(cl, PYC_CHAN_SHELL, id, &rc)) == NULL)
+        goto out;
+    if (a.value[0] != NULL) {
+        cli_print_json_line(reply->content);
+    } else {
+        json_t *matches = json_object_get(reply->content, "matches"), *mv;
+        size_t i;
+        json_array_foreach(matches, i, mv) {
+            if (json_is_string(mv))
+                puts(json_string_value(mv));
+        }
+    }
+    const char *status = json_string_value(json_object_get(reply->content, "status"));
+    rc = status != NULL && strcmp(status, "ok") == 0 ? PYC_EXIT_OK : PYC_EXIT_ERROR;
+out:
+    json_decref(c);
+    pyc_msg_destroy(&reply);
+    pyc_client_destroy(&cl);
+    pyc_session_file_clear(&sf);
+    return rc;
+}
+
+int
+cli_int(int argc, char **argv)
+{
+    cli_args_t a;
+    int rc;
+    if (cli_parse("int", argc, argv, NULL, 0, &a) < 0)
+        return PYC_EXIT_USAGE;
+    if (a.help) {
+        puts("usage: pyc int NAME\n"
+             "Interrupts the running cell of session NAME (interrupt_request on the control channel); the cell\n"
+             "gets KeyboardInterrupt.  Does nothing to an idle kernel.");
+        return PYC_EXIT_OK;
+    }
+    if (a.npos != 1) {
+        cli_err("int: usage: pyc int NAME");
+        return PYC_EXIT_USAGE;
+    }
+    pyc_session_file_t sf;
+    pyc_client_t *cl = cli_connect(a.pos[0], &sf, false, false, &rc);
+    if (cl == NULL)
+        return rc;
+    pyc_error_t err;
+    pyc_msg_t *reply = NULL;
+    int r = pyc_client_request(cl, PYC_CHAN_CONTROL, "interrupt_request", NULL, CLI_CONNECT_MS, &reply, &err);
+    if (r == PYC_RECV_MSG) {
+        rc = PYC_EXIT_OK;
+    } else {
+        cli_err("%s", r == PYC_RECV_TIMEOUT ? "the kernel did not answer the interrupt_request" : err.text);
+        rc = PYC_EXIT_CONNECTION;
+    }
+    pyc_msg_destroy(&reply);
+    pyc_client_destroy(&cl);
+    pyc_session_file_clear(&sf);
+    return rc;
+}

@@ -1,0 +1,577 @@
+/*
+ * transfer.c -- `pyc fork` (comm target pyc.fork) and `pyc cp` (comm target pyc.pickle).
+ *
+ * Both speak the protocol of kernel/python/pyc_client.py: one comm_open on shell whose data is the request
+ * and whose extra frames are the pickle of a put; the kernel answers with one comm_msg on that comm on iopub
+ * (with the pickle's frames for a get), then comm_close.  A comm_close or the request's idle status before
+ * any answer means the kernel has no such target.
+ *
+ * `cp` never unpickles: session to session forwards the frames as they came (the destination kernel checks
+ * their SHA-256 digests against the signed content); session to file checks the digests here and writes one
+ * in-band pickle (pickle.h); file to session sends the file as the main pickle, without out-of-band buffers.
+ * A file is read with mmap(2) when it can be, so a large pickle is neither copied nor read twice.
+ *
+ * `fork` asks for children that outlive their parent (so `pyc kill` of the parent leaves them be), then makes
+ * each a named session: pyc-NEW.json is the child's connection with its pid, and the file the child wrote
+ * itself (pyc-NAME-fork-PID.json) is removed, so that the child is listed once, under its new name.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "pickle.h"
+
+#define DEFAULT_TIMEOUT 600.0
+#define FORK_TIMEOUT_MS 60000
+#define MAX_STDIN_PICKLE ((size_t)1 << 36)
+
+/* Sends one request to a comm target and waits for its answer.  Returns the answer message (its
+ * content.data holds the answer, its buffers the pickle of a get) with *rc PYC_EXIT_OK, or NULL with *rc
+ * set (printed).  An answer whose status is not "ok" is printed and still returned, with *rc
+ * PYC_EXIT_ERROR: fork's error answer lists the children made before the failure, which must be ended. */
+static pyc_msg_t *
+comm_request(pyc_client_t *cl, const char *session, const char *target, json_t *data, const pyc_frame_t *bufs,
+             size_t nbufs, double timeout_s, int *rc)
+{
+    pyc_error_t err;
+    char id[PYC_MSG_ID_LEN + 1], comm_id[PYC_MSG_ID_LEN + 1];
+    pyc_buf_t said;
+    pyc_msg_t *answer = NULL;
+
+    pyc_msg_new_id(comm_id);
+    json_t *content = json_pack("{s:s, s:s, s:O}", "comm_id", comm_id, "target_name", target, "data", data);
+    *rc = PYC_EXIT_CONNECTION;
+    if (content == NULL) {
+        cli_err("out of memory");
+        return NULL;
+    }
+    int sent = pyc_client_send(cl, PYC_CHAN_SHELL, "comm_open", content, NULL, NULL, bufs, nbufs, id, &err);
+    json_decref(content);
+    if (sent < 0) {
+        cli_err("%s: %s", session, err.text);
+        return NULL;
+    }
+    pyc_buf_init(&said, 1 << 16);
+    double deadline = cli_now() + timeout_s;
+    while (answer == NULL) {
+        double left = deadline - cli_now();
+        if (left <= 0) {
+            cli_err("%s: no answer to the %s request within %g s", session, target, timeout_s);
+            *rc = PYC_EXIT_TIMEOUT;
+            break;
+        }
+        pyc_msg_t *m;
+        int chan;
+        int r = pyc_client_recv(cl, (int)(left * 1000) + 1, &m, &chan, &err);
+        if (r == PYC_RECV_SIGNAL) {
+            if (cli_sigint_count == 0)
+                continue;
+            cli_err("interrupted");
+            *rc = PYC_EXIT_INTERRUPTED;
+            break;
+        }
+        if (r == PYC_RECV_ERROR) {
+            cli_err("%s: %s", session, err.text);
+            break;
+        }
+        if (r != PYC_RECV_MSG)
+            continue;
+        const char *cid = json_string_value(json_object_get(m->content, "comm_id"));
+        bool ours = chan == PYC_CHAN_IOPUB && cid != NULL && strcmp(cid, comm_id) == 0;
+        if (ours && strcmp(m->msg_type, "comm_msg") == 0) {
+            answer = m;
+            continue;
+        }
+        bool child = chan == PYC_CHAN_IOPUB && pyc_client_is_child_of(m, id);
+        const char *st = json_string_value(json_object_get(m->content, "execution_state"));
+        if (child && strcmp(m->msg_type, "stream") == 0 && json_is_string(json_object_get(m->content, "text")))
+            pyc_buf_adds(&said, json_string_value(json_object_get(m->content, "text")));
+        if ((ours && strcmp(m->msg_type, "comm_close") == 0) ||
+            (child && strcmp(m->msg_type, "status") == 0 && st != NULL && strcmp(st, "idle") == 0)) {
+            cli_err("%s: the kernel closed the comm without an answer: it has no '%s' comm target (is it a pyc "
+                    "kernel?)%s%s", session, target, said.len > 0 ? "\n" : "", said.len > 0 ? said.data : "");
+            *rc = PYC_EXIT_ERROR;
+            pyc_msg_destroy(&m);
+            break;
+        }
+        pyc_msg_destroy(&m);
+    }
+    pyc_buf_free(&said);
+    if (answer == NULL)
+        return NULL;
+    json_t *reply = json_object_get(answer->content, "data");
+    const char *status = json_string_value(json_object_get(reply, "status"));
+    if (status == NULL || strcmp(status, "ok") != 0) {
+        cli_err("%s: %s: %s", session, json_string_value(json_object_get(reply, "ename")) ?: "Error",
+                json_string_value(json_object_get(reply, "evalue")) ?: "the kernel's answer is not ok");
+        *rc = PYC_EXIT_ERROR;
+        /* The caller may still need the answer (fork's children made before a failure): keep it readable. */
+        return answer;
+    }
+    *rc = PYC_EXIT_OK;
+    return answer;
+}
+
+/* ---- fork ------------------------------------------------------------------------------------------------ */
+
+/* Makes child (an element of the fork answer's "children") the session `name`.  Returns 0, or -1 (printed). */
+static int
+adopt_child(const char *name, json_t *child, const char *runtime_dir)
+{
+    pyc_error_t err;
+    pyc_session_file_t sf;
+    char path[4096];
+    json_t *conn = json_object_get(child, "connection");
+    json_t *pid = json_object_get(child, "pid");
+    char *text = json_is_object(conn) ? json_dumps(conn, JSON_COMPACT) : NULL;
+    int rc = -1;
+
+    if (text == NULL || !json_is_integer(pid)) {
+        cli_err("fork: the kernel's report of a child has no connection or pid");
+        free(text);
+        return -1;
+    }
+    if (pyc_session_file_parse(text, strlen(text), &sf, &err) < 0) {
+        cli_err("fork: the child's connection: %s", err.text);
+        free(text);
+        return -1;
+    }
+    sf.pid = (long)json_integer_value(pid);
+    sf.pid_start = pyc_proc_start(sf.pid);
+    sf.created = cli_now();
+    if (cli_session_path(path, sizeof path, name, ".json") == 0) {
+        if (pyc_session_file_write(path, &sf, &err) < 0)
+            cli_err("%s", err.text);
+        else
+            rc = 0;
+    }
+    /* The child's own file, in the runtime dir beside its parent's: the session file replaces it. */
+    const char *own = json_string_value(json_object_get(child, "connection_file"));
+    if (rc == 0 && own != NULL) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", own);
+        if (strcmp(dirname(dir), runtime_dir) == 0)
+            unlink(own);
+    }
+    pyc_session_file_clear(&sf);
+    free(text);
+    return rc;
+}
+
+/* Kills the children of a fork answer (made before a failure, or left without a name). */
+static void
+kill_children(json_t *children, size_t from)
+{
+    size_t i;
+    json_t *child;
+    json_array_foreach(children, i, child) {
+        json_t *pid = json_object_get(child, "pid");
+        const char *own = json_string_value(json_object_get(child, "connection_file"));
+        if (i < from || !json_is_integer(pid) || json_integer_value(pid) <= 1)
+            continue;
+        kill((pid_t)json_integer_value(pid), SIGKILL);
+        if (own != NULL)
+            unlink(own);
+    }
+}
+
+int
+cli_fork(int argc, char **argv)
+{
+    static const cli_optspec_t specs[] = {{"json", false}};
+    cli_args_t a;
+    pyc_error_t err;
+    int rc = PYC_EXIT_OK, locks[CLI_MAX_POS];
+    char dir[4096];
+
+    if (cli_parse("fork", argc, argv, specs, 1, &a) < 0)
+        return PYC_EXIT_USAGE;
+    if (a.help) {
+        puts("usage: pyc fork NAME NEWNAME... [--json]\n"
+             "Forks session NAME's kernel into one child per NEWNAME, each a session of its own with a copy of\n"
+             "NAME's state (copy-on-write).  The children outlive NAME.  Prints their connection files.");
+        return PYC_EXIT_OK;
+    }
+    if (a.npos < 2) {
+        cli_err("fork: usage: pyc fork NAME NEWNAME... [--json]");
+        return PYC_EXIT_USAGE;
+    }
+    int n = a.npos - 1;
+    const char *names[CLI_MAX_POS];
+    memcpy(names, &a.pos[1], (size_t)n * sizeof *names);
+    for (int i = 0; i < a.npos; i++) {
+        if (pyc_session_name_check(a.pos[i], &err) < 0) {
+            cli_err("%s", err.text);
+            return PYC_EXIT_USAGE;
+        }
+        for (int j = 0; j < i; j++) {
+            if (strcmp(a.pos[i], a.pos[j]) == 0) {
+                cli_err("fork: %s is named twice", a.pos[i]);
+                return PYC_EXIT_USAGE;
+            }
+        }
+    }
+    if (cli_runtime_dir(dir, sizeof dir) < 0)
+        return PYC_EXIT_CONNECTION;
+    cli_catch_sigint();
+
+    /* Locks in name order, so that two forks that share names cannot wait for each other. */
+    for (int i = 1; i < n; i++) {
+        for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+            const char *t = names[j];
+            names[j] = names[j - 1];
+            names[j - 1] = t;
+        }
+    }
+    int nlocked = 0;
+    for (; nlocked < n; nlocked++) {
+        if ((locks[nlocked] = cli_lock(names[nlocked], 120000)) < 0) {
+            rc = PYC_EXIT_CONNECTION;
+            goto unlock;
+        }
+        pyc_session_file_t old;
+        cli_state_t st = cli_session_state(names[nlocked], &old, 1000, &err);
+        if (st == CLI_LIVE) {
+            cli_err("session %s already exists (kernel pid %ld); nothing was forked", names[nlocked], old.pid);
+            pyc_session_file_clear(&old);
+            rc = PYC_EXIT_EXISTS;
+            nlocked++;
+            goto unlock;
+        }
+        if (st != CLI_MISSING && cli_session_end(names[nlocked], &old, st, 1000) < 0) {
+            pyc_session_file_clear(&old);
+            rc = PYC_EXIT_CONNECTION;
+            nlocked++;
+            goto unlock;
+        }
+        pyc_session_file_clear(&old);
+    }
+
+    pyc_session_file_t sf;
+    pyc_client_t *cl = cli_connect(a.pos[0], &sf, true, false, &rc);
+    if (cl == NULL)
+        goto unlock;
+    json_t *data = json_pack("{s:i, s:b}", "n", n, "outlive", 1);
+    pyc_msg_t *answer = data != NULL ? comm_request(cl, a.pos[0], "pyc.fork", data, NULL, 0, FORK_TIMEOUT_MS / 1000.0, &rc)
+                                     : NULL;
+    json_decref(data);
+    json_t *children = answer != NULL ? json_object_get(json_object_get(answer->content, "data"), "children") : NULL;
+    if (rc != PYC_EXIT_OK) {
+        kill_children(children, 0);
+    } else if (!json_is_array(children) || json_array_size(children) != (size_t)n) {
+        cli_err("fork: the kernel reported %zu children, not %d", json_is_array(children) ? json_array_size(children) : 0,
+                n);
+        kill_children(children, 0);
+        rc = PYC_EXIT_CONNECTION;
+    } else {
+        json_t *list = json_array();
+        /* Child i becomes the i-th name as given (names[] is the sorted copy used for locking). */
+        for (int i = 0; i < n && rc == PYC_EXIT_OK; i++) {
+            const char *nm = a.pos[1 + i];
+            char path[4096];
+            if (adopt_child(nm, json_array_get(children, (size_t)i), dir) < 0) {
+                kill_children(children, (size_t)i);
+                rc = PYC_EXIT_ERROR;
+                break;
+            }
+            if (cli_session_path(path, sizeof path, nm, ".json") < 0)
+                continue;
+            if (a.value[0] != NULL)
+                json_array_append_new(list, json_pack("{s:s, s:O, s:s}", "name", nm, "pid",
+                                                      json_object_get(json_array_get(children, (size_t)i), "pid"),
+                                                      "connection_file", path));
+            else
+                puts(path);
+        }
+        if (a.value[0] != NULL && rc == PYC_EXIT_OK)
+            cli_print_json_line(list);
+        json_decref(list);
+    }
+    pyc_msg_destroy(&answer);
+    pyc_client_destroy(&cl);
+    pyc_session_file_clear(&sf);
+unlock:
+    for (int i = 0; i < nlocked; i++)
+        cli_unlock(names[i], locks[i], false);
+    return rc;
+}
+
+/* ---- cp -------------------------------------------------------------------------------------------------- */
+
+/* A pickle read from a file or stdin: mapped, or in a buffer. */
+typedef struct loaded {
+    void *map;
+    size_t map_len;
+    char *data;
+    size_t len;
+} loaded_t;
+
+static void
+loaded_free(loaded_t *l)
+{
+    if (l->map != NULL)
+        munmap(l->map, l->map_len);
+    free(l->data);
+    memset(l, 0, sizeof *l);
+}
+
+/* Reads the pickle of a file side (path NULL: stdin) into l.  Prints and returns -1 on failure. */
+static int
+load_pickle(const char *path, loaded_t *l, pyc_frame_t *frame)
+{
+    int fd = path != NULL ? open(path, O_RDONLY | O_CLOEXEC) : 0;
+    const char *what = path != NULL ? path : "stdin";
+    struct stat st;
+    memset(l, 0, sizeof *l);
+    if (fd < 0) {
+        cli_err("cannot open %s: %s", what, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p != MAP_FAILED) {
+            l->map = p;
+            l->map_len = (size_t)st.st_size;
+            frame->data = p;
+            frame->size = l->map_len;
+            if (path != NULL)
+                close(fd);
+            return 0;
+        }
+    }
+    pyc_buf_t b;
+    pyc_buf_init(&b, MAX_STDIN_PICKLE);
+    for (;;) {
+        if (pyc_buf_reserve(&b, 1 << 20) < 0) {
+            cli_err("%s: too large or out of memory", what);
+            break;
+        }
+        size_t room = b.alloc - b.len - 1;
+        if (room > b.max - b.len)
+            room = b.max - b.len;      /* never past the cap, whatever the allocation grew to */
+        ssize_t r = read(fd, b.data + b.len, room);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            cli_err("cannot read %s: %s", what, strerror(errno));
+            break;
+        }
+        if (r == 0) {
+            if (path != NULL)
+                close(fd);
+            if (b.len == 0) {
+                cli_err("%s is empty: not a pickle", what);
+                pyc_buf_free(&b);
+                return -1;
+            }
+            l->len = b.len;
+            l->data = pyc_buf_detach(&b, NULL);
+            frame->data = l->data;
+            frame->size = l->len;
+            return 0;
+        }
+        b.len += (size_t)r;
+        b.data[b.len] = '\0';
+    }
+    if (path != NULL)
+        close(fd);
+    pyc_buf_free(&b);
+    return -1;
+}
+
+static int
+write_fd(void *ctx, const void *p, size_t n)
+{
+    return pyc_write_all(*(int *)ctx, p, n);
+}
+
+/* Writes the answer of a get (main pickle and out-of-band buffers) as one in-band pickle to path (NULL:
+ * stdout), after checking each frame against its SHA-256 digest.  Prints and returns -1 on failure. */
+static int
+save_pickle(const char *path, const pyc_msg_t *answer)
+{
+    json_t *digests = json_object_get(json_object_get(answer->content, "data"), "sha256");
+    pyc_error_t err;
+    if (answer->n_buffers == 0 || !json_is_array(digests) || json_array_size(digests) != answer->n_buffers) {
+        cli_err("the kernel's answer has %zu frames and %zu digests", answer->n_buffers,
+                json_is_array(digests) ? json_array_size(digests) : 0);
+        return -1;
+    }
+    for (size_t i = 0; i < answer->n_buffers; i++) {
+        char hex[65];
+        const char *want = json_string_value(json_array_get(digests, i));
+        pyc_auth_sha256_hex(answer->buffers[i].data, answer->buffers[i].size, hex);
+        if (want == NULL || strcasecmp(hex, want) != 0) {
+            cli_err("frame %zu of the kernel's answer does not match its SHA-256 digest; nothing written", i);
+            return -1;
+        }
+    }
+    char tmp[4096];
+    int fd = 1;
+    if (path != NULL) {
+        if ((size_t)snprintf(tmp, sizeof tmp, "%s.pyc-tmp%ld", path, (long)getpid()) >= sizeof tmp) {
+            cli_err("%s: path too long", path);
+            return -1;
+        }
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        if (fd < 0) {
+            cli_err("cannot create %s: %s", tmp, strerror(errno));
+            return -1;
+        }
+    }
+    int r = pyc_pickle_inband(&answer->buffers[0], answer->buffers + 1, answer->n_buffers - 1, write_fd, &fd, &err);
+    if (r < 0)
+        cli_err("%s: %s", path != NULL ? path : "stdout", err.text);
+    if (path != NULL) {
+        if (close(fd) < 0 && r == 0) {
+            cli_err("cannot write %s: %s", tmp, strerror(errno));
+            r = -1;
+        }
+        if (r == 0 && rename(tmp, path) < 0) {
+            cli_err("cannot rename %s to %s: %s", tmp, path, strerror(errno));
+            r = -1;
+        }
+        if (r != 0)
+            unlink(tmp);
+    }
+    return r == 0 ? 0 : -1;
+}
+
+/* Prints the names a whole-namespace get left out. */
+static void
+report_skipped(const char *session, const pyc_msg_t *answer)
+{
+    json_t *skipped = json_object_get(json_object_get(answer->content, "data"), "skipped");
+    const char *k;
+    json_t *v;
+    if (!json_is_object(skipped) || json_object_size(skipped) == 0)
+        return;
+    cli_err("%s: %zu name(s) not copied (they cannot be pickled):", session, json_object_size(skipped));
+    json_object_foreach(skipped, k, v) {
+        fprintf(stderr, "  %s: %s\n", k, json_is_string(v) ? json_string_value(v) : "?");
+    }
+}
+
+int
+cli_cp(int argc, char **argv)
+{
+    static const cli_optspec_t specs[] = {{"timeout", true}};
+    cli_args_t a;
+    pyc_error_t err;
+    pyc_side_t src, dst;
+    double timeout = DEFAULT_TIMEOUT;
+    int rc = PYC_EXIT_OK;
+
+    if (cli_parse("cp", argc, argv, specs, 1, &a) < 0)
+        return PYC_EXIT_USAGE;
+    if (a.help) {
+        puts("usage: pyc cp SRC DST [--timeout S]\n"
+             "Copies objects as pickles.  A side is SESSION:VAR (a variable), SESSION: (every picklable user\n"
+             "name, as one dict), a pickle file path, or - (stdin/stdout).  Names that cannot be pickled are\n"
+             "reported on stderr.  Examples: pyc cp work:df df.pkl; pyc cp df.pkl gpu:df; pyc cp work: other:");
+        return PYC_EXIT_OK;
+    }
+    if (a.npos != 2) {
+        cli_err("cp: usage: pyc cp SRC DST [--timeout S]");
+        return PYC_EXIT_USAGE;
+    }
+    if (a.value[0] != NULL && cli_seconds("--timeout", a.value[0], &timeout) < 0)
+        return PYC_EXIT_USAGE;
+    if (pyc_side_parse(a.pos[0], &src, &err) < 0 || pyc_side_parse(a.pos[1], &dst, &err) < 0) {
+        cli_err("cp: %s", err.text);
+        return PYC_EXIT_USAGE;
+    }
+    if (src.kind != PYC_SIDE_SESSION && dst.kind != PYC_SIDE_SESSION) {
+        cli_err("cp: one side must be a session (SESSION:VAR or SESSION:)");
+        return PYC_EXIT_USAGE;
+    }
+    cli_catch_sigint();
+
+    pyc_session_file_t ssf, dsf;
+    pyc_client_t *scl = NULL, *dcl = NULL;
+    pyc_msg_t *got = NULL, *put = NULL;
+    loaded_t file = {0};
+    pyc_frame_t one;
+    const pyc_frame_t *bufs = NULL;
+    size_t nbufs = 0;
+    json_t *digests = NULL, *data = NULL;
+    json_int_t nbytes = 0;
+    memset(&ssf, 0, sizeof ssf);
+    memset(&dsf, 0, sizeof dsf);
+
+    /* The source: a get, or the file. */
+    if (src.kind == PYC_SIDE_SESSION) {
+        if ((scl = cli_connect(src.session, &ssf, true, false, &rc)) == NULL)
+            goto out;
+        data = src.var[0] != '\0' ? json_pack("{s:s, s:s}", "op", "get", "name", src.var)
+                                  : json_pack("{s:s, s:n}", "op", "get", "names");
+        got = data != NULL ? comm_request(scl, src.session, "pyc.pickle", data, NULL, 0, timeout, &rc) : NULL;
+        json_decref(data);
+        data = NULL;
+        if (rc != PYC_EXIT_OK)
+            goto out;
+        report_skipped(src.session, got);
+        json_t *gd = json_object_get(got->content, "data");
+        digests = json_object_get(gd, "sha256");
+        json_t *nb = json_object_get(gd, "nbytes");
+        nbytes = json_is_integer(nb) ? json_integer_value(nb) : 0;
+        bufs = got->buffers;
+        nbufs = got->n_buffers;
+        if (nbufs == 0) {
+            cli_err("%s: the kernel's answer holds no pickle", src.session);
+            rc = PYC_EXIT_CONNECTION;
+            goto out;
+        }
+        json_incref(digests);
+    } else {
+        if (load_pickle(src.kind == PYC_SIDE_FILE ? src.path : NULL, &file, &one) < 0) {
+            rc = PYC_EXIT_ERROR;
+            goto out;
+        }
+        char hex[65];
+        pyc_auth_sha256_hex(one.data, one.size, hex);
+        digests = json_pack("[s]", hex);
+        bufs = &one;
+        nbufs = 1;
+        nbytes = (json_int_t)one.size;
+    }
+
+    /* The destination: the file, or a put. */
+    if (dst.kind != PYC_SIDE_SESSION) {
+        if (save_pickle(dst.kind == PYC_SIDE_FILE ? dst.path : NULL, got) < 0)
+            rc = PYC_EXIT_ERROR;
+        goto out;
+    }
+    if ((dcl = cli_connect(dst.session, &dsf, true, false, &rc)) == NULL)
+        goto out;
+    const char *name = dst.var[0] != '\0' ? dst.var : src.kind == PYC_SIDE_SESSION && src.var[0] != '\0' ? src.var : NULL;
+    data = name != NULL ? json_pack("{s:s, s:s, s:O, s:I}", "op", "put", "name", name, "sha256", digests, "nbytes", nbytes)
+                        : json_pack("{s:s, s:n, s:O, s:I}", "op", "put", "names", "sha256", digests, "nbytes", nbytes);
+    if (data == NULL) {
+        cli_err("out of memory");
+        rc = PYC_EXIT_ERROR;
+        goto out;
+    }
+    put = comm_request(dcl, dst.session, "pyc.pickle", data, bufs, nbufs, timeout, &rc);
+out:
+    /* The clients go first: ZeroMQ may still hold views of the frames and the file until their sockets close. */
+    pyc_client_destroy(&scl);
+    pyc_client_destroy(&dcl);
+    json_decref(data);
+    json_decref(digests);
+    pyc_msg_destroy(&got);
+    pyc_msg_destroy(&put);
+    loaded_free(&file);
+    pyc_session_file_clear(&ssf);
+    pyc_session_file_clear(&dsf);
+    return rc;
+}

@@ -1,0 +1,114 @@
+"""Helpers of the `pyc` command-line tests: the built program, named sessions that are always ended.
+
+The parent conftest (tests/conftest.py) has already pointed JUPYTER_RUNTIME_DIR, JUPYTER_DATA_DIR,
+JUPYTER_PATH and HOME at fresh temp dirs, so every `pyc` started here (and every kernel it starts) works in
+them.  Every kernel pid a test learns of (from a session file) is registered with pyctest, whose session
+finish kills any that is still alive and fails the run if there was one.
+"""
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+import pyctest
+
+#: The `pyc` under test: $PYC_CLI (exported by `make check`), else `pyc` beside $PYC_KERNEL.
+PYC_CLI = os.environ.get("PYC_CLI") or os.path.join(os.path.dirname(pyctest.PYC_KERNEL or "."), "pyc")
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOSESSION, EXIT_EXISTS, EXIT_TIMEOUT, EXIT_CONNECTION = 0, 1, 2, 3, 4, 5, 6
+EXIT_INTERRUPTED = 130
+
+_counter = [0]
+
+
+def runtime_dir():
+    return os.environ["JUPYTER_RUNTIME_DIR"]
+
+
+def session_file(name):
+    return os.path.join(runtime_dir(), "pyc-%s.json" % name)
+
+
+def read_session(name):
+    with open(session_file(name)) as f:
+        return json.load(f)
+
+
+def unique_name(tag="s"):
+    _counter[0] += 1
+    return "%s-%d-%d" % (tag, os.getpid(), _counter[0])
+
+
+def pyc(*args, input=None, timeout=60, check=None, env=None):
+    """Runs the built `pyc` with args; returns the CompletedProcess (text mode).  check=N asserts the exit
+    code, showing the output when it differs."""
+    if not os.access(PYC_CLI, os.X_OK):
+        pytest.fail("the pyc program %s is not built (set PYC_CLI)" % PYC_CLI)
+    p = subprocess.run(
+        [PYC_CLI] + [str(a) for a in args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or pyctest.child_env(),
+    )
+    if check is not None:
+        assert p.returncode == check, "pyc %s: exit %d, expected %d\nstdout: %s\nstderr: %s" % (
+            " ".join(map(str, args)), p.returncode, check, p.stdout, p.stderr)
+    return p
+
+
+def register_session(name):
+    """Registers the kernel pid of session `name` for the end-of-run check; returns it."""
+    pid = read_session(name).get("pid")
+    if pid:
+        pyctest.register_pid(pid)
+    return pid
+
+
+def wait_gone(pid, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while pyctest.pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not pyctest.pid_alive(pid)
+
+
+class Sessions:
+    """Sessions a test made; all are killed (by `pyc kill`, then by pid) when the test ends."""
+
+    def __init__(self):
+        self.names = []
+        self.pids = set()
+
+    def new(self, name=None, *extra, check=EXIT_OK):
+        name = name or unique_name()
+        p = pyc("new", name, *extra, check=check)
+        if p.returncode == EXIT_OK:
+            self.adopt(name)
+        return name
+
+    def adopt(self, name):
+        """Takes responsibility for a session made otherwise (fork, a concurrent new)."""
+        if name not in self.names:
+            self.names.append(name)
+        try:
+            pid = register_session(name)
+        except FileNotFoundError:
+            return None
+        if pid:
+            self.pids.add(pid)
+        return pid
+
+    def close(self):
+        for name in self.names:
+            if os.path.exists(session_file(name)):
+                try:
+                    self.adopt(name)
+                except (OSError, ValueError):
+                    pass
+                pyc("kill", name, timeout=30)
+        for pid in self.pids:
+            pyctest.kill_pid(pid)

@@ -1,0 +1,153 @@
+"""`pyc fork` (comm target pyc.fork) and `pyc cp` (comm target pyc.pickle), through the built pyc."""
+
+import glob
+import json
+import os
+import pickle
+import stat
+import subprocess
+
+import pytest
+
+import pyctest
+from clitest import (EXIT_ERROR, EXIT_EXISTS, EXIT_OK, EXIT_USAGE, PYC_CLI, pyc, read_session, runtime_dir,
+                     session_file, unique_name, wait_gone)
+
+np = pytest.importorskip("numpy")
+
+
+def test_fork_makes_named_sessions_that_outlive_the_parent(sessions):
+    parent = sessions.new()
+    pyc("run", parent, "import numpy as np\nbase = 41\narr = np.arange(5)", check=EXIT_OK)
+    k1, k2 = unique_name("kid"), unique_name("kid")
+    p = pyc("fork", parent, k1, k2, check=EXIT_OK)
+    sessions.adopt(k1)
+    sessions.adopt(k2)
+    assert p.stdout.splitlines() == [session_file(k1), session_file(k2)]
+    for k in (k1, k2):
+        assert stat.S_IMODE(os.stat(session_file(k)).st_mode) == 0o600
+        assert pyctest.pid_alive(read_session(k)["pid"])
+    # the children's own files are gone: each child is listed once, under its new name
+    assert glob.glob(os.path.join(runtime_dir(), "pyc-%s-fork-*.json" % parent)) == []
+    # each child has the parent's state, and its own from then on
+    assert pyc("run", k1, "base + 1", check=EXIT_OK).stdout == "42\n"
+    pyc("run", k1, "base = 0", check=EXIT_OK)
+    assert pyc("run", k2, "base, int(arr.sum())", check=EXIT_OK).stdout == "(41, 10)\n"
+    assert pyc("run", parent, "base", check=EXIT_OK).stdout == "41\n"
+    # they outlive the parent
+    parent_pid = read_session(parent)["pid"]
+    pyc("kill", parent, check=EXIT_OK)
+    assert wait_gone(parent_pid)
+    assert pyc("run", k2, "base", check=EXIT_OK).stdout == "41\n"
+    entries = {e["name"]: e["state"] for e in json.loads(pyc("ls", "--json", check=EXIT_OK).stdout)}
+    assert entries.get(k1) == "live" and entries.get(k2) == "live" and parent not in entries
+    # and `pyc kill` ends a child like any session
+    kid_pid = read_session(k1)["pid"]
+    pyc("kill", k1, check=EXIT_OK)
+    assert wait_gone(kid_pid)
+
+
+def test_fork_refuses_a_taken_name(sessions):
+    parent = sessions.new()
+    taken = sessions.new()
+    fresh = unique_name("kid")
+    p = pyc("fork", parent, fresh, taken, check=EXIT_EXISTS)
+    assert "already exists" in p.stderr
+    assert not os.path.exists(session_file(fresh))
+    json_out = pyc("fork", parent, fresh, "--json", check=EXIT_OK).stdout
+    sessions.adopt(fresh)
+    (entry,) = json.loads(json_out)
+    assert entry["name"] == fresh and entry["pid"] == read_session(fresh)["pid"]
+
+
+@pytest.fixture
+def two(sessions):
+    a, b = sessions.new(), sessions.new()
+    pyc("run", a, "import numpy as np\narr = np.arange(12.0).reshape(3, 4)\nro = np.frombuffer(b'abcd', dtype=np.uint8)\n"
+                  "small = {'k': [1, 2]}\nlam = lambda: 1\nimport os\n_private = 5", check=EXIT_OK)
+    return a, b
+
+
+def test_cp_session_to_file_and_back(two, tmp_path):
+    a, b = two
+    f = tmp_path / "arr.pkl"
+    pyc("cp", "%s:arr" % a, str(f), check=EXIT_OK)
+    # a plain pickle file: NumPy's out-of-band buffers were put back in band
+    with open(f, "rb") as fh:
+        arr = pickle.load(fh)
+    assert isinstance(arr, np.ndarray) and arr.shape == (3, 4) and arr.flags.writeable
+    assert (arr == np.arange(12.0).reshape(3, 4)).all()
+    g = tmp_path / "ro.pkl"
+    pyc("cp", "%s:ro" % a, str(g), check=EXIT_OK)
+    with open(g, "rb") as fh:
+        ro = pickle.load(fh)
+    assert bytes(ro) == b"abcd" and not ro.flags.writeable
+    # file to session, under a new name
+    pyc("cp", str(f), "%s:arr2" % b, check=EXIT_OK)
+    assert pyc("run", b, "arr2.sum(), arr2.dtype.name", check=EXIT_OK).stdout == "(66.0, 'float64')\n"
+    # a pickle written by Python itself
+    h = tmp_path / "py.pkl"
+    h.write_bytes(pickle.dumps({"from": "python"}, protocol=4))
+    pyc("cp", str(h), "%s:frompy" % b, check=EXIT_OK)
+    assert pyc("run", b, "frompy", check=EXIT_OK).stdout == "{'from': 'python'}\n"
+
+
+def test_cp_session_to_session(two):
+    a, b = two
+    pyc("cp", "%s:arr" % a, "%s:" % b, check=EXIT_OK)                # keeps its name
+    pyc("cp", "%s:small" % a, "%s:renamed" % b, check=EXIT_OK)
+    assert pyc("run", b, "arr.shape, renamed", check=EXIT_OK).stdout == "((3, 4), {'k': [1, 2]})\n"
+
+
+def test_cp_whole_namespace(two, tmp_path):
+    a, b = two
+    p = pyc("cp", "%s:" % a, "%s:" % b, check=EXIT_OK)
+    # the lambda cannot be pickled: reported, not copied
+    assert "lam" in p.stderr and "not copied" in p.stderr
+    out = pyc("run", b, "sorted(k for k in ('arr', 'ro', 'small', 'lam', 'os', '_private') if k in globals())",
+              check=EXIT_OK).stdout
+    assert out == "['arr', 'ro', 'small']\n"
+    f = tmp_path / "ns.pkl"
+    p = pyc("cp", "%s:" % a, str(f), check=EXIT_OK)
+    assert "lam" in p.stderr
+    with open(f, "rb") as fh:
+        ns = pickle.load(fh)
+    assert sorted(ns) == ["arr", "ro", "small"]
+
+
+def test_cp_through_stdin_and_stdout(two):
+    a, b = two
+    blob = pyc_bytes("cp", "%s:small" % a, "-")
+    assert pickle.loads(blob) == {"k": [1, 2]}
+    p = subprocess.run([PYC_CLI, "cp", "-", "%s:piped" % b], input=blob, capture_output=True,
+                       env=pyctest.child_env(), timeout=60)
+    assert p.returncode == EXIT_OK, p.stderr
+    assert pyc("run", b, "piped", check=EXIT_OK).stdout == "{'k': [1, 2]}\n"
+
+
+def test_cp_errors(two, tmp_path):
+    a, b = two
+    p = pyc("cp", "%s:nope" % a, str(tmp_path / "x.pkl"), check=EXIT_ERROR)
+    assert "NameError" in p.stderr and not (tmp_path / "x.pkl").exists()
+    p = pyc("cp", str(tmp_path / "missing.pkl"), "%s:x" % b, check=EXIT_ERROR)
+    assert "cannot open" in p.stderr
+    bad = tmp_path / "bad.pkl"
+    bad.write_bytes(b"not a pickle")
+    p = pyc("cp", str(bad), "%s:x" % b, check=EXIT_ERROR)
+    assert "UnpicklingError" in p.stderr or "Error" in p.stderr
+    # a whole-namespace put needs a dict
+    p = pyc("cp", str(_write(tmp_path / "list.pkl", [1])), "%s:" % b, check=EXIT_ERROR)
+    assert "dict" in p.stderr
+    pyc("cp", "%s:1bad" % a, "x.pkl", check=EXIT_USAGE)
+    pyc("cp", "Capital:x", "x.pkl", check=EXIT_USAGE)
+
+
+def _write(path, obj):
+    path.write_bytes(pickle.dumps(obj))
+    return path
+
+
+def pyc_bytes(*args):
+    p = subprocess.run([PYC_CLI] + list(args), capture_output=True, env=pyctest.child_env(), timeout=60)
+    assert p.returncode == EXIT_OK, p.stderr
+    return p.stdout
