@@ -47,6 +47,13 @@ typedef struct out_gate {
     size_t bytes, msgs, dropped_bytes, dropped_msgs;
 } out_gate_t;
 
+/* A forked session: its pid, its connection file (removed when it ends), and whether it outlives us. */
+typedef struct child {
+    pid_t pid;
+    char *file;
+    bool outlive;
+} child_t;
+
 /* Wall and CPU clocks at the start of a cell. */
 typedef struct cell_clock {
     struct timespec wall, cpu;
@@ -86,8 +93,7 @@ struct pyc_kernel {
     int (*fork_child)(void *ctx, bool outlive, json_t **info, pyc_error_t *err);
     void *fork_ctx;
     int max_children;
-    pid_t *children;             /* live forked children, reaped when idle */
-    char **children_files;       /* their connection files, removed when they end */
+    child_t *children;           /* live forked children, reaped when idle */
     int n_children;
     bool just_forked;            /* this process is a child that has not finished the fork request */
     bool history_batch;          /* a batch of history rows is open (committed when idle) */
@@ -1298,19 +1304,19 @@ on_inspect(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 
 /* comm_open, comm_msg, comm_close from the frontend go to the comm manager inside the interpreter
  * (pyc._comm), which holds the targets registered from Python. */
-/* Reaps the children that ended; keeps the list to the live ones. */
+/* Reaps the children that ended (those that outlive us too, or they would stay zombies while we run); keeps
+ * the list to the live ones. */
 static void
 reap_children(pyc_kernel_t *k)
 {
     int live = 0;
     for (int i = 0; i < k->n_children; i++) {
-        if (waitpid(k->children[i], NULL, WNOHANG) == 0) {
-            k->children_files[live] = k->children_files[i];
+        if (waitpid(k->children[i].pid, NULL, WNOHANG) == 0) {
             k->children[live++] = k->children[i];
         } else {
             /* A child that ended by a signal could not remove its connection file. */
-            unlink(k->children_files[i]);
-            free(k->children_files[i]);
+            unlink(k->children[i].file);
+            free(k->children[i].file);
         }
     }
     k->n_children = live;
@@ -1318,18 +1324,30 @@ reap_children(pyc_kernel_t *k)
 
 /* Records a new child and its connection file. */
 static void
-add_child(pyc_kernel_t *k, pid_t pid, const char *file)
+add_child(pyc_kernel_t *k, pid_t pid, const char *file, bool outlive)
 {
-    pid_t *grown = realloc(k->children, (size_t)(k->n_children + 1) * sizeof *grown);
-    if (grown == NULL)
+    char *f = strdup(file != NULL ? file : "");
+    child_t *grown = f != NULL ? realloc(k->children, (size_t)(k->n_children + 1) * sizeof *grown) : NULL;
+    if (grown == NULL) {
+        free(f);
+        pyc_log("fork: out of memory: child %ld will not be reaped", (long)pid);
         return;
+    }
     k->children = grown;
-    char **files = realloc(k->children_files, (size_t)(k->n_children + 1) * sizeof *files);
-    if (files == NULL)
-        return;
-    k->children_files = files;
-    k->children_files[k->n_children] = strdup(file != NULL ? file : "");
-    k->children[k->n_children++] = pid;
+    k->children[k->n_children++] = (child_t){pid, f, outlive};
+}
+
+/* The kernel is ending: children that were not asked to outlive it end now (they would anyway, by
+ * PR_SET_PDEATHSIG), and their connection files go. */
+static void
+end_children(pyc_kernel_t *k)
+{
+    for (int i = 0; i < k->n_children; i++) {
+        if (k->children[i].outlive)
+            continue;
+        kill(k->children[i].pid, SIGKILL);
+        unlink(k->children[i].file);
+    }
 }
 
 /* Comm target pyc.fork: {"n": N, "outlive": false} forks N children from the state after the last
@@ -1379,8 +1397,7 @@ on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
                 children = NULL;
                 break;
             }
-            if (!outlive)
-                add_child(k, pid, json_string_value(json_object_get(info, "connection_file")));
+            add_child(k, pid, json_string_value(json_object_get(info, "connection_file")), outlive);
             json_array_append_new(children, info);
         }
         if (result == NULL)
@@ -1538,10 +1555,7 @@ guard_stuck(void *ctx, int why)
         reply(k, k->cell_chan, msg, "execute_reply", md, content);
         status(k, msg, "idle");
     }
-    for (int i = 0; i < k->n_children; i++) {
-        kill(k->children[i], SIGKILL);
-        unlink(k->children_files[i]);
-    }
+    end_children(k);
     k->hard_exit(k->hard_exit_ctx, 3);
 }
 
@@ -1551,10 +1565,7 @@ guard_overdue(void *ctx)
     pyc_kernel_t *k = ctx;
     pyc_log("shutdown took longer than its grace of %g s; exiting without finishing it",
             k->limits.shutdown_grace);
-    for (int i = 0; i < k->n_children; i++) {
-        kill(k->children[i], SIGKILL);
-        unlink(k->children_files[i]);
-    }
+    end_children(k);
     k->hard_exit(k->hard_exit_ctx, 0);
 }
 
@@ -1700,9 +1711,7 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     atomic_store(&k->executing, 0);
     atomic_store(&k->quit, 0);
     free(k->children);           /* the parent's children are not ours (their files leak: a small copy) */
-    free(k->children_files);
     k->children = NULL;
-    k->children_files = NULL;
     k->n_children = 0;
     /* The SQLite connection must not cross fork(): forget it and start a session of our own. */
     pyc_kernel_keep_inherited(k->history);
@@ -1853,13 +1862,9 @@ pyc_kernel_destroy(pyc_kernel_t **k_p)
     pyc_streams_destroy(&k->streams);
     pyc_kernel_idle(k);
     pyc_history_close(&k->history);
-    /* Children that were not asked to outlive us die with us (PR_SET_PDEATHSIG); their files go now. */
-    for (int i = 0; i < k->n_children; i++) {
-        kill(k->children[i], SIGKILL);
-        unlink(k->children_files[i]);
-        free(k->children_files[i]);
-    }
-    free(k->children_files);
+    end_children(k);
+    for (int i = 0; i < k->n_children; i++)
+        free(k->children[i].file);
     free(k->parent);
     free(k->children);
     free(k->username_json);

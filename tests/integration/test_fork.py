@@ -181,6 +181,20 @@ def test_outlive(fresh_kernel):
         kill_pid(child["pid"])
 
 
+def test_parent_reaps_a_child_that_outlives_it_but_ends_first(fresh_kernel):
+    kc = fresh_kernel.kc
+    child = fork(kc, n=1, outlive=True)["children"][0]
+    try:
+        os.kill(child["pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while state(child["pid"]) != "gone" and time.monotonic() < deadline:
+            execute(kc, "1")          # the parent reaps when it is idle
+            time.sleep(0.2)
+        assert state(child["pid"]) == "gone", "the ended child is left a %s" % state(child["pid"])
+    finally:
+        kill_pid(child["pid"])
+
+
 def test_bad_requests_and_cap(kc):
     for n in (0, -1, 10_000, "three"):
         data = fork(kc, n=n)

@@ -26,6 +26,8 @@ def test_is_complete_complete(kc, code):
         ("for i in range(3):", "    "),
         ("def f():", "    "),
         ("if True:\n    if True:", "        "),
+        ("for i in range(3):\n", "    "),
+        ("if True:\n    if True:\n", "        "),
         ("x = (", None),
         ("s = '''abc", None),
     ],

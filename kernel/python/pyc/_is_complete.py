@@ -22,7 +22,11 @@ def is_complete(src):
         return _complete_or_invalid(src)
     indent = last[: len(last) - len(last.lstrip())]
     if code is None:
-        if last.rstrip().endswith(":"):
+        # After a newline the next line continues the last line that has code ("for x in y:\n" asks for
+        # four spaces, as without the newline).
+        ref = last if last.strip() else next((ln for ln in reversed(src.split("\n")) if ln.strip()), "")
+        indent = ref[: len(ref) - len(ref.lstrip())]
+        if ref.rstrip().endswith(":"):
             indent += "    "
         return "incomplete", indent
     if not last.strip():
