@@ -84,21 +84,6 @@ set_place(pyc_checkpoint_t *c, const char *dir, const char *id, const char *pyth
     return 0;
 }
 
-static int
-write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Creates the directory and a new file: O_EXCL, so that a name already taken (a restarted kernel keeps its
  * connection file, another host may use the same name) is never appended to under a different token;
  * stem-2.py, stem-3.py... are tried instead.  Writes the header. */
@@ -126,7 +111,7 @@ open_file(pyc_checkpoint_t *c, pyc_error_t *err)
         return -1;
     }
     c->path = path;
-    if (write_all(c->fd, c->header, strlen(c->header)) < 0)
+    if (pyc_write_all(c->fd, c->header, strlen(c->header)) < 0)
         return pyc_error_set(err, "checkpoint: cannot write %s: %s", c->path, strerror(errno));
     return 0;
 }
@@ -164,7 +149,7 @@ pyc_checkpoint_add(pyc_checkpoint_t *c, int count, const char *code, pyc_error_t
         pyc_error_set(err, "out of memory");
         goto out;
     }
-    if (write_all(c->fd, b.data, b.len) < 0) {
+    if (pyc_write_all(c->fd, b.data, b.len) < 0) {
         pyc_error_set(err, "checkpoint: cannot write %s: %s", c->path, strerror(errno));
         goto out;
     }
@@ -206,7 +191,7 @@ pyc_checkpoint_fork(pyc_checkpoint_t *c, const char *dir, const char *id, pyc_er
             limit = -1;          /* reported below as a failed copy */
         while (done < limit && (r = pread(in, buf, sizeof buf, done)) > 0) {
             size_t take = (size_t)r < (size_t)(limit - done) ? (size_t)r : (size_t)(limit - done);
-            if (write_all(c->fd, buf, take) < 0)
+            if (pyc_write_all(c->fd, buf, take) < 0)
                 break;
             done += (off_t)take;
         }

@@ -157,9 +157,8 @@ pyc_connfile_to_json(const pyc_connfile_t *cf)
 }
 
 int
-pyc_connfile_write(const char *path, const pyc_connfile_t *cf, pyc_error_t *err)
+pyc_connfile_write_json(const char *path, json_t *root, pyc_error_t *err)
 {
-    json_t *root = pyc_connfile_to_json(cf);
     char tmp[4096];
     int rc = -1, fd = -1;
     char *text = NULL;
@@ -178,18 +177,19 @@ pyc_connfile_write(const char *path, const pyc_connfile_t *cf, pyc_error_t *err)
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
         pyc_error_set(err, "cannot create %s: %s", tmp, strerror(errno));
+        tmp[0] = '\0';          /* not ours to remove */
         goto out;
     }
-    if (pyc_write_all(fd, text, strlen(text)) < 0) {
+    if (pyc_write_all(fd, text, strlen(text)) < 0 || pyc_write_all(fd, "\n", 1) < 0) {
         pyc_error_set(err, "cannot write %s: %s", tmp, strerror(errno));
         goto out;
     }
-    if (close(fd) < 0) {
-        fd = -1;
-        pyc_error_set(err, "cannot write %s: %s", tmp, strerror(errno));
-        goto out;
-    }
+    int c = close(fd);
     fd = -1;
+    if (c < 0) {
+        pyc_error_set(err, "cannot write %s: %s", tmp, strerror(errno));
+        goto out;
+    }
     if (rename(tmp, path) < 0) {
         pyc_error_set(err, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
         goto out;
@@ -201,6 +201,14 @@ out:
     if (rc < 0 && tmp[0] != '\0')
         unlink(tmp);
     free(text);
+    return rc;
+}
+
+int
+pyc_connfile_write(const char *path, const pyc_connfile_t *cf, pyc_error_t *err)
+{
+    json_t *root = pyc_connfile_to_json(cf);
+    int rc = pyc_connfile_write_json(path, root, err);
     json_decref(root);
     return rc;
 }

@@ -130,56 +130,18 @@ out:
 int
 pyc_session_file_write(const char *path, const pyc_session_file_t *sf, pyc_error_t *err)
 {
-    char tmp[4096];
-    char *text = NULL;
-    int rc = -1, fd = -1;
     json_t *root = pyc_connfile_to_json(&sf->cf);
-
-    tmp[0] = '\0';
+    int rc = -1;
     if (root == NULL) {
         pyc_error_set(err, "cannot encode the connection (is the key valid UTF-8?)");
-        goto out;
-    }
-    if ((sf->pid > 0 && json_object_set_new(root, "pid", json_integer(sf->pid)) < 0) ||
-        (sf->pid_start > 0 && json_object_set_new(root, "pid_start", json_integer((json_int_t)sf->pid_start)) < 0) ||
-        (sf->created > 0 && json_object_set_new(root, "created", json_real(sf->created)) < 0) ||
-        (text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS)) == NULL) {
+    } else if ((sf->pid > 0 && json_object_set_new(root, "pid", json_integer(sf->pid)) < 0) ||
+               (sf->pid_start > 0 &&
+                json_object_set_new(root, "pid_start", json_integer((json_int_t)sf->pid_start)) < 0) ||
+               (sf->created > 0 && json_object_set_new(root, "created", json_real(sf->created)) < 0)) {
         pyc_error_set(err, "out of memory");
-        goto out;
+    } else {
+        rc = pyc_connfile_write_json(path, root, err);
     }
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= sizeof tmp) {
-        tmp[0] = '\0';
-        pyc_error_set(err, "path %s is too long", path);
-        goto out;
-    }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        pyc_error_set(err, "cannot create %s: %s", tmp, strerror(errno));
-        tmp[0] = '\0';
-        goto out;
-    }
-    size_t n = strlen(text);
-    if (pyc_write_all(fd, text, n) < 0 || pyc_write_all(fd, "\n", 1) < 0) {
-        pyc_error_set(err, "cannot write %s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    int c = close(fd);
-    fd = -1;
-    if (c < 0) {
-        pyc_error_set(err, "cannot write %s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    if (rename(tmp, path) < 0) {
-        pyc_error_set(err, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-        goto out;
-    }
-    rc = 0;
-out:
-    if (fd >= 0)
-        close(fd);
-    if (rc < 0 && tmp[0] != '\0')
-        unlink(tmp);
-    free(text);
     json_decref(root);
     return rc;
 }
