@@ -1710,7 +1710,9 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     k->main_thread = pthread_self();
     atomic_store(&k->executing, 0);
     atomic_store(&k->quit, 0);
-    free(k->children);           /* the parent's children are not ours (their files leak: a small copy) */
+    for (int i = 0; i < k->n_children; i++)
+        free(k->children[i].file);   /* the parent's children are not ours */
+    free(k->children);
     k->children = NULL;
     k->n_children = 0;
     /* The SQLite connection must not cross fork(): forget it and start a session of our own. */
