@@ -8,8 +8,8 @@ Both are timed from process start to exit, as an agent or a shell pays for them:
 makes sure iopub is subscribed (kernel_info until an iopub message comes, as pyc does), runs the cell with
 execute_interactive (output printed, reply and idle awaited) and stops its channels.  Both
 talk to the same live session made by `pyc new`, in turns.  Also printed, as floors: the same spawn of
-/bin/true, and of `pyc --version` (process start and dynamic linking of libzmq, libcrypto and jansson,
-with no connection).
+/bin/true, and of `pyc --version` (process start and dynamic linking, with no connection: pyc links only
+jansson and libc, since it speaks ZMTP itself, hashes with its own SHA-256 and loads readline only for attach).
 
 Target (issue 6): pyc median <= 5 ms.  The session and every process are ended by pid at the end.
 """

@@ -15,20 +15,63 @@
  * ring, indexed by a chained hash table over the ring slots.  A digest is a keyed hash, so its first bytes
  * are already a good table hash, and 128 bits make an accidental collision impossible in practice.  The
  * window bounds memory: 4096 entries are 96 KB.
+ *
+ * Built with PYC_AUTH_BUILTIN (the copy in libpyccli.a, for the `pyc` command), the module uses sha256.c
+ * instead of OpenSSL and knows hmac-sha256 only, the scheme of every session `pyc new` makes: loading
+ * libcrypto cost each `pyc` process about 0.7 ms of start-up.  The kernel's copy keeps OpenSSL.
  */
-#define OPENSSL_API_COMPAT 0x10100000L
-
 #include "auth.h"
 
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#ifdef PYC_AUTH_BUILTIN
+#include "sha256.h"
+typedef pyc_sha256_t sha256_ctx_t;
+#define SHA256_CBLOCK PYC_SHA256_BLOCK
+#define SHA256_DIGEST_LENGTH PYC_SHA256_DIGEST
+#define sha256_init pyc_sha256_init
+#define sha256_update pyc_sha256_update
+#define sha256_final(out, c) pyc_sha256_final(c, out)
+#define sha256_oneshot pyc_sha256
+
+/* Clears secrets in a way the compiler may not drop as a dead store. */
+static void
+cleanse(void *p, size_t n)
+{
+    volatile unsigned char *v = p;
+    while (n-- > 0)
+        *v++ = 0;
+}
+
+/* Compares in time that depends on n only, not on where the bytes differ. */
+static int
+memcmp_const(const void *a, const void *b, size_t n)
+{
+    const unsigned char *x = a, *y = b;
+    unsigned char d = 0;
+    for (size_t i = 0; i < n; i++)
+        d |= x[i] ^ y[i];
+    return d;
+}
+#else
+#define OPENSSL_API_COMPAT 0x10100000L
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
-#include <pthread.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-#include <strings.h>
+typedef SHA256_CTX sha256_ctx_t;
+#define sha256_init SHA256_Init
+#define sha256_update SHA256_Update
+#define sha256_final SHA256_Final
+#define sha256_oneshot SHA256
+#define cleanse OPENSSL_cleanse
+#define memcmp_const CRYPTO_memcmp
+#endif
 
 #define MAX_DIGEST 64
 #define REPLAY_BYTES 16          /* of each digest, remembered for replay detection */
@@ -42,10 +85,12 @@ typedef struct replay_slot {
 #define NIL UINT32_MAX
 
 struct pyc_auth {
-    int fast_sha256;             /* hmac-sha256 through the SHA256_* states below */
-    SHA256_CTX inner, outer;     /* SHA-256 after absorbing key^ipad and key^opad */
+    int fast_sha256;             /* hmac-sha256 through the SHA-256 states below */
+    sha256_ctx_t inner, outer;   /* SHA-256 after absorbing key^ipad and key^opad */
+#ifndef PYC_AUTH_BUILTIN
     EVP_MAC *mac;                /* any other digest: */
     EVP_MAC_CTX *tmpl;           /* keyed template; duplicated for every signature */
+#endif
     size_t digest_len;           /* bytes; 0 for an unsigned session */
     pthread_mutex_t lock;        /* guards the replay window */
     replay_slot_t *ring;
@@ -74,6 +119,10 @@ pyc_auth_new(const char *scheme, const void *key, size_t keylen, size_t replay_w
     bool sha256 = strcasecmp(digest_name, "sha256") == 0;
     size_t digest_len = SHA256_DIGEST_LENGTH;
     if (!sha256) {
+#ifdef PYC_AUTH_BUILTIN
+        pyc_error_set(err, "unsupported signature scheme '%s': the pyc command knows only hmac-sha256", scheme);
+        goto fail;
+#else
         EVP_MD *md = EVP_MD_fetch(NULL, digest_name, NULL);
         if (md == NULL || EVP_MD_get_size(md) <= 0 || EVP_MD_get_size(md) > MAX_DIGEST) {
             EVP_MD_free(md);
@@ -83,6 +132,7 @@ pyc_auth_new(const char *scheme, const void *key, size_t keylen, size_t replay_w
         }
         digest_len = (size_t)EVP_MD_get_size(md);
         EVP_MD_free(md);
+#endif
     }
     if (keylen == 0)
         return self;             /* unsigned session: digest_len stays 0, nothing else to set up */
@@ -92,23 +142,24 @@ pyc_auth_new(const char *scheme, const void *key, size_t keylen, size_t replay_w
         unsigned char k0[SHA256_CBLOCK], ipad[SHA256_CBLOCK], opad[SHA256_CBLOCK];
         memset(k0, 0, sizeof k0);
         if (keylen > SHA256_CBLOCK)
-            SHA256(key, keylen, k0);
+            sha256_oneshot(key, keylen, k0);
         else
             memcpy(k0, key, keylen);
         for (size_t i = 0; i < SHA256_CBLOCK; i++) {
             ipad[i] = k0[i] ^ 0x36;
             opad[i] = k0[i] ^ 0x5c;
         }
-        SHA256_Init(&self->inner);
-        SHA256_Update(&self->inner, ipad, sizeof ipad);
-        SHA256_Init(&self->outer);
-        SHA256_Update(&self->outer, opad, sizeof opad);
-        OPENSSL_cleanse(k0, sizeof k0);
-        OPENSSL_cleanse(ipad, sizeof ipad);
-        OPENSSL_cleanse(opad, sizeof opad);
+        sha256_init(&self->inner);
+        sha256_update(&self->inner, ipad, sizeof ipad);
+        sha256_init(&self->outer);
+        sha256_update(&self->outer, opad, sizeof opad);
+        cleanse(k0, sizeof k0);
+        cleanse(ipad, sizeof ipad);
+        cleanse(opad, sizeof opad);
         self->fast_sha256 = 1;
         goto window;
     }
+#ifndef PYC_AUTH_BUILTIN
     self->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
     self->tmpl = self->mac != NULL ? EVP_MAC_CTX_new(self->mac) : NULL;
     OSSL_PARAM params[] = {
@@ -119,6 +170,7 @@ pyc_auth_new(const char *scheme, const void *key, size_t keylen, size_t replay_w
         pyc_error_set(err, "OpenSSL could not set up HMAC with digest '%s'", digest_name);
         goto fail;
     }
+#endif
 
 window:
     self->window = (uint32_t)(replay_window > 0 ? replay_window : PYC_AUTH_REPLAY_WINDOW);
@@ -146,10 +198,12 @@ pyc_auth_destroy(pyc_auth_t **self_p)
     if (self_p == NULL || *self_p == NULL)
         return;
     pyc_auth_t *self = *self_p;
+#ifndef PYC_AUTH_BUILTIN
     EVP_MAC_CTX_free(self->tmpl);
     EVP_MAC_free(self->mac);
-    OPENSSL_cleanse(&self->inner, sizeof self->inner);
-    OPENSSL_cleanse(&self->outer, sizeof self->outer);
+#endif
+    cleanse(&self->inner, sizeof self->inner);
+    cleanse(&self->outer, sizeof self->outer);
     free(self->ring);
     free(self->buckets);
     pthread_mutex_destroy(&self->lock);
@@ -174,16 +228,19 @@ static int
 digest(const pyc_auth_t *self, const pyc_frame_t *parts, size_t n, unsigned char *out)
 {
     if (self->fast_sha256) {
-        SHA256_CTX c = self->inner;
+        sha256_ctx_t c = self->inner;
         unsigned char h[SHA256_DIGEST_LENGTH];
         for (size_t i = 0; i < n; i++)
-            SHA256_Update(&c, parts[i].data, parts[i].size);
-        SHA256_Final(h, &c);
+            sha256_update(&c, parts[i].data, parts[i].size);
+        sha256_final(h, &c);
         c = self->outer;
-        SHA256_Update(&c, h, sizeof h);
-        SHA256_Final(out, &c);
+        sha256_update(&c, h, sizeof h);
+        sha256_final(out, &c);
         return 0;
     }
+#ifdef PYC_AUTH_BUILTIN
+    return -1;                   /* unreachable: pyc_auth_new accepts sha256 only */
+#else
     EVP_MAC_CTX *ctx = EVP_MAC_CTX_dup(self->tmpl);
     size_t outlen = 0;
     int rc = -1;
@@ -198,6 +255,7 @@ digest(const pyc_auth_t *self, const pyc_frame_t *parts, size_t n, unsigned char
 out:
     EVP_MAC_CTX_free(ctx);
     return rc;
+#endif
 }
 
 int
@@ -224,10 +282,10 @@ pyc_auth_sha256_hex(const void *p, size_t n, char *hex_out)
 {
     static const char hex[] = "0123456789abcdef";
     unsigned char raw[SHA256_DIGEST_LENGTH];
-    SHA256_CTX c;
-    SHA256_Init(&c);
-    SHA256_Update(&c, p, n);
-    SHA256_Final(raw, &c);
+    sha256_ctx_t c;
+    sha256_init(&c);
+    sha256_update(&c, p, n);
+    sha256_final(raw, &c);
     for (size_t i = 0; i < sizeof raw; i++) {
         hex_out[2 * i] = hex[raw[i] >> 4];
         hex_out[2 * i + 1] = hex[raw[i] & 15];
@@ -307,7 +365,7 @@ pyc_auth_verify(pyc_auth_t *self, const pyc_frame_t *parts, size_t n, const void
         return pyc_error_set(err, "signature is not hexadecimal");
     if (digest(self, parts, n, want) < 0)
         return pyc_error_set(err, "could not compute HMAC");
-    if (CRYPTO_memcmp(want, got, self->digest_len) != 0)
+    if (memcmp_const(want, got, self->digest_len) != 0)
         return pyc_error_set(err, "invalid signature");
     pthread_mutex_lock(&self->lock);
     int seen = replay_check_and_record(self, want);

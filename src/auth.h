@@ -7,7 +7,8 @@
  * remembered in a bounded window so the same signed message cannot be played twice.
  *
  * Thread safety: pyc_auth_sign may be called from any number of threads at once; pyc_auth_verify takes an
- * internal lock around the replay window.  Only this module includes OpenSSL.
+ * internal lock around the replay window.  Only this module includes OpenSSL.  The `pyc` command's copy is
+ * built with PYC_AUTH_BUILTIN: it uses sha256.c instead of OpenSSL and knows hmac-sha256 only.
  */
 #ifndef PYC_AUTH_H
 #define PYC_AUTH_H
@@ -33,7 +34,7 @@ typedef struct pyc_frame {
 
 /* Creates a signer for `scheme` with `key` (copied).  keylen 0 gives an unsigned session.  replay_window is
  * how many signatures are remembered (0 chooses PYC_AUTH_REPLAY_WINDOW).  Returns NULL and fills err when
- * the scheme is not "hmac-<digest>" with a digest OpenSSL provides. */
+ * the scheme is not "hmac-<digest>" with a digest OpenSSL provides (with PYC_AUTH_BUILTIN: not hmac-sha256). */
 pyc_auth_t *pyc_auth_new(const char *scheme, const void *key, size_t keylen, size_t replay_window,
                          pyc_error_t *err);
 

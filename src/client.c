@@ -2,8 +2,9 @@
  * client.c -- the synchronous Jupyter client of the `pyc` command; see client.h.
  *
  * Costs that shaped it (pyc run, 2-core VM): the whole command is a few milliseconds, most of it process
- * start and TCP set-up, so the client makes no thread of its own, sends dicts with zmq_send (one copy of a
- * few hundred bytes) and buffers without a copy, and waits with zmq_poll.  The iopub handshake
+ * start and TCP set-up, so the client speaks ZMTP itself (zmtp.c) instead of linking libzmq, whose loading
+ * and I/O threads cost 3-4 ms of every run; it makes no thread, copies the few hundred bytes of a message's
+ * dicts once and its buffers never, and waits in one poll(2) over all its connections.  The iopub handshake
  * (pyc_client_sync_iopub) re-asks as soon as the control reply has come and its iopub status has not,
  * instead of sleeping a fixed interval: the subscription of a fresh SUB socket is usually live within a
  * millisecond, and a fixed 100 ms retry would triple the time of `pyc run`.
@@ -11,15 +12,16 @@
 #include "client.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <zmq.h>
 
 #include "buf.h"
 #include "session.h"
+#include "zmtp.h"
 
 /* How often a wait looks at the watched process. */
 #define WATCH_SLICE_MS 250
@@ -31,10 +33,13 @@
 /* Signatures remembered to refuse a replayed message (auth.h). */
 #define CLIENT_REPLAY_WINDOW 256
 
-static void *zctx;
+/* The most one received message may hold.  `pyc cp` moves pickles of up to 64 GiB through here, so this is
+ * not a memory budget (malloc refuses what the machine cannot hold, and that is reported); it keeps a wrong
+ * size in a frame header from asking for absurd amounts. */
+#define CLIENT_MAX_MSG ((size_t)1 << 40)
 
 struct pyc_client {
-    void *sock[PYC_CHAN_COUNT];  /* shell, iopub, stdin, control; no heartbeat socket here */
+    pyc_zmtp_t *conn[PYC_CHAN_COUNT];  /* shell, iopub, stdin, control; no heartbeat connection here */
     pyc_auth_t *auth;
     char session[PYC_MSG_ID_LEN + 1];
     char *username_json;         /* the user name as a JSON string, quotes included */
@@ -52,63 +57,31 @@ now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static void *
-context(pyc_error_t *err)
-{
-    if (zctx == NULL) {
-        zctx = zmq_ctx_new();
-        if (zctx == NULL)
-            pyc_error_set(err, "cannot start ZeroMQ: %s", zmq_strerror(errno));
-    }
-    return zctx;
-}
-
 void
 pyc_client_shutdown(void)
 {
-    if (zctx != NULL) {
-        zmq_ctx_term(zctx);
-        zctx = NULL;
-    }
+    /* Nothing is global any more: every connection is closed by its client. */
 }
 
-static void *
-open_socket(const pyc_connfile_t *cf, int chan, int type, const char *identity, pyc_error_t *err)
+static pyc_zmtp_t *
+open_conn(const pyc_connfile_t *cf, int chan, int type, const char *identity, pyc_error_t *err)
 {
     char ep[512];
-    int zero = 0;
-    void *s = zmq_socket(zctx, type);
-    if (s == NULL) {
-        pyc_error_set(err, "cannot make the %s socket: %s", chan_names[chan], zmq_strerror(errno));
-        return NULL;
-    }
-    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-    if (type == ZMQ_SUB) {
-        /* No high-water mark: output that comes faster than we print it waits here instead of being dropped. */
-        zmq_setsockopt(s, ZMQ_RCVHWM, &zero, sizeof zero);
-        zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0);
-    }
-    if (identity != NULL)
-        zmq_setsockopt(s, ZMQ_ROUTING_ID, identity, strlen(identity));
+    pyc_error_t zerr;
     if (pyc_connfile_endpoint(cf, chan, ep, sizeof ep) < 0 || cf->ports[chan] == 0) {
         pyc_error_set(err, "the connection has no usable %s endpoint", chan_names[chan]);
-        zmq_close(s);
         return NULL;
     }
-    if (zmq_connect(s, ep) < 0) {
-        pyc_error_set(err, "cannot connect to %s: %s", ep, zmq_strerror(errno));
-        zmq_close(s);
-        return NULL;
-    }
-    return s;
+    pyc_zmtp_t *c = pyc_zmtp_new(ep, type, identity, CLIENT_MAX_MSG, PYC_WIRE_MAX_FRAMES, &zerr);
+    if (c == NULL)
+        pyc_error_set(err, "cannot open the %s channel: %s", chan_names[chan], zerr.text);
+    return c;
 }
 
 pyc_client_t *
 pyc_client_new(const pyc_connfile_t *cf, bool with_stdin, pyc_error_t *err)
 {
-    static const int types[PYC_CHAN_COUNT] = {ZMQ_DEALER, ZMQ_SUB, ZMQ_DEALER, ZMQ_DEALER, 0};
-    if (context(err) == NULL)
-        return NULL;
+    static const int types[PYC_CHAN_COUNT] = {PYC_ZMTP_DEALER, PYC_ZMTP_SUB, PYC_ZMTP_DEALER, PYC_ZMTP_DEALER, -1};
     pyc_client_t *self = calloc(1, sizeof *self);
     if (self == NULL) {
         pyc_error_set(err, "out of memory");
@@ -130,12 +103,12 @@ pyc_client_new(const pyc_connfile_t *cf, bool with_stdin, pyc_error_t *err)
         goto fail;
     }
     for (int c = 0; c < PYC_CHAN_COUNT; c++) {
-        if (types[c] == 0 || (c == PYC_CHAN_STDIN && !with_stdin))
+        if (types[c] < 0 || (c == PYC_CHAN_STDIN && !with_stdin))
             continue;
         /* The DEALERs share one routing id, the session id, as jupyter_client's do: the kernel addresses an
          * input_request to the identity of the shell request that asked for input. */
-        self->sock[c] = open_socket(cf, c, types[c], types[c] == ZMQ_DEALER ? self->session : NULL, err);
-        if (self->sock[c] == NULL)
+        self->conn[c] = open_conn(cf, c, types[c], types[c] == PYC_ZMTP_DEALER ? self->session : NULL, err);
+        if (self->conn[c] == NULL)
             goto fail;
     }
     return self;
@@ -150,10 +123,8 @@ pyc_client_destroy(pyc_client_t **self_p)
     if (self_p == NULL || *self_p == NULL)
         return;
     pyc_client_t *self = *self_p;
-    for (int c = 0; c < PYC_CHAN_COUNT; c++) {
-        if (self->sock[c] != NULL)
-            zmq_close(self->sock[c]);
-    }
+    for (int c = 0; c < PYC_CHAN_COUNT; c++)
+        pyc_zmtp_destroy(&self->conn[c]);
     pyc_auth_destroy(&self->auth);
     free(self->username_json);
     free(self);
@@ -182,10 +153,11 @@ pyc_client_send(pyc_client_t *self, int chan, const char *msg_type, json_t *cont
     pyc_buf_t header;
     char id[PYC_MSG_ID_LEN + 1], sig[PYC_AUTH_MAX_HEX + 1];
     char *dicts[3] = {NULL, NULL, NULL};
+    pyc_error_t zerr;
     int rc = -1;
-    void *s = chan >= 0 && chan < PYC_CHAN_COUNT ? self->sock[chan] : NULL;
+    pyc_zmtp_t *c = chan >= 0 && chan < PYC_CHAN_COUNT ? self->conn[chan] : NULL;
 
-    if (s == NULL || chan == PYC_CHAN_IOPUB)
+    if (c == NULL || chan == PYC_CHAN_IOPUB)
         return pyc_error_set(err, "cannot send on the %s channel", chan >= 0 && chan < PYC_CHAN_COUNT ? chan_names[chan] : "unknown");
     pyc_buf_init(&header, 1 << 16);
     if (pyc_msg_header(&header, msg_type, self->session, self->username_json, id) < 0 ||
@@ -193,41 +165,30 @@ pyc_client_send(pyc_client_t *self, int chan, const char *msg_type, json_t *cont
         pyc_error_set(err, "out of memory (or a string that is not UTF-8) making a %s", msg_type);
         goto out;
     }
-    pyc_frame_t signed_parts[4] = {
+    pyc_frame_t parts[6] = {
+        {PYC_WIRE_DELIM, PYC_WIRE_DELIM_LEN},
+        {sig, 0},
         {header.data, header.len},
         {dicts[0], strlen(dicts[0])},
         {dicts[1], strlen(dicts[1])},
         {dicts[2], strlen(dicts[2])},
     };
-    if (pyc_wire_sign(self->auth, signed_parts, sig) < 0) {
+    if (pyc_wire_sign(self->auth, parts + 2, sig) < 0) {
         pyc_error_set(err, "cannot sign a %s", msg_type);
         goto out;
     }
-    /* A DEALER queues a whole multipart message or none of it, and the kernel may be anywhere: a send only
-     * fails here when ZeroMQ itself fails. */
-    if (zmq_send(s, PYC_WIRE_DELIM, PYC_WIRE_DELIM_LEN, ZMQ_SNDMORE) < 0 || zmq_send(s, sig, strlen(sig), ZMQ_SNDMORE) < 0)
-        goto send_failed;
-    for (int i = 0; i < 4; i++) {
-        int more = i < 3 || nbufs > 0 ? ZMQ_SNDMORE : 0;
-        if (zmq_send(s, signed_parts[i].data, signed_parts[i].size, more) < 0)
-            goto send_failed;
-    }
-    for (size_t i = 0; i < nbufs; i++) {
-        zmq_msg_t m;
-        /* No free function: ZeroMQ takes the bytes as constant and reads them in place (see client.h). */
-        if (zmq_msg_init_data(&m, (void *)bufs[i].data, bufs[i].size, NULL, NULL) < 0)
-            goto send_failed;
-        if (zmq_msg_send(&m, s, i + 1 < nbufs ? ZMQ_SNDMORE : 0) < 0) {
-            zmq_msg_close(&m);
-            goto send_failed;
-        }
+    parts[1].size = strlen(sig);
+    /* The dicts are copied into the connection's queue; the buffers are written from the caller's memory
+     * (client.h).  The kernel may be anywhere: a send only fails when memory runs out or the connection has
+     * failed for good. */
+    if (pyc_zmtp_send(c, parts, 6, nbufs > 0 ? PYC_ZMTP_MORE : 0, &zerr) < 0 ||
+        (nbufs > 0 && pyc_zmtp_send(c, bufs, nbufs, PYC_ZMTP_BORROW, &zerr) < 0)) {
+        pyc_error_set(err, "cannot send a %s on %s: %s", msg_type, chan_names[chan], zerr.text);
+        goto out;
     }
     if (msg_id_out != NULL)
         memcpy(msg_id_out, id, sizeof id);
     rc = 0;
-    goto out;
-send_failed:
-    pyc_error_set(err, "cannot send a %s on %s: %s", msg_type, chan_names[chan], zmq_strerror(errno));
 out:
     pyc_buf_free(&header);
     for (int i = 0; i < 3; i++)
@@ -237,104 +198,45 @@ out:
 
 /* ---- receiving ------------------------------------------------------------------------------------------- */
 
-typedef struct frameset {
-    size_t n;
-    zmq_msg_t msgs[];
-} frameset_t;
+/* iopub first: a reply is worth less to the caller than the output that came before it. */
+static const int recv_order[] = {PYC_CHAN_IOPUB, PYC_CHAN_SHELL, PYC_CHAN_CONTROL, PYC_CHAN_STDIN};
+#define N_RECV (sizeof recv_order / sizeof recv_order[0])
 
-static void
-frameset_free(void *p)
-{
-    frameset_t *fs = p;
-    for (size_t i = 0; i < fs->n; i++)
-        zmq_msg_close(&fs->msgs[i]);
-    free(fs);
-}
-
-/* Receives the waiting multipart message of socket s and decodes it.  Returns 1 with *out, 0 when the message
- * was dropped (with a line on stderr), -1 with err on a socket error. */
+/* Decodes the first received message that decodes, in channel order.  Returns 1 with *out and *chan, or 0
+ * when none waits.  A message that fails to decode is dropped with a line on stderr. */
 static int
-recv_one(pyc_client_t *self, int chan, pyc_msg_t **out, pyc_error_t *err)
+deliver(pyc_client_t *self, pyc_msg_t **out, int *chan)
 {
-    void *s = self->sock[chan];
-    size_t cap = 8;
-    frameset_t *fs = malloc(sizeof *fs + cap * sizeof(zmq_msg_t));
-    const char *why = NULL;
-    int more = 1;
-
-    *out = NULL;
-    if (fs == NULL)
-        return pyc_error_set(err, "out of memory");
-    fs->n = 0;
-    while (more) {
-        if (fs->n == cap) {
-            frameset_t *bigger = cap < PYC_WIRE_MAX_FRAMES ? realloc(fs, sizeof *fs + cap * 2 * sizeof(zmq_msg_t)) : NULL;
-            if (bigger == NULL) {
-                why = cap < PYC_WIRE_MAX_FRAMES ? "out of memory" : "too many frames";
-                zmq_msg_t skip;
-                zmq_msg_init(&skip);
-                while (zmq_msg_recv(&skip, s, 0) >= 0 && zmq_msg_more(&skip))
-                    ;
-                zmq_msg_close(&skip);
-                break;
+    for (size_t i = 0; i < N_RECV; i++) {
+        int c = recv_order[i];
+        pyc_zmtp_msg_t *zm;
+        if (self->conn[c] == NULL)
+            continue;
+        while ((zm = pyc_zmtp_recv(self->conn[c])) != NULL) {
+            pyc_error_t derr;
+            if (pyc_wire_decode(zm->frames, zm->n, self->auth, out, &derr) < 0) {
+                fprintf(stderr, "pyc: dropped a message on %s: %s\n", chan_names[c], derr.text);
+                pyc_zmtp_msg_destroy(&zm);
+                continue;
             }
-            fs = bigger;
-            cap *= 2;
+            pyc_msg_set_owner(*out, zm, pyc_zmtp_msg_free);
+            *chan = c;
+            return 1;
         }
-        zmq_msg_init(&fs->msgs[fs->n]);
-        if (zmq_msg_recv(&fs->msgs[fs->n], s, fs->n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
-            int e = errno;
-            zmq_msg_close(&fs->msgs[fs->n]);
-            if (fs->n == 0 && (e == EAGAIN || e == EINTR)) {
-                frameset_free(fs);
-                return 0;
-            }
-            frameset_free(fs);
-            return pyc_error_set(err, "cannot receive on %s: %s", chan_names[chan], zmq_strerror(e));
-        }
-        more = zmq_msg_more(&fs->msgs[fs->n]);
-        fs->n++;
     }
-    pyc_frame_t *views = why == NULL ? malloc(fs->n * sizeof *views) : NULL;
-    if (why == NULL && views == NULL)
-        why = "out of memory";
-    if (why == NULL) {
-        for (size_t i = 0; i < fs->n; i++) {
-            views[i].data = zmq_msg_data(&fs->msgs[i]);
-            views[i].size = zmq_msg_size(&fs->msgs[i]);
-        }
-        pyc_error_t derr;
-        if (pyc_wire_decode(views, fs->n, self->auth, out, &derr) < 0)
-            fprintf(stderr, "pyc: dropped a message on %s: %s\n", chan_names[chan], derr.text);
-        free(views);
-    } else {
-        fprintf(stderr, "pyc: dropped a message on %s: %s\n", chan_names[chan], why);
-    }
-    if (*out == NULL) {
-        frameset_free(fs);
-        return 0;
-    }
-    pyc_msg_set_owner(*out, fs, frameset_free);
-    return 1;
+    return 0;
 }
 
 int
 pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, pyc_error_t *err)
 {
-    /* iopub first: a reply is worth less to the caller than the output that came before it. */
-    static const int order[] = {PYC_CHAN_IOPUB, PYC_CHAN_SHELL, PYC_CHAN_CONTROL, PYC_CHAN_STDIN};
-    zmq_pollitem_t items[4];
-    int chans[4], n = 0;
     double deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
 
     *out = NULL;
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
-        if (self->sock[order[i]] == NULL)
-            continue;
-        items[n] = (zmq_pollitem_t){.socket = self->sock[order[i]], .events = ZMQ_POLLIN};
-        chans[n++] = order[i];
-    }
     for (;;) {
+        /* Messages already read come first: poll would not wake for bytes that are no longer in the socket. */
+        if (deliver(self, out, chan))
+            return PYC_RECV_MSG;
         long wait = -1;
         if (timeout_ms >= 0) {
             double left = deadline - now_ms();
@@ -342,23 +244,38 @@ pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, 
         }
         if (self->watch_pid > 0 && (wait < 0 || wait > WATCH_SLICE_MS))
             wait = WATCH_SLICE_MS;
-        int r = zmq_poll(items, n, wait);
+        struct pollfd pfd[N_RECV];
+        int at[N_RECV];
+        nfds_t k = 0;
+        for (size_t i = 0; i < N_RECV; i++) {
+            pyc_zmtp_t *c = self->conn[recv_order[i]];
+            at[i] = -1;
+            if (c == NULL)
+                continue;
+            int fd = pyc_zmtp_fd(c), wake = pyc_zmtp_wake_ms(c);
+            if (fd >= 0) {
+                pfd[k] = (struct pollfd){.fd = fd, .events = pyc_zmtp_events(c)};
+                at[i] = (int)k++;
+            }
+            if (wake >= 0 && (wait < 0 || wake < wait))
+                wait = wake;
+        }
+        int r = poll(pfd, k, wait > (long)1 << 30 ? 1 << 30 : (int)wait);
         if (r < 0) {
             if (errno == EINTR)
                 return PYC_RECV_SIGNAL;
-            return pyc_error_set(err, "cannot wait for the kernel: %s", zmq_strerror(errno));
+            return pyc_error_set(err, "cannot wait for the kernel: %s", strerror(errno));
         }
-        for (int i = 0; i < n && r > 0; i++) {
-            if (!(items[i].revents & ZMQ_POLLIN))
-                continue;
-            int got = recv_one(self, chans[i], out, err);
-            if (got < 0)
+        for (size_t i = 0; i < N_RECV; i++) {
+            pyc_zmtp_t *c = self->conn[recv_order[i]];
+            pyc_error_t zerr;
+            if (c != NULL && pyc_zmtp_handle(c, at[i] >= 0 ? pfd[at[i]].revents : 0, &zerr) < 0) {
+                pyc_error_set(err, "the kernel's %s channel: %s", chan_names[recv_order[i]], zerr.text);
                 return PYC_RECV_ERROR;
-            if (got > 0) {
-                *chan = chans[i];
-                return PYC_RECV_MSG;
             }
         }
+        if (deliver(self, out, chan))
+            return PYC_RECV_MSG;
         if (self->watch_pid > 0 && !pyc_proc_is(self->watch_pid, self->watch_start)) {
             pyc_error_set(err, "the kernel (pid %ld) is gone", self->watch_pid);
             return PYC_RECV_ERROR;
@@ -442,69 +359,76 @@ pyc_client_request(pyc_client_t *self, int chan, const char *msg_type, json_t *c
 int
 pyc_client_heartbeat(const pyc_connfile_t *const *cfs, size_t n, int timeout_ms, bool *alive, pyc_error_t *err)
 {
+    /* REQ framing, as the REQ socket used before: an empty delimiter, then the ping; the kernel's ROUTER
+     * echoes both. */
+    static const pyc_frame_t ping[2] = {{"", 0}, {"ping", 4}};
     if (n == 0)
         return 0;
-    if (context(err) == NULL)
-        return -1;
-    void **socks = calloc(n, sizeof *socks);
-    zmq_pollitem_t *items = calloc(n, sizeof *items);
+    pyc_zmtp_t **conns = calloc(n, sizeof *conns);
+    struct pollfd *pfd = calloc(n, sizeof *pfd);
+    size_t *which = calloc(n, sizeof *which);
     int rc = -1;
-    if (socks == NULL || items == NULL) {
+    if (conns == NULL || pfd == NULL || which == NULL) {
         pyc_error_set(err, "out of memory");
         goto out;
     }
+    size_t waiting = 0;
     for (size_t i = 0; i < n; i++) {
         alive[i] = false;
-        socks[i] = open_socket(cfs[i], PYC_CHAN_HB, ZMQ_REQ, NULL, NULL);
-        if (socks[i] != NULL && zmq_send(socks[i], "ping", 4, ZMQ_DONTWAIT) < 0 && errno != EAGAIN) {
-            zmq_close(socks[i]);
-            socks[i] = NULL;
-        }
+        conns[i] = open_conn(cfs[i], PYC_CHAN_HB, PYC_ZMTP_REQ, NULL, NULL);
+        if (conns[i] != NULL && pyc_zmtp_send(conns[i], ping, 2, 0, NULL) < 0)
+            pyc_zmtp_destroy(&conns[i]);
+        waiting += conns[i] != NULL;
     }
     double deadline = now_ms() + timeout_ms;
-    size_t waiting = 0;
-    for (size_t i = 0; i < n; i++)
-        waiting += socks[i] != NULL;
-    size_t *which = calloc(n, sizeof *which);
-    if (which == NULL) {
-        pyc_error_set(err, "out of memory");
-        goto out;
-    }
     while (waiting > 0) {
         double left = deadline - now_ms();
         if (left <= 0)
             break;
-        int k = 0;
+        long wait = (long)(left + 0.999);
+        nfds_t k = 0;
         for (size_t i = 0; i < n; i++) {
-            if (socks[i] == NULL || alive[i])
+            if (conns[i] == NULL || alive[i])
                 continue;
-            items[k] = (zmq_pollitem_t){.socket = socks[i], .events = ZMQ_POLLIN};
-            which[k++] = i;
+            int fd = pyc_zmtp_fd(conns[i]), wake = pyc_zmtp_wake_ms(conns[i]);
+            if (fd >= 0) {
+                pfd[k] = (struct pollfd){.fd = fd, .events = pyc_zmtp_events(conns[i])};
+                which[k++] = i;
+            }
+            if (wake >= 0 && wake < wait)
+                wait = wake;
         }
-        int r = zmq_poll(items, k, (long)(left + 0.999));
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
+        if (poll(pfd, k, (int)wait) < 0 && errno != EINTR)
             break;
-        }
-        for (int j = 0; j < k; j++) {
-            char echo[16];
-            if ((items[j].revents & ZMQ_POLLIN) && zmq_recv(socks[which[j]], echo, sizeof echo, ZMQ_DONTWAIT) >= 0) {
-                alive[which[j]] = true;
+        for (size_t i = 0, j = 0; i < n; i++) {
+            if (conns[i] == NULL || alive[i])
+                continue;
+            short revents = 0;
+            if (j < k && which[j] == i)
+                revents = pfd[j++].revents;
+            if (pyc_zmtp_handle(conns[i], revents, NULL) < 0) {
+                pyc_zmtp_destroy(&conns[i]);   /* it spoke nonsense: not alive */
                 waiting--;
+                continue;
+            }
+            pyc_zmtp_msg_t *m;
+            while (!alive[i] && (m = pyc_zmtp_recv(conns[i])) != NULL) {
+                if (m->n >= 1 && m->frames[0].size == 0) {
+                    alive[i] = true;
+                    waiting--;
+                }
+                pyc_zmtp_msg_destroy(&m);
             }
         }
     }
-    free(which);
     rc = 0;
 out:
-    if (socks != NULL) {
-        for (size_t i = 0; i < n; i++) {
-            if (socks[i] != NULL)
-                zmq_close(socks[i]);
-        }
+    if (conns != NULL) {
+        for (size_t i = 0; i < n; i++)
+            pyc_zmtp_destroy(&conns[i]);
     }
-    free(socks);
-    free(items);
+    free(conns);
+    free(pfd);
+    free(which);
     return rc;
 }

@@ -1,20 +1,22 @@
 /*
- * client.h -- a small synchronous Jupyter client over libzmq, for the `pyc` command.
+ * client.h -- a small synchronous Jupyter client for the `pyc` command, speaking ZMTP itself (zmtp.h).
  *
- * One pyc_client_t is one connection to one kernel: DEALER sockets for shell, control and stdin (sharing one
- * routing id, so that the kernel's input_request for a shell request reaches our stdin socket), a SUB socket
- * for iopub subscribed to everything, and on demand a REQ socket for the heartbeat.  Messages are made with
- * msg.c (headers), signed with auth.c and decoded with wire.c, exactly as the kernel does it; nothing here
- * knows what a message means beyond its parent's msg_id.
+ * One pyc_client_t is one connection to one kernel: DEALER connections for shell, control and stdin (sharing
+ * one routing id, so that the kernel's input_request for a shell request reaches our stdin connection), a SUB
+ * connection for iopub subscribed to everything, and on demand a REQ connection for the heartbeat.  Messages
+ * are made with msg.c (headers), signed with auth.c and decoded with wire.c, exactly as the kernel does it;
+ * nothing here knows what a message means beyond its parent's msg_id.
  *
  * Everything is blocking with a timeout and single-threaded.  A wait returns early when a signal arrives
- * (zmq_poll fails with EINTR), so that the caller can forward Ctrl-C as an interrupt_request.  When the
- * caller names the kernel's process (pyc_client_watch), a wait also ends as soon as that process is gone,
- * instead of waiting for a reply that can never come.
+ * (poll fails with EINTR), so that the caller can forward Ctrl-C as an interrupt_request.  When the caller
+ * names the kernel's process (pyc_client_watch), a wait also ends as soon as that process is gone, instead of
+ * waiting for a reply that can never come.  As with ZeroMQ, connecting never waits and a refused or lost
+ * connection is tried again in the background; a kernel that breaks the protocol ends the wait with an
+ * error.
  *
- * Buffers sent with a message are not copied: ZeroMQ reads them from the caller's memory on its I/O thread,
- * possibly after pyc_client_send has returned.  The caller keeps them valid until the kernel has answered the
- * message, or until pyc_client_destroy (which drops what is unsent: sockets close with no linger).
+ * Buffers sent with a message are not copied: the connection writes them from the caller's memory, possibly
+ * after pyc_client_send has returned (during later waits).  The caller keeps them valid until the kernel has
+ * answered the message, or until pyc_client_destroy (which drops what is unsent).
  */
 #ifndef PYC_CLIENT_H
 #define PYC_CLIENT_H
@@ -35,21 +37,21 @@ typedef struct pyc_client pyc_client_t;
 enum {
     PYC_RECV_MSG = 1,            /* a message */
     PYC_RECV_TIMEOUT = 0,        /* nothing within the timeout */
-    PYC_RECV_ERROR = -1,         /* err says why (a socket error, or the watched process is gone) */
+    PYC_RECV_ERROR = -1,         /* err says why (the kernel broke the protocol, or the watched process is gone) */
     PYC_RECV_SIGNAL = -2,        /* a signal arrived; the caller decides what to do, then waits again */
 };
 
 /* Connects to the kernel of cf (not copied; only read here): shell, iopub and control, and stdin when
- * with_stdin (only a client that answers input_request needs it; every socket costs a TCP connection).
- * Returns NULL with err when a socket cannot be made or the signature scheme is unknown.  Connecting never
- * waits for the kernel: ZeroMQ connects in the background. */
+ * with_stdin (only a client that answers input_request needs it; every channel costs a TCP connection).
+ * Returns NULL with err when an endpoint is unusable, a socket cannot be made or the signature scheme is
+ * unknown.  Connecting never waits for the kernel: it goes on in the background of the waits. */
 pyc_client_t *pyc_client_new(const pyc_connfile_t *cf, bool with_stdin, pyc_error_t *err);
 
 /* Closes the sockets (unsent messages are dropped) and frees the client; sets *self_p to NULL.  NULL-safe. */
 void pyc_client_destroy(pyc_client_t **self_p);
 
-/* Ends ZeroMQ for the whole process (after every client is destroyed), joining its two threads; the next
- * pyc_client_new starts it again.  Call before exit, so that no ZeroMQ thread runs while the process ends. */
+/* Kept from the libzmq client, whose context had to end before exit: now nothing is global, and this does
+ * nothing.  Harmless to call any time. */
 void pyc_client_shutdown(void);
 
 /* From now on a wait fails with "the kernel (pid P) is gone" as soon as process pid (with start tick start,
@@ -84,7 +86,7 @@ int pyc_client_request(pyc_client_t *self, int chan, const char *msg_type, json_
 bool pyc_client_is_child_of(const pyc_msg_t *msg, const char *id);
 
 /* Pings the heartbeats of n kernels at once and waits at most timeout_ms in all for their echoes; alive[i]
- * says whether kernel i answered.  Returns 0, or -1 with err when no socket could be made. */
+ * says whether kernel i answered.  Returns 0, or -1 with err when memory runs out. */
 int pyc_client_heartbeat(const pyc_connfile_t *const *cfs, size_t n, int timeout_ms, bool *alive, pyc_error_t *err);
 
 #endif

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "paths.h"
 
 #define MAX_FILE (1 << 20)
 
@@ -169,15 +170,14 @@ pyc_connfile_write_json(const char *path, json_t *root, pyc_error_t *err)
         pyc_error_set(err, "cannot encode connection file (is the key valid UTF-8?)");
         goto out;
     }
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= sizeof tmp) {
-        tmp[0] = '\0';
-        pyc_error_set(err, "connection file path is too long");
-        goto out;
-    }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    /* A fresh file of a random name, created exclusively: a file or symbolic link planted beside path can
+     * never receive the key. */
+    fd = pyc_open_tmp(path, ".tmp", 0600, tmp, sizeof tmp);
     if (fd < 0) {
-        pyc_error_set(err, "cannot create %s: %s", tmp, strerror(errno));
-        tmp[0] = '\0';          /* not ours to remove */
+        if (errno == ENAMETOOLONG)
+            pyc_error_set(err, "connection file path is too long");
+        else
+            pyc_error_set(err, "cannot create a temporary file beside %s: %s", path, strerror(errno));
         goto out;
     }
     if (pyc_write_all(fd, text, strlen(text)) < 0 || pyc_write_all(fd, "\n", 1) < 0) {

@@ -42,8 +42,8 @@ int pyc_connfile_load(const char *path, pyc_connfile_t *out, pyc_error_t *err);
 json_t *pyc_connfile_to_json(const pyc_connfile_t *cf);
 
 /* Writes a JSON object (borrowed; NULL is an error) to path with mode 0600, atomically (a temporary file
- * next to it, then rename): a connection file, or one with members of the caller's own.  Returns 0 or -1
- * with err. */
+ * next to it, of a random name and created exclusively (pyc_open_tmp), then rename): a connection file, or
+ * one with members of the caller's own.  Returns 0 or -1 with err. */
 int pyc_connfile_write_json(const char *path, json_t *root, pyc_error_t *err);
 
 /* Writes cf as JSON to path with mode 0600, atomically (temporary file, then rename).  Returns 0 or -1. */

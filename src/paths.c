@@ -4,10 +4,12 @@
 #include "paths.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -94,4 +96,42 @@ pyc_mkdirs(const char *dir, mode_t mode)
         *p = '/';
     }
     return mkdir_one(path, mode);
+}
+
+int
+pyc_open_tmp(const char *path, const char *infix, mode_t mode, char *tmp, size_t cap)
+{
+    for (int tries = 0; tries < 100; tries++) {
+        unsigned char raw[8];
+        ssize_t got;
+        do
+            got = getrandom(raw, sizeof raw, 0);
+        while (got < 0 && errno == EINTR);
+        if (got != (ssize_t)sizeof raw) {
+            if (got >= 0)
+                errno = EIO;
+            tmp[0] = '\0';
+            return -1;
+        }
+        int n = snprintf(tmp, cap, "%s%s%02x%02x%02x%02x%02x%02x%02x%02x", path, infix, raw[0], raw[1], raw[2], raw[3],
+                         raw[4], raw[5], raw[6], raw[7]);
+        if (n < 0 || (size_t)n >= cap) {
+            if (cap > 0)
+                tmp[0] = '\0';
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+        if (fd >= 0 || errno != EEXIST) {
+            if (fd < 0) {
+                int e = errno;
+                tmp[0] = '\0';
+                errno = e;
+            }
+            return fd;
+        }
+    }
+    tmp[0] = '\0';
+    errno = EEXIST;
+    return -1;
 }

@@ -21,4 +21,12 @@ int pyc_jupyter_runtime_dir(char *out, size_t cap);
  * or -1 with errno. */
 int pyc_mkdirs(const char *dir, mode_t mode);
 
+/* Creates a new file beside path for writing, to be renamed over path once written: its name is
+ * "<path><infix><16 random hex digits>" (getrandom), written into tmp (cap bytes), and it is opened with
+ * O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC and the given mode, so that neither a file nor a symbolic link planted
+ * in the directory under a guessed name can receive what is written; a name that exists already is
+ * replaced by another (up to 100 tries).  Returns the fd, or -1 with errno (ENAMETOOLONG when the name does
+ * not fit in tmp; tmp is then ""). */
+int pyc_open_tmp(const char *path, const char *infix, mode_t mode, char *tmp, size_t cap);
+
 #endif

@@ -129,9 +129,11 @@ arg_len(unsigned char kind, const unsigned char *p, size_t left, size_t *len)
     return *len <= left ? 0 : -1;
 }
 
-int
-pyc_pickle_inband(const pyc_frame_t *main, const pyc_frame_t *bufs, size_t nbufs, pyc_pickle_write_fn write,
-                  void *ctx, pyc_error_t *err)
+/* One walk over the pickle.  With write NULL it only checks, and every refusal happens here; with write set
+ * (after a check passed) it writes, and can fail only in write.  Returns 0, -1 with err, or -2 (write). */
+static int
+walk(const pyc_frame_t *main, const pyc_frame_t *bufs, size_t nbufs, pyc_pickle_write_fn write, void *ctx,
+     pyc_error_t *err)
 {
     const unsigned char *p = main->data;
     size_t n = main->size, i = 0, run = 0, used = 0;
@@ -142,7 +144,7 @@ pyc_pickle_inband(const pyc_frame_t *main, const pyc_frame_t *bufs, size_t nbufs
     /* Bytes p[run..i) are unchanged input not yet written. */
 #define FLUSH(upto)                                                                                              \
     do {                                                                                                         \
-        if ((upto) > run && write(ctx, p + run, (upto) - run) < 0)                                               \
+        if (write != NULL && (upto) > run && write(ctx, p + run, (upto) - run) < 0)                              \
             goto write_failed;                                                                                   \
     } while (0)
 
@@ -169,7 +171,8 @@ pyc_pickle_inband(const pyc_frame_t *main, const pyc_frame_t *bufs, size_t nbufs
             head[0] = OP_BYTEARRAY8;
             for (int b = 0; b < 8; b++)
                 head[1 + b] = (unsigned char)(size >> (8 * b));
-            if (write(ctx, head, sizeof head) < 0 || (size > 0 && write(ctx, bufs[used].data, bufs[used].size) < 0))
+            if (write != NULL &&
+                (write(ctx, head, sizeof head) < 0 || (size > 0 && write(ctx, bufs[used].data, bufs[used].size) < 0)))
                 goto write_failed;
             used++;
             i++;
@@ -198,4 +201,15 @@ write_failed: {
     errno = e;
     return -2;
 }
+}
+
+int
+pyc_pickle_inband(const pyc_frame_t *main, const pyc_frame_t *bufs, size_t nbufs, pyc_pickle_write_fn write,
+                  void *ctx, pyc_error_t *err)
+{
+    /* Check the whole pickle before the first byte goes out: a refusal found late must not leave a partial
+     * pickle behind, on a stdout that cannot be taken back. */
+    if (walk(main, bufs, nbufs, NULL, NULL, err) < 0)
+        return -1;
+    return walk(main, bufs, nbufs, write, ctx, err);
 }

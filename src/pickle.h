@@ -12,7 +12,9 @@
  * The walk knows the argument layout of every opcode of protocols 0 to 5 (Lib/pickletools.py), so bytes
  * inside strings are never mistaken for opcodes.  An opcode it does not know, a truncated argument, a
  * NEXT_BUFFER past the last buffer, buffers left unused, or bytes after STOP are refused: the file would not
- * load.  Output goes through a callback in runs, so a gigabyte of buffers is never copied into one block.
+ * load.  The whole pickle is checked before anything is written, so a refusal never leaves part of a pickle
+ * behind (on a stdout it could not be taken back from).  Output goes through a callback in runs, so a
+ * gigabyte of buffers is never copied into one block.
  */
 #ifndef PYC_PICKLE_H
 #define PYC_PICKLE_H
@@ -27,8 +29,8 @@ typedef int (*pyc_pickle_write_fn)(void *ctx, const void *p, size_t n);
 
 /* Rewrites the pickle `main` with its out-of-band buffers bufs[0..nbufs) as one in-band pickle, handed to
  * write in order.  With nbufs 0 the pickle is still checked, then written unchanged.  Returns 0; -1 with err
- * when the pickle is malformed or does not match the buffers; -2 when write failed (errno is write's, err
- * says so). */
+ * when the pickle is malformed or does not match the buffers (write was not called at all); -2 when write
+ * failed (errno is write's, err says so). */
 int pyc_pickle_inband(const pyc_frame_t *main, const pyc_frame_t *bufs, size_t nbufs, pyc_pickle_write_fn write,
                       void *ctx, pyc_error_t *err);
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -95,11 +96,20 @@ int
 pyc_session_file_load(const char *path, pyc_session_file_t *out, pyc_error_t *err)
 {
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Only a regular file is read: O_NOFOLLOW refuses a symbolic link, and O_NONBLOCK keeps a FIFO planted
+     * under the name from blocking the open (it is then refused by fstat). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
     if (fd < 0) {
         if (errno == ENOENT)
             return -2;
+        if (errno == ELOOP)
+            return pyc_error_set(err, "%s is a symbolic link, not a session file", path);
         return pyc_error_set(err, "cannot open %s: %s", path, strerror(errno));
+    }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return pyc_error_set(err, "%s is not a regular file", path);
     }
     pyc_buf_t b;
     pyc_buf_init(&b, MAX_FILE);

@@ -8,8 +8,8 @@
  *     "pid_start"  that process's start time in clock ticks after boot (field 22 of /proc/PID/stat), so that a
  *                  pid reused by an unrelated process is never taken for the kernel (and never killed)
  *     "created"    when the session was made, in seconds since the epoch
- * Two more files may sit beside it: pyc-NAME.lock (flock(2)ed while a `new`, `fork`, `kill` of NAME runs) and
- * pyc-NAME.log (the kernel's stdout and stderr).
+ * Two more files may sit beside it: pyc-NAME.lock (flock(2)ed while a `new`, `fork`, `kill` of NAME runs; its
+ * holder writes which) and pyc-NAME.log (the kernel's stdout and stderr).
  *
  * Everything here is free of sockets; the parsers are pure and unit-tested (tests/unit/test_session.c).
  */
@@ -50,7 +50,8 @@ typedef struct pyc_session_file {
  * nothing to free).  Extra members of the wrong type count as absent. */
 int pyc_session_file_parse(const char *text, size_t len, pyc_session_file_t *out, pyc_error_t *err);
 
-/* Reads and parses path (at most 1 MiB).  Returns 0; -1 with err; or -2 when the file does not exist. */
+/* Reads and parses path (at most 1 MiB).  Returns 0; -1 with err (also when path is a symbolic link or not
+ * a regular file: a FIFO is refused without blocking); or -2 when the file does not exist. */
 int pyc_session_file_load(const char *path, pyc_session_file_t *out, pyc_error_t *err);
 
 /* Writes the connection of sf and its extra members to path, mode 0600, atomically (a temporary file in the

@@ -19,13 +19,17 @@
 /* Exit codes.  Every failure prints one line starting "pyc: " on stderr first. */
 enum {
     PYC_EXIT_OK = 0,
-    PYC_EXIT_ERROR = 1,          /* the cell raised, or the kernel refused the request, or a local file failed */
+    PYC_EXIT_ERROR = 1,          /* the cell raised, or the kernel refused the request, or a local file failed,
+                                  * or stdout could not be written (disk full...) */
     PYC_EXIT_USAGE = 2,          /* bad arguments or a bad session name */
     PYC_EXIT_NOSESSION = 3,      /* no session of that name, or it is stale (its kernel is gone) */
-    PYC_EXIT_EXISTS = 4,         /* `new` or `fork` refused: a live session has that name */
+    PYC_EXIT_EXISTS = 4,         /* `new` or `fork` refused: a live (or unresponsive) session has that name */
     PYC_EXIT_TIMEOUT = 5,        /* the cell passed its --timeout (the kernel stopped it) */
-    PYC_EXIT_CONNECTION = 6,     /* the kernel could not be started, did not answer, or died, or spoke nonsense */
+    PYC_EXIT_CONNECTION = 6,     /* the kernel could not be started, did not answer, or died, or spoke nonsense;
+                                  * or the runtime dir cannot be used */
     PYC_EXIT_INTERRUPTED = 130,  /* Ctrl-C: the cell was interrupted (128 + SIGINT, as shells report it) */
+    PYC_EXIT_PIPE = 141,         /* stdout's reader went away (128 + SIGPIPE, as shells report a tool killed by
+                                  * SIGPIPE); nothing is printed, and a cell is left running */
 };
 
 /* How long a request waits for the kernel where nothing says otherwise. */
@@ -61,19 +65,28 @@ void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- sessions -------------------------------------------------------------------------------------------- */
 
-/* The runtime dir into out (created, mode 0700, when missing).  Prints the problem and returns -1. */
+/* The runtime dir into out (created, mode 0700, when missing).  It must be a directory (not a symbolic link)
+ * owned by us that group and others cannot write; it is checked once per process.  Prints the problem and
+ * returns -1 (the command then exits PYC_EXIT_CONNECTION). */
 int cli_runtime_dir(char *out, size_t cap);
 
 /* Where a session's file of the given suffix (".json", ".lock", ".log") is. */
 int cli_session_path(char *out, size_t cap, const char *name, const char *suffix);
 
 /* What a session file says about its kernel. */
-typedef enum { CLI_MISSING, CLI_LIVE, CLI_STALE, CLI_BROKEN } cli_state_t;
+typedef enum { CLI_MISSING, CLI_LIVE, CLI_STALE, CLI_BROKEN, CLI_UNRESPONSIVE } cli_state_t;
 
 /* Loads pyc-NAME.json into sf and judges it: CLI_MISSING (no file; sf empty), CLI_BROKEN (unreadable; why in
- * err; sf empty), CLI_STALE (its process is gone, or its heartbeat does not answer within hb_ms), or
- * CLI_LIVE.  hb_ms 0 skips the heartbeat (a live process counts as live). */
+ * err; sf empty), CLI_STALE (its process is gone, or its pid names another process now), CLI_UNRESPONSIVE
+ * (its very process is alive but its heartbeat does not answer within hb_ms: stopped, or stuck), or
+ * CLI_LIVE.  Only CLI_STALE and CLI_BROKEN may be cleaned without being asked; an unresponsive kernel may
+ * hold state and is ended only by `kill` or `new --replace`.  hb_ms 0 skips the heartbeat (a live process
+ * counts as live). */
 cli_state_t cli_session_state(const char *name, pyc_session_file_t *sf, int hb_ms, pyc_error_t *err);
+
+/* The state of a session whose heartbeat did not answer: CLI_UNRESPONSIVE when sf names a process that is
+ * still the one recorded, else CLI_STALE. */
+cli_state_t cli_silent_state(const pyc_session_file_t *sf);
 
 /* A connected client for session NAME (with a stdin socket when with_stdin), whose iopub is live when
  * sync_iopub, watching the kernel's process.
@@ -81,20 +94,23 @@ cli_state_t cli_session_state(const char *name, pyc_session_file_t *sf, int hb_m
  * the session file on success (clear it after destroying the client). */
 pyc_client_t *cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with_stdin, int *rc);
 
-/* Takes the lock of NAME (flock on pyc-NAME.lock), waiting up to timeout_ms for another `pyc` that holds it.
- * Returns the lock's fd, or -1 (printed) when it cannot. */
-int cli_lock(const char *name, int timeout_ms);
+/* Takes the lock of NAME (flock on pyc-NAME.lock), waiting up to timeout_ms for another `pyc` that holds it,
+ * and writes `why` ("new", "fork", "kill") into it for `pyc ls`.  Returns the lock's fd; -1 (printed) when it
+ * cannot; -2 (printed) when a SIGINT came (cli_catch_sigint) before the lock was had. */
+int cli_lock(const char *name, int timeout_ms, const char *why);
 
-/* True when some process holds NAME's lock now (a `new` or `fork` is making it). */
-bool cli_locked(const char *name);
+/* True when some process holds NAME's lock now; why (cap bytes) gets what its holder said it does ("new",
+ * "fork", "kill"), or "" when it did not say. */
+bool cli_locked(const char *name, char *why, size_t cap);
 
 /* Releases the lock.  With remove, or when NAME has no session file, it first deletes the lock file (while
  * still holding it: a process that waited notices the change of inode and locks a fresh file). */
 void cli_unlock(const char *name, int fd, bool remove);
 
-/* Ends a session's kernel and removes its files.  A live kernel gets a shutdown_request and grace_ms to exit,
- * then SIGKILL; a stale one, SIGKILL when its pid still names the very process recorded.  The caller holds
- * the lock.  Returns 0, or -1 when the kernel could not be ended (printed). */
+/* Ends a session's kernel and removes its files (connection file and log).  A live kernel gets a
+ * shutdown_request and grace_ms to exit, then SIGKILL; an unresponsive or stale one, SIGKILL when its pid
+ * still names the very process recorded.  The caller holds the lock.  Returns 0, or -1 when the kernel could
+ * not be ended (printed). */
 int cli_session_end(const char *name, pyc_session_file_t *sf, cli_state_t state, int grace_ms);
 
 /* Seconds since the epoch, as a double. */
@@ -115,6 +131,14 @@ void cli_print_iopub(cli_output_t *o, const pyc_msg_t *m);
 /* Prints a JSON object as one line on stdout (compact). */
 void cli_print_json_line(json_t *v);
 
+/* Output to stdout goes through one writer that remembers the first failed write and writes nothing more
+ * after it.  cli_stdout_closed: true once a write failed with EPIPE (the reader is gone).
+ * cli_stdout_finish (main, after the command): flushes stdout and returns the exit code: rc when all was
+ * written; PYC_EXIT_PIPE, silently, when the reader went away (rc kept if it was already a failure); else
+ * prints "pyc: cannot write to stdout: ..." and returns PYC_EXIT_ERROR (or rc when that was a failure). */
+bool cli_stdout_closed(void);
+int cli_stdout_finish(int rc);
+
 /* The exit code an execute_reply stands for: OK, ERROR, TIMEOUT (the cell passed its deadline) or
  * INTERRUPTED (when interrupted is true and the cell ended by KeyboardInterrupt). */
 int cli_reply_exit(const pyc_msg_t *reply, bool interrupted);
@@ -122,7 +146,7 @@ int cli_reply_exit(const pyc_msg_t *reply, bool interrupted);
 /* ---- signals --------------------------------------------------------------------------------------------- */
 
 /* Counts SIGINTs from the moment cli_catch_sigint is called; the handler only counts, so that a wait in
- * zmq_poll returns with EINTR and the command decides. */
+ * poll returns with EINTR and the command decides. */
 extern volatile sig_atomic_t cli_sigint_count;
 void cli_catch_sigint(void);
 
@@ -142,8 +166,8 @@ int cli_attach(int argc, char **argv);
 
 /* The execute loop shared by run and attach: sends code with the given metadata (may be NULL), prints the
  * output until both the reply and the idle status have come, forwards Ctrl-C as interrupt_request, and
- * answers input_request from the terminal when allow_stdin.  Returns the exit code; *reply_out (may be NULL)
- * gets the reply. */
+ * answers input_request from the terminal when allow_stdin.  Returns the exit code (PYC_EXIT_PIPE at once,
+ * the cell still running, when stdout's reader went away); *reply_out (may be NULL) gets the reply. */
 int cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_stdin, cli_output_t *o,
                 pyc_msg_t **reply_out);
 

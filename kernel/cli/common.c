@@ -5,11 +5,17 @@
  * that dies is released by the kernel, so a crashed `pyc new` never leaves a name locked for good.  The lock
  * file is removed only by its holder; a process that waited for the lock checks after getting it that the
  * path still names the file it locked (same inode), and starts over when not, so two processes can never
- * both hold "the" lock of a name.
+ * both hold "the" lock of a name.  Its holder writes what it is doing ("new", "fork" or "kill", and its pid)
+ * into the file, so that `pyc ls` can tell a session being made from one being ended.
+ *
+ * Files in the runtime dir are opened without following symbolic links, and the dir itself must be a
+ * directory of ours that group and others cannot write (cli_runtime_dir): nobody else can plant a link or a
+ * FIFO there, and a link we made by mistake is refused rather than followed.
  */
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -58,7 +64,7 @@ cli_catch_sigint(void)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;             /* no SA_RESTART: a blocked zmq_poll or read returns EINTR */
+    sa.sa_flags = 0;             /* no SA_RESTART: a blocked poll or read returns EINTR */
     sigaction(SIGINT, &sa, NULL);
 }
 
@@ -132,15 +138,59 @@ cli_seconds(const char *opt, const char *text, double *out)
 
 /* ---- sessions -------------------------------------------------------------------------------------------- */
 
-int
-cli_runtime_dir(char *out, size_t cap)
+/* Finds, creates and checks the runtime dir into dir (4096 bytes).  Prints the problem and returns -1. */
+static int
+runtime_dir_check(char *dir, size_t cap)
 {
-    if (pyc_jupyter_runtime_dir(out, cap) < 0) {
+    struct stat st;
+    if (pyc_jupyter_runtime_dir(dir, cap) < 0) {
         cli_err("cannot tell where Jupyter's runtime dir is (set JUPYTER_RUNTIME_DIR or HOME)");
         return -1;
     }
-    if (pyc_mkdirs(out, 0700) < 0) {
-        cli_err("cannot create the runtime dir %s: %s", out, strerror(errno));
+    for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
+        dir[n - 1] = '\0';      /* "dir/" would make lstat follow a link */
+    if (pyc_mkdirs(dir, 0700) < 0) {
+        cli_err("cannot create the runtime dir %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (lstat(dir, &st) < 0) {
+        cli_err("cannot use the runtime dir %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (S_ISLNK(st.st_mode)) {
+        cli_err("the runtime dir %s is a symbolic link; pyc keeps sessions only in a real directory "
+                "(point JUPYTER_RUNTIME_DIR at one)", dir);
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        cli_err("the runtime dir %s is not a directory", dir);
+        return -1;
+    }
+    if (st.st_uid != geteuid()) {
+        cli_err("the runtime dir %s belongs to uid %lu, not to you (uid %lu); pyc will not keep its keys there",
+                dir, (unsigned long)st.st_uid, (unsigned long)geteuid());
+        return -1;
+    }
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        cli_err("the runtime dir %s can be written by group or others (mode %04o), who could plant files in it; "
+                "refused (chmod go-w %s)", dir, (unsigned)(st.st_mode & 07777), dir);
+        return -1;
+    }
+    return 0;
+}
+
+int
+cli_runtime_dir(char *out, size_t cap)
+{
+    /* Checked once per process (the verdict, and its one message, are kept). */
+    static char dir[4096];
+    static int verdict;          /* 0 not yet, 1 fine, -1 refused */
+    if (verdict == 0)
+        verdict = runtime_dir_check(dir, sizeof dir) == 0 ? 1 : -1;
+    if (verdict < 0)
+        return -1;
+    if ((size_t)snprintf(out, cap, "%s", dir) >= cap) {
+        cli_err("the runtime dir's path is too long");
         return -1;
     }
     return 0;
@@ -157,6 +207,14 @@ cli_session_path(char *out, size_t cap, const char *name, const char *suffix)
         return -1;
     }
     return 0;
+}
+
+cli_state_t
+cli_silent_state(const pyc_session_file_t *sf)
+{
+    /* Without a pid (a file pyc did not write) nothing tells a stopped kernel from a gone one, and nothing
+     * could be killed: stale, as before. */
+    return sf->pid > 0 && pyc_proc_is(sf->pid, sf->pid_start) ? CLI_UNRESPONSIVE : CLI_STALE;
 }
 
 cli_state_t
@@ -178,8 +236,10 @@ cli_session_state(const char *name, pyc_session_file_t *sf, int hb_ms, pyc_error
     if (hb_ms > 0) {
         const pyc_connfile_t *cfs[1] = {&sf->cf};
         bool alive = false;
+        /* A heartbeat that could not be asked (memory) counts as silent: never a reason to end a kernel
+         * that may be well. */
         if (pyc_client_heartbeat(cfs, 1, hb_ms, &alive, err) < 0 || !alive)
-            return CLI_STALE;
+            return cli_silent_state(sf);
     }
     return CLI_LIVE;
 }
@@ -208,6 +268,7 @@ cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with
         *rc = PYC_EXIT_NOSESSION;
         return NULL;
     case CLI_LIVE:
+    case CLI_UNRESPONSIVE:       /* not asked for here (no heartbeat): the request itself will tell */
         break;
     }
     pyc_client_t *cl = pyc_client_new(&sf->cf, with_stdin, &err);
@@ -244,7 +305,7 @@ cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with
 }
 
 int
-cli_lock(const char *name, int timeout_ms)
+cli_lock(const char *name, int timeout_ms, const char *why)
 {
     char path[4096];
     if (cli_session_path(path, sizeof path, name, ".lock") < 0)
@@ -252,15 +313,33 @@ cli_lock(const char *name, int timeout_ms)
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
-        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        /* Ctrl-C while waiting gives up before anything was done (the caller catches SIGINT first). */
+        if (cli_sigint_count > 0) {
+            cli_err("interrupted while waiting for another pyc working on session %s; nothing was done", name);
+            return -2;
+        }
+        int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+        struct stat a, b;
         if (fd < 0) {
-            cli_err("cannot open %s: %s", path, strerror(errno));
+            if (errno == ELOOP)
+                cli_err("%s is a symbolic link, not a lock file of pyc's; refused (remove it)", path);
+            else
+                cli_err("cannot open %s: %s", path, strerror(errno));
+            return -1;
+        }
+        if (fstat(fd, &a) < 0 || !S_ISREG(a.st_mode) || a.st_uid != geteuid()) {
+            cli_err("%s is not a regular file of yours; refused (remove it)", path);
+            close(fd);
             return -1;
         }
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-            struct stat a, b;
-            if (fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+            if (lstat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
+                char note[64];
+                int n = snprintf(note, sizeof note, "%s %ld\n", why, (long)getpid());
+                if (ftruncate(fd, 0) == 0 && n > 0 && pwrite(fd, note, (size_t)n, 0) < 0)
+                    cli_err("cannot write %s: %s", path, strerror(errno));   /* only `ls` reads it */
                 return fd;
+            }
             close(fd);           /* removed by its last holder meanwhile: lock the new one */
             continue;
         }
@@ -281,15 +360,24 @@ cli_lock(const char *name, int timeout_ms)
 }
 
 bool
-cli_locked(const char *name)
+cli_locked(const char *name, char *why, size_t cap)
 {
     char path[4096];
+    if (cap > 0)
+        why[0] = '\0';
     if (cli_session_path(path, sizeof path, name, ".lock") < 0)
         return false;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return false;
-    bool held = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+    struct stat st;
+    bool held = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_SH | LOCK_NB) < 0 &&
+                errno == EWOULDBLOCK;
+    if (held && cap > 1) {
+        ssize_t n = pread(fd, why, cap - 1, 0);
+        why[n > 0 ? n : 0] = '\0';
+        why[strcspn(why, " \n")] = '\0';
+    }
     close(fd);
     return held;
 }
@@ -326,6 +414,8 @@ cli_session_end(const char *name, pyc_session_file_t *sf, cli_state_t state, int
 {
     char path[4096];
     bool ended = true;
+    /* An unresponsive kernel (alive, heartbeat silent: stopped, or stuck) could not act on a
+     * shutdown_request: it gets SIGKILL at once. */
     if (state == CLI_LIVE) {
         pyc_error_t err;
         pyc_client_t *cl = pyc_client_new(&sf->cf, false, &err);
@@ -362,6 +452,43 @@ cli_session_end(const char *name, pyc_session_file_t *sf, cli_state_t state, int
 
 /* ---- output ---------------------------------------------------------------------------------------------- */
 
+/* errno of the first failed write to stdout, 0 while none failed.  After a failure nothing more is written
+ * there: the output is incomplete anyway, and cli_stdout_finish reports it. */
+static int stdout_errno;
+
+/* Writes n bytes to f and flushes them (output streams as the kernel sends it). */
+static void
+out_write(FILE *f, const void *p, size_t n)
+{
+    if (f == stdout && stdout_errno != 0)
+        return;
+    errno = 0;
+    if ((n > 0 && fwrite(p, 1, n, f) != n) || fflush(f) != 0) {
+        if (f == stdout)
+            stdout_errno = errno != 0 ? errno : EIO;
+    }
+}
+
+bool
+cli_stdout_closed(void)
+{
+    return stdout_errno == EPIPE;
+}
+
+int
+cli_stdout_finish(int rc)
+{
+    errno = 0;
+    if (stdout_errno == 0 && (fflush(stdout) != 0 || ferror(stdout)))
+        stdout_errno = errno != 0 ? errno : EIO;
+    if (stdout_errno == 0)
+        return rc;
+    if (stdout_errno == EPIPE)
+        return rc == PYC_EXIT_OK || rc == PYC_EXIT_PIPE ? PYC_EXIT_PIPE : rc;
+    cli_err("cannot write to stdout: %s", strerror(stdout_errno));
+    return rc == PYC_EXIT_OK ? PYC_EXIT_ERROR : rc;
+}
+
 void
 cli_print_json_line(json_t *v)
 {
@@ -370,9 +497,9 @@ cli_print_json_line(json_t *v)
         cli_err("out of memory printing JSON");
         return;
     }
-    fputs(s, stdout);
-    fputc('\n', stdout);
-    fflush(stdout);
+    size_t n = strlen(s);
+    s[n] = '\n';                 /* json_dumps's NUL: one write for the whole line */
+    out_write(stdout, s, n + 1);
     free(s);
 }
 
@@ -381,8 +508,7 @@ put_text(cli_output_t *o, FILE *f, const char *s, size_t n)
 {
     if (n == 0)
         return;
-    fwrite(s, 1, n, f);
-    fflush(f);
+    out_write(f, s, n);
     if (f == stdout)
         o->wrote_nl = s[n - 1] == '\n';
 }
@@ -405,14 +531,13 @@ put_bundle(cli_output_t *o, json_t *data)
     bool first = true;
     if (!json_is_object(data) || json_object_size(data) == 0)
         return;
-    fputs("[display:", stdout);
+    put_text(o, stdout, "[display:", 9);
     json_object_foreach(data, key, v) {
-        fprintf(stdout, "%s%s", first ? " " : ", ", key);
+        put_text(o, stdout, first ? " " : ", ", first ? 1 : 2);
+        put_text(o, stdout, key, strlen(key));
         first = false;
     }
-    fputs("]\n", stdout);
-    fflush(stdout);
-    o->wrote_nl = true;
+    put_text(o, stdout, "]\n", 2);
 }
 
 void
@@ -532,6 +657,13 @@ cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_std
                     idle = true;
             } else {
                 cli_print_iopub(o, m);
+                if (cli_stdout_closed()) {
+                    /* The reader of stdout is gone (`pyc run ... | head -1`): stop, as a tool killed by
+                     * SIGPIPE would, and leave the cell running, as a dropped ssh connection does. */
+                    pyc_msg_destroy(&m);
+                    pyc_msg_destroy(&reply);
+                    return PYC_EXIT_PIPE;
+                }
             }
         } else if (chan == PYC_CHAN_SHELL && reply == NULL && pyc_client_is_child_of(m, id) &&
                    strcmp(m->msg_type, "execute_reply") == 0) {

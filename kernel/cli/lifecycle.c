@@ -10,6 +10,11 @@
  * Ports are picked as jupyter_client picks them: bound to port 0 on 127.0.0.1 and released.  Another process
  * can take one in between; the kernel then exits at once saying so in its log, and `new` tries again with
  * fresh ports, up to START_TRIES times.
+ *
+ * Ctrl-C: `new` gives up while it waits for the lock, and checks again before each step that cannot be
+ * undone (ending the session it replaces, starting a kernel), so that an interrupted `new` leaves nothing
+ * half done.  pyc-NAME.log is made afresh by each `new`; after a failed start it is kept only when the
+ * kernel wrote something into it (its error, whose path is then printed), and `kill NAME` removes it.
  */
 #include "cli.h"
 
@@ -156,9 +161,14 @@ kernel_child(const char *kernel, const char *connfile, char **envp, int go, int 
     while (r < 0 && errno == EINTR);
     if (r != 1)
         _exit(127);              /* the parent gave up before writing the connection file */
-    int null = open("/dev/null", O_RDONLY);
-    if (null < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0)
+    /* Close-on-exec, and closed once it is fd 0: the kernel must not inherit a spare descriptor. */
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null < 0 || (null != 0 && dup2(null, 0) < 0) || dup2(log, 1) < 0 || dup2(log, 2) < 0)
         goto fail;
+    if (null != 0)
+        close(null);
+    else
+        fcntl(0, F_SETFD, 0);
     /* pyc catches SIGINT and ignores SIGPIPE; the kernel must start with neither. */
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
@@ -192,11 +202,21 @@ start_once(const char *name, const char *kernel, pyc_session_file_t *sf, double 
     bool file_written = false;
     char **envp = NULL;
 
+    if (cli_sigint_count > 0) {
+        cli_err("interrupted; no kernel was started");
+        return PYC_EXIT_INTERRUPTED;
+    }
     if (pick_ports(sf->cf.ports) < 0)
         return PYC_EXIT_CONNECTION;
     if (cli_session_path(path, sizeof path, name, ".json") < 0 || cli_session_path(log, sizeof log, name, ".log") < 0)
         return PYC_EXIT_CONNECTION;
-    logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+    /* A fresh log: whatever has the name (an old log, a link) is removed, and the new file is created
+     * exclusively, so no link is ever followed. */
+    if (unlink(log) < 0 && errno != ENOENT) {
+        cli_err("cannot remove the old %s: %s", log, strerror(errno));
+        return PYC_EXIT_CONNECTION;
+    }
+    logfd = open(log, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0600);
     if (logfd < 0) {
         cli_err("cannot create %s: %s", log, strerror(errno));
         return PYC_EXIT_CONNECTION;
@@ -308,8 +328,15 @@ out:
     }
     if (rc != 0 && file_written)
         unlink(path);
-    if (rc == 1)
-        unlink(log);             /* a port race: the next try writes a new log (after a real failure it stays) */
+    if (rc != 0) {
+        /* The log stays only when it holds what the kernel said about its failure (not after a port race,
+         * whose next try writes a new one, nor after Ctrl-C). */
+        struct stat ls;
+        if (rc != 1 && rc != PYC_EXIT_INTERRUPTED && fstat(logfd, &ls) == 0 && ls.st_size > 0)
+            cli_err("the kernel's output is kept in %s (pyc kill %s removes it)", log, name);
+        else
+            unlink(log);
+    }
     for (int i = 0; i < 2; i++) {
         if (go[i] >= 0)
             close(go[i]);
@@ -339,7 +366,7 @@ cli_new(int argc, char **argv)
     if (a.help) {
         puts("usage: pyc new NAME [--replace] [--kernel PATH] [--timeout S] [--json]\n"
              "Starts a detached pyc kernel as session NAME and prints its connection file.\n"
-             "A live NAME is refused (exit 4) unless --replace; a stale one is cleaned first.");
+             "A live or unresponsive NAME is refused (exit 4) unless --replace; a stale one is cleaned first.");
         return PYC_EXIT_OK;
     }
     if (a.npos != 1) {
@@ -359,9 +386,9 @@ cli_new(int argc, char **argv)
         return PYC_EXIT_CONNECTION;
     cli_catch_sigint();
 
-    int lock = cli_lock(name, LOCK_WAIT_MS);
+    int lock = cli_lock(name, LOCK_WAIT_MS, "new");
     if (lock < 0)
-        return PYC_EXIT_CONNECTION;
+        return lock == -2 ? PYC_EXIT_INTERRUPTED : PYC_EXIT_CONNECTION;
     cli_state_t st = cli_session_state(name, &old, 1000, &err);
     if (st == CLI_LIVE && a.value[0] == NULL) {
         cli_err("session %s already exists (kernel pid %ld); it is left as it is (pyc new --replace %s discards it)",
@@ -369,6 +396,20 @@ cli_new(int argc, char **argv)
         pyc_session_file_clear(&old);
         cli_unlock(name, lock, false);
         return PYC_EXIT_EXISTS;
+    }
+    if (st == CLI_UNRESPONSIVE && a.value[0] == NULL) {
+        cli_err("session %s already exists, but its kernel (pid %ld) does not answer its heartbeat (is it "
+                "stopped?); it is left as it is (pyc kill %s ends it; pyc new --replace %s discards it)",
+                name, old.pid, name, name);
+        pyc_session_file_clear(&old);
+        cli_unlock(name, lock, false);
+        return PYC_EXIT_EXISTS;
+    }
+    if (cli_sigint_count > 0) {
+        cli_err("interrupted; nothing was done");
+        pyc_session_file_clear(&old);
+        cli_unlock(name, lock, false);
+        return PYC_EXIT_INTERRUPTED;
     }
     if (st == CLI_BROKEN)
         cli_err("session %s: %s; replacing it", name, err.text);
@@ -415,9 +456,23 @@ cli_new(int argc, char **argv)
 
 /* ---- kill ------------------------------------------------------------------------------------------------ */
 
-/* The session names in the runtime dir, sorted; *n gets their count.  NULL (printed) on failure. */
+/* When file_name is "pyc-NAME.log" with a valid NAME, copies NAME into name_out. */
+static bool
+name_of_log(const char *file_name, char *name_out)
+{
+    size_t n = strlen(file_name);
+    if (n <= 8 || n - 8 > PYC_SESSION_NAME_MAX || strncmp(file_name, "pyc-", 4) != 0 ||
+        strcmp(file_name + n - 4, ".log") != 0)
+        return false;
+    memcpy(name_out, file_name + 4, n - 8);
+    name_out[n - 8] = '\0';
+    return pyc_session_name_check(name_out, NULL) == 0;
+}
+
+/* The session names in the runtime dir (with logs: also the names that only have a pyc-NAME.log), sorted and
+ * without repeats; *n gets their count.  NULL (printed) on failure. */
 static char **
-list_names(size_t *n)
+list_names(size_t *n, bool logs)
 {
     char dir[4096];
     *n = 0;
@@ -434,7 +489,7 @@ list_names(size_t *n)
     bool failed = false;
     while ((e = readdir(d)) != NULL) {
         char name[PYC_SESSION_NAME_MAX + 1];
-        if (!pyc_session_name_of_file(e->d_name, name))
+        if (!pyc_session_name_of_file(e->d_name, name) && !(logs && name_of_log(e->d_name, name)))
             continue;
         if (*n == cap) {
             size_t c = cap ? cap * 2 : 16;
@@ -472,6 +527,14 @@ list_names(size_t *n)
             names[j - 1] = t;
         }
     }
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++) {
+        if (k > 0 && strcmp(names[k - 1], names[i]) == 0)
+            free(names[i]);
+        else
+            names[k++] = names[i];
+    }
+    *n = k;
     return names;
 }
 
@@ -488,25 +551,34 @@ kill_one(const char *name)
 {
     pyc_error_t err;
     pyc_session_file_t sf;
+    char log[4096];
     int rc = PYC_EXIT_OK;
     if (pyc_session_name_check(name, &err) < 0) {
         cli_err("%s", err.text);
         return PYC_EXIT_USAGE;
     }
-    int lock = cli_lock(name, LOCK_WAIT_MS);
+    int lock = cli_lock(name, LOCK_WAIT_MS, "kill");
     if (lock < 0)
-        return PYC_EXIT_CONNECTION;
+        return lock == -2 ? PYC_EXIT_INTERRUPTED : PYC_EXIT_CONNECTION;
     cli_state_t st = cli_session_state(name, &sf, 1000, &err);
     switch (st) {
     case CLI_MISSING:
-        cli_err("no session named %s", name);
-        rc = PYC_EXIT_NOSESSION;
+        /* The log a failed `new` kept is all there is: removing it is cleaning the name. */
+        if (cli_session_path(log, sizeof log, name, ".log") == 0 && unlink(log) == 0) {
+            cli_err("session %s had no kernel; its leftover log %s was removed", name, log);
+        } else {
+            cli_err("no session named %s", name);
+            rc = PYC_EXIT_NOSESSION;
+        }
+        break;
+    case CLI_UNRESPONSIVE:
+        cli_err("session %s did not answer (kernel pid %ld alive but its heartbeat silent); killed", name, sf.pid);
         break;
     case CLI_BROKEN:
         cli_err("session %s: %s; removed", name, err.text);
         break;
     case CLI_STALE:
-        cli_err("session %s was stale (kernel pid %ld gone or not answering); removed", name, sf.pid);
+        cli_err("session %s was stale (kernel pid %ld gone); removed", name, sf.pid);
         break;
     case CLI_LIVE:
         break;
@@ -527,7 +599,8 @@ cli_kill(int argc, char **argv)
         return PYC_EXIT_USAGE;
     if (a.help) {
         puts("usage: pyc kill NAME... | pyc kill --all\n"
-             "Shuts the sessions' kernels down (SIGKILL after 5 s) and removes their files; cleans stale ones.");
+             "Shuts the sessions' kernels down (SIGKILL after 5 s; at once for an unresponsive one) and removes\n"
+             "their files; cleans stale ones, and the log a failed pyc new left.");
         return PYC_EXIT_OK;
     }
     if ((a.npos == 0) == (a.value[0] == NULL)) {
@@ -537,7 +610,7 @@ cli_kill(int argc, char **argv)
     int rc = PYC_EXIT_OK;
     if (a.value[0] != NULL) {
         size_t n;
-        char **names = list_names(&n);
+        char **names = list_names(&n, true);
         if (names == NULL)
             return PYC_EXIT_ERROR;
         for (size_t i = 0; i < n; i++) {
@@ -581,8 +654,10 @@ cli_ls(int argc, char **argv)
         return PYC_EXIT_USAGE;
     if (a.help) {
         puts("usage: pyc ls [--json]\n"
-             "Lists the sessions: NAME PID STATE AGE.  STATE is live (the heartbeat answers), starting (a pyc new\n"
-             "is making it), or stale (its kernel is gone or does not answer within 1 s).");
+             "Lists the sessions: NAME PID STATE AGE.  STATE is live (the heartbeat answers within 1 s),\n"
+             "unresponsive (the kernel's process is alive but its heartbeat is silent: stopped, or stuck),\n"
+             "stale (its kernel is gone), starting (a pyc new or fork is making it), ending (a pyc kill is\n"
+             "ending it), or busy (another pyc holds its lock).");
         return PYC_EXIT_OK;
     }
     if (a.npos != 0) {
@@ -590,7 +665,7 @@ cli_ls(int argc, char **argv)
         return PYC_EXIT_USAGE;
     }
     size_t n;
-    char **names = list_names(&n);
+    char **names = list_names(&n, false);
     if (names == NULL)
         return PYC_EXIT_ERROR;
     pyc_session_file_t *sfs = calloc(n ? n : 1, sizeof *sfs);
@@ -619,17 +694,26 @@ cli_ls(int argc, char **argv)
     }
     for (size_t j = 0; j < k; j++) {
         if (!alive[j])
-            st[which[j]] = CLI_STALE;
+            st[which[j]] = cli_silent_state(&sfs[which[j]]);
     }
     if (a.value[0] == NULL && n > 0)
-        printf("%-24s %8s  %-8s  %s\n", "NAME", "PID", "STATE", "AGE");
+        printf("%-24s %8s  %-12s  %s\n", "NAME", "PID", "STATE", "AGE");
     double now = cli_now();
     for (size_t i = 0; i < n; i++) {
-        const char *state = st[i] == CLI_LIVE ? "live" : st[i] == CLI_MISSING ? NULL : "stale";
+        const char *state = st[i] == CLI_LIVE           ? "live"
+                            : st[i] == CLI_UNRESPONSIVE ? "unresponsive"
+                            : st[i] == CLI_MISSING      ? NULL
+                                                        : "stale";
+        char why[16];
         if (state == NULL)
             continue;            /* removed since the directory was read */
-        if (st[i] != CLI_LIVE && cli_locked(names[i]))
-            state = "starting";
+        /* Another pyc holds the name's lock: what it does says more than a heartbeat in the middle of it. */
+        if (cli_locked(names[i], why, sizeof why)) {
+            if (strcmp(why, "kill") == 0)
+                state = "ending";
+            else if (st[i] != CLI_LIVE)
+                state = strcmp(why, "new") == 0 || strcmp(why, "fork") == 0 ? "starting" : "busy";
+        }
         double created = sfs[i].created;
         if (created <= 0) {
             char path[4096];
@@ -656,7 +740,7 @@ cli_ls(int argc, char **argv)
                 snprintf(pid, sizeof pid, "%ld", sfs[i].pid);
             else
                 snprintf(pid, sizeof pid, "-");
-            printf("%-24s %8s  %-8s  %s\n", names[i], pid, state, agetext);
+            printf("%-24s %8s  %-12s  %s\n", names[i], pid, state, agetext);
         }
     }
     if (a.value[0] != NULL)

@@ -9,6 +9,7 @@
  * `pyc run` costs a few milliseconds from exec to exit.  Exit codes are in cli.h and in the help text.
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,7 +25,7 @@ typedef struct command {
 static const command_t commands[] = {
     {"new", cli_new, "new NAME [--replace]        start a detached kernel as session NAME"},
     {"run", cli_run, "run NAME CODE|@FILE|-       run one cell [--json] [--timeout S] [--isolate]"},
-    {"ls", cli_ls, "ls [--json]                 list sessions: name, pid, state (live/stale), age"},
+    {"ls", cli_ls, "ls [--json]                 list sessions: name, pid, state (live/unresponsive/stale), age"},
     {"status", cli_status, "status NAME                 JSON: pid, uptime, execution count, memory, busy/idle"},
     {"vars", cli_vars, "vars NAME                   JSON list of the user's names and types"},
     {"complete", cli_complete, "complete NAME TEXT          the kernel's completions of TEXT"},
@@ -44,16 +45,29 @@ usage(FILE *f)
         fprintf(f, "  pyc %s\n", commands[i].line);
     fprintf(f, "\nNames: a-z, 0-9, '_', '-', 1 to 80 characters.  Sessions live in Jupyter's runtime dir as\n"
                "pyc-NAME.json, so `jupyter console --existing pyc-NAME.json` reaches them too.\n\n"
-               "Exit codes: 0 ok; 1 the cell raised (or the kernel refused, or a file failed); 2 usage;\n"
-               "3 no such session, or stale; 4 name already taken; 5 the cell passed --timeout;\n"
-               "6 kernel did not start, answer, or died; 130 interrupted by Ctrl-C.\n");
+               "Exit codes: 0 ok; 1 the cell raised (or the kernel refused, or a file or stdout failed);\n"
+               "2 usage; 3 no such session, or stale; 4 name already taken; 5 the cell passed --timeout;\n"
+               "6 kernel did not start, answer, or died, or the runtime dir is unusable; 130 interrupted\n"
+               "by Ctrl-C; 141 stdout's reader went away (pyc run ... | head).\n");
+}
+
+/* True when the words after the subcommand ask for its help (before any "--"). */
+static bool
+wants_help(int argc, char **argv)
+{
+    for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+            return true;
+    }
+    return false;
 }
 
 int
 main(int argc, char **argv)
 {
-    /* Output may go to a pipe that closes early (`pyc run ... | head`): a failed write is reported by its
-     * return value, not by a signal that would leave the kernel's reply unread. */
+    /* Output may go to a pipe that closes early (`pyc run ... | head`): a failed write is seen by its return
+     * value (EPIPE), not by a signal, so that the command ends cleanly (cli_stdout_finish: exit 141, quietly)
+     * and a failure of another kind (a full disk) is reported. */
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
@@ -65,21 +79,25 @@ main(int argc, char **argv)
             for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
                 if (strcmp(argv[2], commands[i].name) == 0) {
                     char *help[] = {(char *)"--help", NULL};
-                    return commands[i].fn(1, help);
+                    return cli_stdout_finish(commands[i].fn(1, help));
                 }
             }
         }
         usage(stdout);
-        return PYC_EXIT_OK;
+        return cli_stdout_finish(PYC_EXIT_OK);
     }
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
         printf("pyc %s\n", PACKAGE_VERSION);
-        return PYC_EXIT_OK;
+        return cli_stdout_finish(PYC_EXIT_OK);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         if (strcmp(cmd, commands[i].name) == 0) {
+            /* Every command works in the runtime dir: an unusable one is refused once, here. */
+            char dir[4096];
+            if (!wants_help(argc - 2, argv + 2) && cli_runtime_dir(dir, sizeof dir) < 0)
+                return PYC_EXIT_CONNECTION;
             int rc = commands[i].fn(argc - 2, argv + 2);
-            fflush(stdout);
+            rc = cli_stdout_finish(rc);
             pyc_client_shutdown();
             return rc;
         }

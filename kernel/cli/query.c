@@ -12,7 +12,11 @@
  * `vars` evaluates one expression as a user_expression of a silent execute_request: it produces no output,
  * does not count as a cell, and works in any Python kernel.  The expression returns JSON text; its
  * text/plain is that str's repr, which for the pure-ASCII text json.dumps writes has only two escapes
- * (\\ and \'), undone here before the JSON is parsed.
+ * (\\ and \'), undone here before the JSON is parsed.  It runs in the user's namespace, where any name may
+ * have been rebound (type = 'A', list = [1], even __import__ or globals), so it looks up no global name at
+ * all: the namespace is a lambda's __globals__, and every builtin it uses is taken from the namespace's
+ * __builtins__ (the module in __main__, a dict elsewhere) and passed in as a parameter.  Only rebinding
+ * __builtins__ itself, which breaks every name lookup of the user's own code too, defeats it.
  */
 #include "cli.h"
 
@@ -29,13 +33,19 @@
 #define USAGE_WAIT_MS 300
 #define MAX_CODE (64u << 20)
 
-/* Names a whole-namespace listing leaves out, besides "_..." names (as pyc.pickle's get does). */
+/* The listing.  Names it leaves out, besides "_..." names (as pyc.pickle's get does): In, Out, get_ipython,
+ * exit, quit.  g is the user's namespace, B the real builtins' dict (see the top of this file). */
 #define VARS_EXPR                                                                                              \
-    "__import__('json').dumps([{'name': k, 'type': 'module' if isinstance(v, __import__('types').ModuleType) "  \
+    "(lambda g: (lambda B: (lambda json, ModuleType, isinstance, getattr, sorted, type, list, str: "            \
+    "json.dumps([{'name': k, 'type': 'module' if isinstance(v, ModuleType) "                                    \
     "else (type(v).__qualname__ if getattr(type(v), '__module__', None) in ('builtins', None) "                 \
     "else type(v).__module__ + '.' + type(v).__qualname__)} for k, v in sorted((k, v) for k, v in "            \
-    "list(globals().items()) if isinstance(k, str) and not k.startswith('_') and k not in "                     \
-    "('In', 'Out', 'get_ipython', 'exit', 'quit'))])"
+    "list(g.items()) if isinstance(k, str) and not k.startswith('_') and k not in "                             \
+    "('In', 'Out', 'get_ipython', 'exit', 'quit'))]))("                                                        \
+    "B['__import__']('json'), B['__import__']('types').ModuleType, B['isinstance'], B['getattr'], "             \
+    "B['sorted'], B['type'], B['list'], B['str']))("                                                            \
+    "g['__builtins__'] if g['__builtins__'].__class__ is {}.__class__ else g['__builtins__'].__dict__))("      \
+    "(lambda: 0).__globals__)"
 
 /* Reads all of fd (up to MAX_CODE bytes) into a new string. */
 static char *
@@ -99,7 +109,8 @@ cli_run(int argc, char **argv)
     if (a.help) {
         puts("usage: pyc run NAME CODE|@FILE|- [--json] [--timeout S] [--isolate]\n"
              "Runs one cell in session NAME: stdout to stdout, stderr and tracebacks to stderr, results as text.\n"
-             "Exit 0, 1 when the cell raised, 5 when it passed --timeout, 130 when interrupted with Ctrl-C.");
+             "Exit 0, 1 when the cell raised (or @FILE or stdin could not be read), 5 when it passed --timeout,\n"
+             "130 when interrupted with Ctrl-C, 141 when stdout's reader went away (the cell goes on).");
         return PYC_EXIT_OK;
     }
     if (a.npos != 2) {
@@ -115,7 +126,7 @@ cli_run(int argc, char **argv)
     }
     char *code = read_code(a.pos[1]);
     if (code == NULL)
-        return PYC_EXIT_USAGE;
+        return PYC_EXIT_ERROR;   /* a local file (or stdin) failed: printed */
     json_t *md = NULL;
     if (timeout > 0 || a.value[2] != NULL) {
         json_t *p = json_object();

@@ -13,7 +13,14 @@
  *
  * `fork` asks for children that outlive their parent (so `pyc kill` of the parent leaves them be), then makes
  * each a named session: pyc-NEW.json is the child's connection with its pid, and the file the child wrote
- * itself (pyc-NAME-fork-PID.json) is removed, so that the child is listed once, under its new name.
+ * itself (pyc-NAME-fork-PID.json) is removed, so that the child is listed once, under its new name.  The
+ * request queues behind a running cell, so `fork` waits for its answer as long as the kernel lives, as `run`
+ * does: a deadline would leave children that nobody adopts when the kernel gets to the request later.
+ * Ctrl-C stops the wait, and says that children may still appear (they list themselves as
+ * NAME-fork-PID sessions).
+ *
+ * Exit codes: a `cp` whose request got no answer within --timeout exits PYC_EXIT_CONNECTION (the kernel
+ * did not answer); PYC_EXIT_TIMEOUT is the cell's own deadline only.
  */
 #include "cli.h"
 
@@ -28,16 +35,20 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "paths.h"
 #include "pickle.h"
 
 #define DEFAULT_TIMEOUT 600.0
-#define FORK_TIMEOUT_MS 60000
+#define BUSY_NOTE_S 2.0          /* a fork without an answer this long says why it waits */
+#define PID_START_WAIT_MS 1000   /* how long a child's /proc entry may take to read */
 #define MAX_STDIN_PICKLE ((size_t)1 << 36)
 
-/* Sends one request to a comm target and waits for its answer.  Returns the answer message (its
- * content.data holds the answer, its buffers the pickle of a get) with *rc PYC_EXIT_OK, or NULL with *rc
- * set (printed).  An answer whose status is not "ok" is printed and still returned, with *rc
- * PYC_EXIT_ERROR: fork's error answer lists the children made before the failure, which must be ended. */
+/* Sends one request to a comm target and waits for its answer, up to timeout_s (0: as long as the kernel's
+ * process lives; after BUSY_NOTE_S a line says that the request waits for a running cell).  Returns the
+ * answer message (its content.data holds the answer, its buffers the pickle of a get) with *rc
+ * PYC_EXIT_OK, or NULL with *rc set (printed): PYC_EXIT_CONNECTION when no answer came in time.  An answer
+ * whose status is not "ok" is printed and still returned, with *rc PYC_EXIT_ERROR: fork's error answer lists
+ * the children made before the failure, which must be ended. */
 static pyc_msg_t *
 comm_request(pyc_client_t *cl, const char *session, const char *target, json_t *data, const pyc_frame_t *bufs,
              size_t nbufs, double timeout_s, int *rc)
@@ -61,21 +72,33 @@ comm_request(pyc_client_t *cl, const char *session, const char *target, json_t *
         return NULL;
     }
     pyc_buf_init(&said, 1 << 16);
-    double deadline = cli_now() + timeout_s;
+    double t0 = cli_now(), deadline = t0 + timeout_s;
+    bool noted = timeout_s > 0;
     while (answer == NULL) {
-        double left = deadline - cli_now();
-        if (left <= 0) {
-            cli_err("%s: no answer to the %s request within %g s", session, target, timeout_s);
-            *rc = PYC_EXIT_TIMEOUT;
+        double left = timeout_s > 0 ? deadline - cli_now() : t0 + BUSY_NOTE_S - cli_now();
+        if (timeout_s > 0 && left <= 0) {
+            cli_err("%s: no answer to the %s request within %g s (is a long cell running? pyc status %s says)",
+                    session, target, timeout_s, session);
+            *rc = PYC_EXIT_CONNECTION;
             break;
+        }
+        if (!noted && left <= 0) {
+            cli_err("%s: waiting for the kernel to get to the %s request (it is probably running a cell; "
+                    "Ctrl-C stops waiting)", session, target);
+            noted = true;
         }
         pyc_msg_t *m;
         int chan;
-        int r = pyc_client_recv(cl, (int)(left * 1000) + 1, &m, &chan, &err);
+        int r = pyc_client_recv(cl, noted && timeout_s <= 0 ? -1 : (int)(left * 1000) + 1, &m, &chan, &err);
         if (r == PYC_RECV_SIGNAL) {
             if (cli_sigint_count == 0)
                 continue;
-            cli_err("interrupted");
+            if (strcmp(target, "pyc.fork") == 0)
+                cli_err("interrupted; the fork request stays queued in %s's kernel, which may still fork: its "
+                        "children would then appear as %s-fork-PID sessions (pyc ls; pyc kill ends them)",
+                        session, session);
+            else
+                cli_err("interrupted");
             *rc = PYC_EXIT_INTERRUPTED;
             break;
         }
@@ -146,9 +169,17 @@ adopt_child(const char *name, json_t *child, const char *runtime_dir)
         return -1;
     }
     sf.pid = (long)json_integer_value(pid);
-    sf.pid_start = pyc_proc_start(sf.pid);
+    /* pid_start 0 would make any process that gets the pid later pass for the child (and be killed by `pyc
+     * kill`): a child whose start cannot be read is not adopted. */
+    sf.pid_start = 0;
+    for (int waited = 0; sf.pid > 1 && (sf.pid_start = pyc_proc_start(sf.pid)) == 0 && waited < PID_START_WAIT_MS;
+         waited += 10)
+        usleep(10000);
     sf.created = cli_now();
-    if (cli_session_path(path, sizeof path, name, ".json") == 0) {
+    if (sf.pid_start == 0) {
+        cli_err("fork: the child for %s (pid %ld) is gone, or its /proc entry cannot be read; not adopted", name,
+                sf.pid);
+    } else if (cli_session_path(path, sizeof path, name, ".json") == 0) {
         if (pyc_session_file_write(path, &sf, &err) < 0)
             cli_err("%s", err.text);
         else
@@ -198,7 +229,9 @@ cli_fork(int argc, char **argv)
     if (a.help) {
         puts("usage: pyc fork NAME NEWNAME... [--json]\n"
              "Forks session NAME's kernel into one child per NEWNAME, each a session of its own with a copy of\n"
-             "NAME's state (copy-on-write).  The children outlive NAME.  Prints their connection files.");
+             "NAME's state (copy-on-write).  The children outlive NAME.  Prints their connection files.\n"
+             "A NEWNAME that is live (or unresponsive) is refused (exit 4).  The request waits for a running cell\n"
+             "to end, as long as the kernel lives; Ctrl-C stops waiting (exit 130).");
         return PYC_EXIT_OK;
     }
     if (a.npos < 2) {
@@ -234,16 +267,24 @@ cli_fork(int argc, char **argv)
     }
     int nlocked = 0;
     for (; nlocked < n; nlocked++) {
-        if ((locks[nlocked] = cli_lock(names[nlocked], 120000)) < 0) {
-            rc = PYC_EXIT_CONNECTION;
+        if ((locks[nlocked] = cli_lock(names[nlocked], 120000, "fork")) < 0) {
+            rc = locks[nlocked] == -2 ? PYC_EXIT_INTERRUPTED : PYC_EXIT_CONNECTION;
             goto unlock;
         }
         pyc_session_file_t old;
         cli_state_t st = cli_session_state(names[nlocked], &old, 1000, &err);
-        if (st == CLI_LIVE) {
-            cli_err("session %s already exists (kernel pid %ld); nothing was forked", names[nlocked], old.pid);
+        if (st == CLI_LIVE || st == CLI_UNRESPONSIVE) {
+            cli_err("session %s already exists (kernel pid %ld%s); nothing was forked", names[nlocked], old.pid,
+                    st == CLI_UNRESPONSIVE ? ", not answering its heartbeat" : "");
             pyc_session_file_clear(&old);
             rc = PYC_EXIT_EXISTS;
+            nlocked++;
+            goto unlock;
+        }
+        if (cli_sigint_count > 0) {
+            cli_err("interrupted; nothing was forked");
+            pyc_session_file_clear(&old);
+            rc = PYC_EXIT_INTERRUPTED;
             nlocked++;
             goto unlock;
         }
@@ -260,9 +301,15 @@ cli_fork(int argc, char **argv)
     pyc_client_t *cl = cli_connect(a.pos[0], &sf, true, false, &rc);
     if (cl == NULL)
         goto unlock;
+    if (cli_sigint_count > 0) {
+        cli_err("interrupted; nothing was forked");
+        rc = PYC_EXIT_INTERRUPTED;
+        pyc_client_destroy(&cl);
+        pyc_session_file_clear(&sf);
+        goto unlock;
+    }
     json_t *data = json_pack("{s:i, s:b}", "n", n, "outlive", 1);
-    pyc_msg_t *answer = data != NULL ? comm_request(cl, a.pos[0], "pyc.fork", data, NULL, 0, FORK_TIMEOUT_MS / 1000.0, &rc)
-                                     : NULL;
+    pyc_msg_t *answer = data != NULL ? comm_request(cl, a.pos[0], "pyc.fork", data, NULL, 0, 0, &rc) : NULL;
     json_decref(data);
     json_t *children = answer != NULL ? json_object_get(json_object_get(answer->content, "data"), "children") : NULL;
     if (rc != PYC_EXIT_OK) {
@@ -418,13 +465,13 @@ save_pickle(const char *path, const pyc_msg_t *answer)
     char tmp[4096];
     int fd = 1;
     if (path != NULL) {
-        if ((size_t)snprintf(tmp, sizeof tmp, "%s.pyc-tmp%ld", path, (long)getpid()) >= sizeof tmp) {
-            cli_err("%s: path too long", path);
-            return -1;
-        }
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        /* Beside the target, under a random name created exclusively (the directory may be /tmp). */
+        fd = pyc_open_tmp(path, ".pyc-tmp", 0666, tmp, sizeof tmp);
         if (fd < 0) {
-            cli_err("cannot create %s: %s", tmp, strerror(errno));
+            if (errno == ENAMETOOLONG)
+                cli_err("%s: path too long", path);
+            else
+                cli_err("cannot create a temporary file beside %s: %s", path, strerror(errno));
             return -1;
         }
     }
@@ -477,7 +524,9 @@ cli_cp(int argc, char **argv)
         puts("usage: pyc cp SRC DST [--timeout S]\n"
              "Copies objects as pickles.  A side is SESSION:VAR (a variable), SESSION: (every picklable user\n"
              "name, as one dict), a pickle file path, or - (stdin/stdout).  Names that cannot be pickled are\n"
-             "reported on stderr.  Examples: pyc cp work:df df.pkl; pyc cp df.pkl gpu:df; pyc cp work: other:");
+             "reported on stderr.  Examples: pyc cp work:df df.pkl; pyc cp df.pkl gpu:df; pyc cp work: other:\n"
+             "--timeout S (default 600): a kernel that does not answer a request in time (it is running a long\n"
+             "cell) ends the copy with exit 6.");
         return PYC_EXIT_OK;
     }
     if (a.npos != 2) {

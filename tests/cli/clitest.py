@@ -3,7 +3,9 @@
 The parent conftest (tests/conftest.py) has already pointed JUPYTER_RUNTIME_DIR, JUPYTER_DATA_DIR,
 JUPYTER_PATH and HOME at fresh temp dirs, so every `pyc` started here (and every kernel it starts) works in
 them.  Every kernel pid a test learns of (from a session file) is registered with pyctest, whose session
-finish kills any that is still alive and fails the run if there was one.
+finish kills any that is still alive and fails the run if there was one; and since a kernel whose session
+file was never written or was removed escapes that, conftest.py's no_process_left also looks through /proc at
+the end for any process that names the runtime dir (command line or environment).
 """
 
 import json
@@ -20,6 +22,7 @@ PYC_CLI = os.environ.get("PYC_CLI") or os.path.join(os.path.dirname(pyctest.PYC_
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOSESSION, EXIT_EXISTS, EXIT_TIMEOUT, EXIT_CONNECTION = 0, 1, 2, 3, 4, 5, 6
 EXIT_INTERRUPTED = 130
+EXIT_PIPE = 141          # stdout's reader went away
 
 _counter = [0]
 
@@ -67,6 +70,38 @@ def register_session(name):
     if pid:
         pyctest.register_pid(pid)
     return pid
+
+
+def wait_busy(name, timeout=10.0):
+    """Waits until `pyc status` says session `name` runs a cell; returns whether it did."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if json.loads(pyc("status", name, check=EXIT_OK).stdout)["state"] == "busy":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def run_in_background(name, code):
+    """Starts `pyc run name code` without waiting for it; returns the Popen (text mode)."""
+    return subprocess.Popen([PYC_CLI, "run", name, code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=pyctest.child_env())
+
+
+def pids_with_arg(arg):
+    """Live processes that have `arg` as one of their command-line words."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if arg.encode() in argv and pyctest.pid_alive(int(entry)):
+            pids.append(int(entry))
+    return pids
 
 
 def wait_gone(pid, timeout=10.0):

@@ -1,5 +1,6 @@
 """`pyc new`, `ls`, `kill`: named sessions made, refused, listed, found stale and ended, through the built pyc."""
 
+import fcntl
 import json
 import os
 import signal
@@ -11,8 +12,8 @@ import pexpect
 import pytest
 
 import pyctest
-from clitest import (EXIT_EXISTS, EXIT_NOSESSION, EXIT_OK, EXIT_USAGE, PYC_CLI, pyc, read_session,
-                     runtime_dir, session_file, unique_name, wait_gone)
+from clitest import (EXIT_CONNECTION, EXIT_EXISTS, EXIT_INTERRUPTED, EXIT_NOSESSION, EXIT_OK, EXIT_USAGE, PYC_CLI,
+                     pids_with_arg, pyc, read_session, runtime_dir, session_file, unique_name, wait_gone)
 
 
 def test_new_run_kill(sessions):
@@ -107,23 +108,8 @@ def test_concurrent_new_exactly_one_wins(sessions):
         assert sorted(c for c, _ in codes) == [EXIT_OK, EXIT_EXISTS, EXIT_EXISTS], codes
         # exactly one kernel was started for the name
         path = session_file(name)
-        kernels = [pid for pid in _pids_with_arg(path)]
+        kernels = [pid for pid in pids_with_arg(path)]
         assert kernels == [read_session(name)["pid"]], kernels
-
-
-def _pids_with_arg(arg):
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % entry, "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if arg.encode() in argv and pyctest.pid_alive(int(entry)):
-            pids.append(int(entry))
-    return pids
 
 
 def test_stale_session_detected_and_cleaned(sessions):
@@ -151,19 +137,177 @@ def test_stale_session_detected_and_cleaned(sessions):
     assert not os.path.exists(session_file(name))
 
 
-def test_stale_when_the_heartbeat_is_silent(sessions):
-    """A pid that is alive but does not answer (stopped kernel) counts as stale; kill ends it."""
+def _state(name):
+    entries = json.loads(pyc("ls", "--json", check=EXIT_OK).stdout)
+    return [e["state"] for e in entries if e["name"] == name]
+
+
+def test_stopped_kernel_is_unresponsive_and_kept(sessions):
+    """A kernel whose process is alive but whose heartbeat is silent (SIGSTOP) is "unresponsive", not stale:
+    `new` and `fork` refuse the name (exit 4) and leave it alone; after SIGCONT its state is intact.  Only
+    `new --replace` and `kill` end it."""
     name = sessions.new()
     pid = read_session(name)["pid"]
+    pyc("run", name, "kept = 'state'", check=EXIT_OK)
+    before = open(session_file(name)).read()
     os.kill(pid, signal.SIGSTOP)
     try:
-        entries = json.loads(pyc("ls", "--json", check=EXIT_OK).stdout)
-        assert [e["state"] for e in entries if e["name"] == name] == ["stale"]
-        pyc("kill", name, check=EXIT_OK)
-        assert wait_gone(pid)
+        assert _state(name) == ["unresponsive"]
+        row = [l.split() for l in pyc("ls", check=EXIT_OK).stdout.splitlines() if l.split()[:1] == [name]]
+        assert row and row[0][2] == "unresponsive", row
+        p = pyc("new", name, check=EXIT_EXISTS)
+        assert "does not answer" in p.stderr and "pyc kill" in p.stderr, p.stderr
+        p = pyc("fork", unique_name("parent"), name, check=EXIT_EXISTS)
+        assert "already exists" in p.stderr
+        assert open(session_file(name)).read() == before
+        assert pyctest.pid_alive(pid)
     finally:
         if pyctest.pid_alive(pid):
             os.kill(pid, signal.SIGCONT)
+    assert pyc("run", name, "kept", check=EXIT_OK).stdout == "'state'\n"
+
+    # new --replace discards it (SIGKILL at once: a stopped kernel cannot act on a shutdown_request)
+    os.kill(pid, signal.SIGSTOP)
+    t0 = time.monotonic()
+    pyc("new", name, "--replace", check=EXIT_OK)
+    assert time.monotonic() - t0 < 4
+    assert wait_gone(pid)
+    pid = sessions.adopt(name)
+    # and kill ends one
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        p = pyc("kill", name, check=EXIT_OK)
+        assert "did not answer" in p.stderr
+        assert wait_gone(pid)
+        assert not os.path.exists(session_file(name))
+    finally:
+        if pyctest.pid_alive(pid):
+            os.kill(pid, signal.SIGCONT)
+
+
+def _hold_lock(name, note=None):
+    """Takes NAME's lock as another pyc would; returns the fd (closing it releases the lock)."""
+    fd = os.open(os.path.join(runtime_dir(), "pyc-%s.lock" % name), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    if note is not None:
+        os.ftruncate(fd, 0)
+        os.write(fd, note.encode())
+    return fd
+
+
+def test_ctrl_c_while_waiting_for_the_lock(sessions):
+    """Ctrl-C while another pyc holds the name's lock ends the command at once (exit 130) and does nothing:
+    the session it would have replaced is untouched and no kernel was started."""
+    name = sessions.new()
+    pid = read_session(name)["pid"]
+    before = open(session_file(name)).read()
+    fd = _hold_lock(name)
+    try:
+        for args in (("new", name, "--replace"), ("fork", unique_name("parent"), name)):
+            p = subprocess.Popen([PYC_CLI] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=pyctest.child_env())
+            try:
+                time.sleep(0.4)
+                assert p.poll() is None, p.communicate()       # waiting for the lock
+                p.send_signal(signal.SIGINT)
+                out, err = p.communicate(timeout=5)
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            assert p.returncode == EXIT_INTERRUPTED, (args, p.returncode, err)
+            assert "nothing was done" in err, err
+    finally:
+        os.close(fd)
+    assert open(session_file(name)).read() == before
+    assert pyctest.pid_alive(pid)
+    assert pids_with_arg(session_file(name)) == [pid]
+    pyc("run", name, "1", check=EXIT_OK)
+
+
+def test_ls_while_another_pyc_holds_the_lock(sessions):
+    """`ls` says what the holder of a name's lock does: a kill in progress is "ending", not "starting"."""
+    name = sessions.new()
+    fd = _hold_lock(name, "kill 1\n")
+    try:
+        assert _state(name) == ["ending"]
+    finally:
+        os.close(fd)
+    assert _state(name) == ["live"]
+    fd = _hold_lock(name, "new 1\n")
+    try:
+        assert _state(name) == ["live"]          # a `new` that has not replaced it yet
+        os.kill(read_session(name)["pid"], signal.SIGSTOP)
+        try:
+            assert _state(name) == ["starting"]
+        finally:
+            os.kill(read_session(name)["pid"], signal.SIGCONT)
+    finally:
+        os.close(fd)
+
+
+def test_runtime_files_are_never_followed(sessions, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    # a log that is a symbolic link is replaced, not followed (O_TRUNC through it emptied the victim)
+    name = unique_name("link")
+    log = os.path.join(runtime_dir(), "pyc-%s.log" % name)
+    os.symlink(str(victim), log)
+    sessions.new(name)
+    assert victim.read_text() == "precious\n"
+    assert os.path.isfile(log) and not os.path.islink(log)
+    # a lock file that is a symbolic link is refused
+    other = unique_name("link")
+    lock = os.path.join(runtime_dir(), "pyc-%s.lock" % other)
+    os.symlink(str(victim), lock)
+    try:
+        p = pyc("new", other, check=EXIT_CONNECTION)
+        assert "symbolic link" in p.stderr
+        assert not os.path.exists(session_file(other))
+    finally:
+        os.unlink(lock)
+    assert victim.read_text() == "precious\n"
+    # a session file that is a FIFO is refused at once (it blocked the open forever), and kill removes it
+    fifo = unique_name("fifo")
+    os.mkfifo(session_file(fifo))
+    p = pyc("run", fifo, "1", timeout=10, check=EXIT_NOSESSION)
+    assert "not a regular file" in p.stderr
+    assert fifo in pyc("ls", timeout=10, check=EXIT_OK).stdout
+    pyc("kill", fifo, timeout=10, check=EXIT_OK)
+    assert not os.path.exists(session_file(fifo))
+    # a session file that is a symbolic link (here to a live session's) is refused; kill removes the link only
+    alias = unique_name("alias")
+    os.symlink(session_file(name), session_file(alias))
+    p = pyc("run", alias, "1", check=EXIT_NOSESSION)
+    assert "symbolic link" in p.stderr
+    pyc("kill", alias, check=EXIT_OK)
+    assert not os.path.lexists(session_file(alias)) and os.path.exists(session_file(name))
+    pyc("run", name, "1", check=EXIT_OK)
+
+
+def test_unsafe_runtime_dir_is_refused(tmp_path):
+    """The runtime dir must be a directory of ours that group and others cannot write: every command is
+    refused with exit 6 otherwise (help still works), and nothing is made there."""
+    rt = tmp_path / "rt"
+    rt.mkdir()
+    os.chmod(str(rt), 0o777)
+    env = pyctest.child_env(JUPYTER_RUNTIME_DIR=str(rt))
+    for args in (("ls",), ("run", "x", "1"), ("kill", "--all"), ("new", "x", "--kernel", "/bin/false")):
+        p = pyc(*args, env=env, check=EXIT_CONNECTION)
+        assert "group or others" in p.stderr and p.stderr.count("pyc: ") == 1, (args, p.stderr)
+    assert os.listdir(str(rt)) == []
+    assert "usage: pyc ls" in pyc("ls", "--help", env=env, check=EXIT_OK).stdout
+    os.chmod(str(rt), 0o700)
+    link = tmp_path / "rt-link"
+    os.symlink(str(rt), str(link))
+    p = pyc("ls", env=pyctest.child_env(JUPYTER_RUNTIME_DIR=str(link)), check=EXIT_CONNECTION)
+    assert "symbolic link" in p.stderr
+    if os.geteuid() == 0:
+        os.chown(str(rt), 65534, 65534)
+        p = pyc("ls", env=env, check=EXIT_CONNECTION)
+        assert "belongs to uid 65534" in p.stderr
+        os.chown(str(rt), 0, 0)
+    pyc("ls", env=env, check=EXIT_OK)
 
 
 def test_ls(sessions):
@@ -243,3 +387,65 @@ def test_jupyter_console_existing(sessions):
         pyctest.kill_pid(c.pid)
     # the console left the session running, with what it did
     assert pyc("run", name, "from_console", check=EXIT_OK).stdout == "'hi'\n"
+
+
+def test_kernel_inherits_no_spare_descriptor(sessions):
+    """The kernel gets /dev/null as fd 0 and nothing else of it: the descriptor pyc opened is not left open."""
+    name = sessions.new()
+    pid = read_session(name)["pid"]
+    fds = os.listdir("/proc/%d/fd" % pid)
+    nulls = sorted(int(fd) for fd in fds if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == "/dev/null")
+    assert nulls == [0], nulls
+
+
+def _kernel_script(tmp_path, body):
+    path = tmp_path / "fake-kernel"
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_failed_new_and_its_log(tmp_path):
+    """A failed `new` keeps pyc-NAME.log only when the kernel wrote its error there (and names it); `kill NAME`
+    removes such a log; an empty one, or one of an interrupted `new`, is removed at once."""
+    name = unique_name("fail")
+    log = os.path.join(runtime_dir(), "pyc-%s.log" % name)
+    p = pyc("new", name, "--kernel", _kernel_script(tmp_path, "echo 'kernel boom' >&2\nexit 3\n"),
+            check=EXIT_CONNECTION)
+    assert "kernel boom" in p.stderr and log in p.stderr, p.stderr
+    assert open(log).read() == "kernel boom\n"
+    assert not os.path.exists(session_file(name))
+    assert name not in [e["name"] for e in json.loads(pyc("ls", "--json", check=EXIT_OK).stdout)]
+    p = pyc("kill", name, check=EXIT_OK)
+    assert "leftover log" in p.stderr
+    assert not os.path.exists(log)
+    pyc("kill", name, check=EXIT_NOSESSION)
+    # kill --all finds a leftover log too
+    pyc("new", name, "--kernel", _kernel_script(tmp_path, "echo 'kernel boom' >&2\nexit 3\n"), check=EXIT_CONNECTION)
+    assert os.path.exists(log)
+    pyc("kill", "--all", check=EXIT_OK)
+    assert not os.path.exists(log)
+    # a kernel that says nothing leaves no log
+    pyc("new", name, "--kernel", "/bin/false", check=EXIT_CONNECTION)
+    assert not os.path.exists(log)
+    # an interrupted new: no log, no session file, no kernel
+    sleeper = _kernel_script(tmp_path, "exec %s -c 'import time; time.sleep(60)' \"$@\"\n" % pyctest.PYC_PYTHON)
+    p = subprocess.Popen([PYC_CLI, "new", name, "--kernel", sleeper], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=pyctest.child_env())
+    try:
+        deadline = time.monotonic() + 10
+        while not pids_with_arg(session_file(name)) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        kernels = pids_with_arg(session_file(name))
+        for pid in kernels:
+            pyctest.register_pid(pid)
+        assert kernels, "the fake kernel never started"
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == EXIT_INTERRUPTED, (p.returncode, err)
+    assert all(wait_gone(pid) for pid in kernels)
+    assert not os.path.exists(log) and not os.path.exists(session_file(name))

@@ -6,7 +6,7 @@ import subprocess
 import time
 
 import pyctest
-from clitest import (EXIT_CONNECTION, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, PYC_CLI, pyc,
+from clitest import (EXIT_CONNECTION, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, EXIT_TIMEOUT, PYC_CLI, pyc,
                      read_session, wait_gone)
 
 
@@ -38,7 +38,8 @@ def test_code_from_file_and_stdin(shared, tmp_path):
     script.write_text("from_file = [1, 2, 3]\nprint(sum(from_file))\n")
     assert pyc("run", shared, "@%s" % script, check=EXIT_OK).stdout == "6\n"
     assert pyc("run", shared, "-", input="print(len(from_file) * 10)\n", check=EXIT_OK).stdout == "30\n"
-    p = pyc("run", shared, "@%s" % (tmp_path / "missing.py"), check=EXIT_USAGE)
+    # a local file that cannot be read is exit 1, as README says (not a usage error)
+    p = pyc("run", shared, "@%s" % (tmp_path / "missing.py"), check=EXIT_ERROR)
     assert "cannot open" in p.stderr
     # a decorator line is code, not a file: "@" with a newline after it
     p = pyc("run", shared, "@staticmethod\ndef deco():\n    pass\ntype(deco).__name__", check=EXIT_OK)
@@ -147,6 +148,22 @@ def test_vars(shared):
     assert [e["name"] for e in entries] == sorted(e["name"] for e in entries)
 
 
+def test_vars_with_shadowed_builtins(sessions):
+    """The listing looks up no global name: a user who rebinds builtins (even __import__ and globals) still
+    gets it."""
+    name = sessions.new()
+    pyc("run", name, "type = 'A'\nlist = [1]\nsorted = isinstance = getattr = repr = str = 0\n"
+                     "__import__ = globals = None\njson = types = 'shadowed'\ndict = len = dir = vars = 0",
+        check=EXIT_OK)
+    entries = json.loads(pyc("vars", name, check=EXIT_OK).stdout)
+    types = {e["name"]: e["type"] for e in entries}
+    assert types["type"] == "str" and types["list"] == "list" and types["sorted"] == "int"
+    assert types["json"] == "str" and types["globals"] == "NoneType"
+    assert [e["name"] for e in entries] == [
+        "dict", "dir", "getattr", "globals", "isinstance", "json", "len", "list", "repr", "sorted", "str", "type",
+        "types", "vars"]
+
+
 def test_complete(shared):
     pyc("run", shared, "complete_me_please = 1", check=EXIT_OK)
     p = pyc("complete", shared, "complete_me_", check=EXIT_OK)
@@ -202,6 +219,54 @@ def test_a_dying_kernel_ends_the_wait(sessions):
     assert "is gone" in p.stderr
     assert time.monotonic() - t0 < 10
     assert wait_gone(pid)
+
+
+def test_full_stdout_is_an_error(shared):
+    """A write error on stdout is reported (one "pyc: " line) and makes the exit code 1."""
+    for args in (("run", shared, "print(1)"), ("run", shared, "print(1)", "--json"), ("ls",), ("vars", shared),
+                 ("status", shared)):
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([PYC_CLI] + list(args), stdout=full, stderr=subprocess.PIPE, text=True,
+                               env=pyctest.child_env(), timeout=30)
+        assert p.returncode == EXIT_ERROR, (args, p.returncode, p.stderr)
+        assert p.stderr.count("pyc: ") == 1 and "cannot write to stdout: No space left" in p.stderr, (args, p.stderr)
+    # a cell that raised keeps its own exit code
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([PYC_CLI, "run", shared, "print(1)\n1/0"], stdout=full, stderr=subprocess.PIPE,
+                           text=True, env=pyctest.child_env(), timeout=30)
+    assert p.returncode == EXIT_ERROR and "ZeroDivisionError" in p.stderr and "cannot write" in p.stderr
+
+
+def test_closed_stdout_ends_run_quietly(sessions):
+    """`pyc run ... | head -1`: once the reader is gone pyc stops at once, silently, with 141 (128 + SIGPIPE,
+    as the shell reports a tool killed by SIGPIPE); the cell goes on in the session."""
+    name = sessions.new()
+    code = "import time\nfor i in range(300):\n    print(i, flush=True)\n    time.sleep(0.1)"
+    p = subprocess.Popen([PYC_CLI, "run", name, code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=pyctest.child_env())
+    try:
+        assert p.stdout.readline() == b"0\n"
+        p.stdout.close()
+        t0 = time.monotonic()
+        rc = p.wait(timeout=10)
+        assert time.monotonic() - t0 < 5
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert rc == EXIT_PIPE, rc
+    assert p.stderr.read() == b""
+    assert _wait_busy(name), "the cell did not go on"
+    pyc("int", name, check=EXIT_OK)
+    # (once the interrupted cell has ended: a cell queued behind it would be aborted)
+    deadline = time.monotonic() + 10
+    while json.loads(pyc("status", name, check=EXIT_OK).stdout)["state"] != "idle" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # the same through a shell pipeline
+    sh = subprocess.run(["/bin/bash", "-c", "set -o pipefail; %s run %s 'for i in range(10**6): print(i)' | head -1"
+                         % (PYC_CLI, name)], capture_output=True, text=True, env=pyctest.child_env(), timeout=30)
+    assert sh.stdout == "0\n" and sh.returncode == EXIT_PIPE and sh.stderr == "", sh
+    pyc("int", name, check=EXIT_OK)
 
 
 def test_large_output(shared):

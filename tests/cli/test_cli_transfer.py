@@ -4,14 +4,16 @@ import glob
 import json
 import os
 import pickle
+import signal
 import stat
 import subprocess
+import time
 
 import pytest
 
 import pyctest
-from clitest import (EXIT_ERROR, EXIT_EXISTS, EXIT_OK, EXIT_USAGE, PYC_CLI, pyc, read_session, runtime_dir,
-                     session_file, unique_name, wait_gone)
+from clitest import (EXIT_CONNECTION, EXIT_ERROR, EXIT_EXISTS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PYC_CLI, pyc,
+                     read_session, run_in_background, runtime_dir, session_file, unique_name, wait_busy, wait_gone)
 
 np = pytest.importorskip("numpy")
 
@@ -58,6 +60,77 @@ def test_fork_refuses_a_taken_name(sessions):
     sessions.adopt(fresh)
     (entry,) = json.loads(json_out)
     assert entry["name"] == fresh and entry["pid"] == read_session(fresh)["pid"]
+
+
+def test_fork_waits_for_a_running_cell(sessions):
+    """The fork request queues behind a running cell: fork waits for it as long as the kernel lives (a deadline
+    left children nobody adopted), says why after 2 s, and Ctrl-C stops the wait saying that children may
+    still appear, as PARENT-fork-PID sessions."""
+    parent = sessions.new()
+    runner = run_in_background(parent, "import time\ntime.sleep(3.5)")
+    try:
+        assert wait_busy(parent)
+        kid = unique_name("kid")
+        p = pyc("fork", parent, kid, check=EXIT_OK)
+        sessions.adopt(kid)
+        assert "waiting for the kernel" in p.stderr, p.stderr
+        assert pyctest.pid_alive(read_session(kid)["pid"])
+        runner.communicate(timeout=30)
+        assert runner.returncode == EXIT_OK
+
+        runner = run_in_background(parent, "import time\ntime.sleep(30)")
+        assert wait_busy(parent)
+        late = unique_name("kid")
+        f = subprocess.Popen([PYC_CLI, "fork", parent, late], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=pyctest.child_env())
+        try:
+            time.sleep(0.5)
+            f.send_signal(signal.SIGINT)
+            out, err = f.communicate(timeout=10)
+        finally:
+            if f.poll() is None:
+                f.kill()
+                f.wait()
+        assert f.returncode == EXIT_INTERRUPTED, (f.returncode, err)
+        assert "may still fork" in err and "%s-fork-PID" % parent in err, err
+        assert not os.path.exists(session_file(late))
+        pyc("int", parent, check=EXIT_OK)
+        runner.communicate(timeout=20)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+    # the kernel got to the request after all: the child lists itself, and is ended like any session
+    pattern = os.path.join(runtime_dir(), "pyc-%s-fork-*.json" % parent)
+    deadline = time.monotonic() + 20
+    while not glob.glob(pattern) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    orphans = [os.path.basename(f)[4:-5] for f in glob.glob(pattern)]
+    assert len(orphans) == 1, orphans
+    sessions.adopt(orphans[0])
+    entries = {e["name"]: e["state"] for e in json.loads(pyc("ls", "--json", check=EXIT_OK).stdout)}
+    assert entries[orphans[0]] == "live"
+
+
+def test_cp_timeout_is_no_answer(sessions, tmp_path):
+    """--timeout bounds the wait for the kernel's answer: none in time is exit 6 (the kernel did not answer);
+    exit 5 is the cell's own deadline only."""
+    a = sessions.new()
+    pyc("run", a, "x = 1", check=EXIT_OK)
+    runner = run_in_background(a, "import time\ntime.sleep(30)")
+    try:
+        assert wait_busy(a)
+        t0 = time.monotonic()
+        p = pyc("cp", "%s:x" % a, str(tmp_path / "x.pkl"), "--timeout", "0.5", check=EXIT_CONNECTION)
+        assert time.monotonic() - t0 < 10
+        assert "no answer" in p.stderr
+        assert not (tmp_path / "x.pkl").exists()
+        pyc("int", a, check=EXIT_OK)
+        runner.communicate(timeout=20)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
 
 
 @pytest.fixture

@@ -8,6 +8,12 @@
  * leaves in the error record, so a check that passes for the wrong reason shows up.  The replay window is
  * tested at size 4, where eviction order is easy to follow, and at the default size with more messages than
  * it holds, which walks every path of the ring's hash chains.
+ *
+ * The program is built twice: test_auth with the kernel's auth.c (OpenSSL), and test_auth_builtin with
+ * PYC_AUTH_BUILTIN, the `pyc` command's copy over sha256.c.  The builtin one refuses hmac-sha512 (checked
+ * instead of the sha512 vectors), runs the SHA-256 vectors through both its code paths (the SHA instructions
+ * when the CPU has them, and the portable code), and compares both with OpenSSL on lengths around every block
+ * boundary, in one piece and in random splits.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,9 +23,15 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "auth.h"
+#ifdef PYC_AUTH_BUILTIN
+#include <openssl/evp.h>
+
+#include "sha256.h"
+#endif
 
 /* RFC 4231, test case 2: key "Jefe", data "what do ya want for nothing?". */
 static const char rfc_key[] = "Jefe";
@@ -104,6 +116,44 @@ test_rfc4231_sha256(void **state)
     assert_null(a);
 }
 
+/* RFC 4231 test cases 6 and 7: a 131-byte key, longer than a block, is hashed first. */
+static void
+test_rfc4231_long_key(void **state)
+{
+    (void)state;
+    unsigned char key[131];
+    pyc_error_t err;
+    char hex[PYC_AUTH_MAX_HEX + 1];
+    static const char data6[] = "Test Using Larger Than Block-Size Key - Hash Key First";
+    static const char data7[] = "This is a test using a larger than block-size key and a larger than block-size data. The key "
+                                "needs to be hashed before being used by the HMAC algorithm.";
+    memset(key, 0xaa, sizeof key);
+    pyc_auth_t *a = pyc_auth_new("hmac-sha256", key, sizeof key, 0, &err);
+    assert_non_null(a);
+    pyc_frame_t f = frame(data6);
+    assert_int_equal(pyc_auth_sign(a, &f, 1, hex), 0);
+    assert_string_equal(hex, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    f = frame(data7);
+    assert_int_equal(pyc_auth_sign(a, &f, 1, hex), 0);
+    assert_string_equal(hex, "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
+    pyc_auth_destroy(&a);
+}
+
+#ifdef PYC_AUTH_BUILTIN
+/* The CLI's copy knows hmac-sha256 only, and says so. */
+static void
+test_rfc4231_sha512(void **state)
+{
+    (void)state;
+    pyc_error_t err = { "" };
+    assert_null(pyc_auth_new("hmac-sha512", rfc_key, strlen(rfc_key), 0, &err));
+    assert_non_null(strstr(err.text, "unsupported signature scheme 'hmac-sha512': the pyc command knows only "
+                                     "hmac-sha256"));
+    assert_null(pyc_auth_new("hmac-sha512", "", 0, 0, &err));
+    (void)rfc_sha512;
+    (void)jup_sha512;
+}
+#else
 static void
 test_rfc4231_sha512(void **state)
 {
@@ -118,6 +168,7 @@ test_rfc4231_sha512(void **state)
     assert_int_equal(strlen(hex), PYC_AUTH_MAX_HEX);
     pyc_auth_destroy(&a);
 }
+#endif
 
 static void
 test_jupyter_message_sha256(void **state)
@@ -136,6 +187,7 @@ test_jupyter_message_sha256(void **state)
     pyc_auth_destroy(&a);
 }
 
+#ifndef PYC_AUTH_BUILTIN
 static void
 test_jupyter_message_sha512(void **state)
 {
@@ -150,6 +202,7 @@ test_jupyter_message_sha512(void **state)
     assert_int_equal(verify_str(a, parts, 4, jup_sha512, NULL), 0);
     pyc_auth_destroy(&a);
 }
+#endif
 
 static void
 test_binary_key_and_empty_parts(void **state)
@@ -521,12 +574,11 @@ test_destroy_null_safe(void **state)
     pyc_auth_destroy(&a);
 }
 
-/* FIPS 180-2 examples: the empty input and "abc"; plus a 1 MiB input of one byte repeated, whose digest
- * comes from hashlib.sha256(b"\\x5a" * (1 << 20)).hexdigest(). */
+/* FIPS 180-2 examples: the empty input, "abc", the 448- and 896-bit messages and a million 'a'; plus a 1 MiB
+ * input of one byte repeated, whose digest comes from hashlib.sha256(b"\\x5a" * (1 << 20)).hexdigest(). */
 static void
-test_sha256_hex(void **state)
+sha256_vectors(void)
 {
-    (void)state;
     char hex[65];
     pyc_auth_sha256_hex("", 0, hex);
     assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
@@ -536,16 +588,82 @@ test_sha256_hex(void **state)
     memset(big, 0x5a, sizeof big);
     pyc_auth_sha256_hex(big, sizeof big, hex);
     assert_string_equal(hex, "bf63d8a95fcc2e64619813aae35fdcbe871fdd9264caa3f365eb3aed0f679129");
+    static const char m448[] = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    pyc_auth_sha256_hex(m448, strlen(m448), hex);
+    assert_string_equal(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    static const char m896[] = "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqr"
+                               "lmnopqrsmnopqrstnopqrstu";
+    pyc_auth_sha256_hex(m896, strlen(m896), hex);
+    assert_string_equal(hex, "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
+    memset(big, 'a', 1000000);
+    pyc_auth_sha256_hex(big, 1000000, hex);
+    assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
+
+static void
+test_sha256_hex(void **state)
+{
+    (void)state;
+    sha256_vectors();
+#ifdef PYC_AUTH_BUILTIN
+    int accelerated = pyc_sha256_accelerated(-1);
+    print_message("SHA-256 through the CPU's SHA instructions: %s\n", accelerated ? "yes" : "no");
+    pyc_sha256_accelerated(0);
+    assert_int_equal(pyc_sha256_accelerated(-1), 0);
+    sha256_vectors();
+    pyc_sha256_accelerated(1);
+    assert_int_equal(pyc_sha256_accelerated(-1), accelerated);
+#endif
+}
+
+#ifdef PYC_AUTH_BUILTIN
+/* Both code paths against OpenSSL: every length from 0 to 300 and some around larger block multiples, in one
+ * piece and in random splits (so that the buffered tail meets every offset). */
+static void
+test_sha256_against_openssl(void **state)
+{
+    (void)state;
+    size_t cap = 70000;
+    unsigned char *p = malloc(cap), want[32], got[32];
+    unsigned seed = 12345;
+    assert_non_null(p);
+    for (size_t i = 0; i < cap; i++)
+        p[i] = (unsigned char)(i * 2654435761u >> 13);
+    for (int path = 1; path >= 0; path--) {
+        pyc_sha256_accelerated(path);
+        for (size_t n = 0; n < cap; n = n < 300 ? n + 1 : n * 3 + 1) {
+            assert_int_equal(EVP_Digest(p, n, want, NULL, EVP_sha256(), NULL), 1);
+            pyc_sha256(p, n, got);
+            assert_memory_equal(got, want, 32);
+            pyc_sha256_t s;
+            pyc_sha256_init(&s);
+            for (size_t off = 0; off < n;) {
+                seed = seed * 1103515245u + 12345u;
+                size_t k = (seed >> 16) % 150;
+                k = k < n - off ? k : n - off;
+                pyc_sha256_update(&s, p + off, k);
+                off += k;
+            }
+            pyc_sha256_final(&s, got);
+            assert_memory_equal(got, want, 32);
+        }
+    }
+    pyc_sha256_accelerated(1);
+    free(p);
+}
+#endif
 
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rfc4231_sha256),
+        cmocka_unit_test(test_rfc4231_long_key),
         cmocka_unit_test(test_rfc4231_sha512),
         cmocka_unit_test(test_jupyter_message_sha256),
+#ifndef PYC_AUTH_BUILTIN
         cmocka_unit_test(test_jupyter_message_sha512),
+#endif
         cmocka_unit_test(test_binary_key_and_empty_parts),
         cmocka_unit_test(test_scheme_case_insensitive),
         cmocka_unit_test(test_unknown_scheme_rejected),
@@ -561,6 +679,9 @@ main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_destroy_null_safe),
         cmocka_unit_test(test_sha256_hex),
+#ifdef PYC_AUTH_BUILTIN
+        cmocka_unit_test(test_sha256_against_openssl),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

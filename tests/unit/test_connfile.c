@@ -453,6 +453,43 @@ test_write_failures(void **state)
     pyc_connfile_clear(&cf);
 }
 
+/* A file or symbolic link planted under the temporary name a predictable writer would use
+ * ("<path>.tmp<pid>") never receives the key: the temporary file has a random name and is created
+ * exclusively, without following links. */
+static void
+test_write_ignores_planted_names(void **state)
+{
+    const char *dir = *state;
+    char path[PATH_MAX], planted[PATH_MAX + 32], victim[PATH_MAX];
+    pyc_connfile_t cf;
+    pyc_error_t err = { "" };
+    struct stat st;
+
+    parse_ok(full_file, &cf);
+    snprintf(path, sizeof path, "%s/kernel-2.json", dir);
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    FILE *f = fopen(victim, "w");
+    assert_non_null(f);
+    fputs("precious\n", f);
+    fclose(f);
+    snprintf(planted, sizeof planted, "%s.tmp%ld", path, (long)getpid());
+    assert_int_equal(symlink(victim, planted), 0);
+
+    for (int i = 0; i < 20; i++) {
+        if (pyc_connfile_write(path, &cf, &err) != 0)
+            fail_msg("write: %s", err.text);
+    }
+    assert_int_equal(stat(victim, &st), 0);
+    assert_int_equal(st.st_size, 9);             /* untouched */
+    assert_int_equal(lstat(planted, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));             /* not ours: left as it was */
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0600);
+    assert_int_equal(count_entries(dir), 3);      /* path, victim, the link: no temporary file left */
+    pyc_connfile_clear(&cf);
+}
+
 static void
 test_load_failures(void **state)
 {
@@ -595,6 +632,7 @@ main(void)
         cmocka_unit_test(test_endpoints),
         cmocka_unit_test_setup_teardown(test_write_load_round_trip, setup_tmpdir, teardown_tmpdir),
         cmocka_unit_test_setup_teardown(test_write_failures, setup_tmpdir, teardown_tmpdir),
+        cmocka_unit_test_setup_teardown(test_write_ignores_planted_names, setup_tmpdir, teardown_tmpdir),
         cmocka_unit_test_setup_teardown(test_load_failures, setup_tmpdir, teardown_tmpdir),
         cmocka_unit_test(test_bad_files),
     };

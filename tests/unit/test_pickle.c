@@ -9,7 +9,7 @@
  * so a walk that looked at data as opcodes would go wrong.  p0 is protocol 0 (text lines, a two-line GLOBAL,
  * an escaped newline inside a UNICODE line), which must pass unchanged.
  *
- * Every refusal is checked by its status and by its sentence.
+ * Every refusal is checked by its status and by its sentence, and by the sink: nothing was written.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -88,6 +88,8 @@ expect_error(const pyc_frame_t *main, const pyc_frame_t *bufs, size_t n, const c
     assert_int_equal(run(main, bufs, n, &s, &err), -1);
     if (strstr(err.text, needle) == NULL)
         fail_msg("error '%s' does not contain '%s'", err.text, needle);
+    /* Refused before anything was written (a partial pickle on stdout cannot be taken back). */
+    assert_int_equal(s.writes, 0);
     pyc_buf_free(&s.b);
 }
 
@@ -145,6 +147,8 @@ test_every_truncation_refused(void **state)
         int r = run(&main, bufs, 2, &s, &err);
         if (r != -1)
             fail_msg("a pickle cut at %zu bytes was accepted", cut);
+        if (s.writes != 0)
+            fail_msg("a pickle cut at %zu bytes was refused after %d writes", cut, s.writes);
         pyc_buf_free(&s.b);
     }
     for (size_t cut = 0; cut < sizeof p0 - 1; cut++) {
@@ -152,6 +156,7 @@ test_every_truncation_refused(void **state)
         sink_t s = {0};
         pyc_error_t err;
         assert_int_equal(run(&main, NULL, 0, &s, &err), -1);
+        assert_int_equal(s.writes, 0);
         pyc_buf_free(&s.b);
     }
 }
@@ -179,6 +184,17 @@ test_bad_pickles(void **state)
     static const char none[] = "\x80\x05\x4e\x2e";
     m = FRAME_OF(none);
     expect_error(&m, &buf, 1, "used 0 of its 1 out-of-band buffers");
+
+    /* Late refusals, after a buffer was used and output would already have been due. */
+    static const char late_trailing[] = "\x80\x05\x97\x98\x2e\x4e";
+    m = FRAME_OF(late_trailing);
+    expect_error(&m, &buf, 1, "1 bytes follow the pickle's STOP");
+    pyc_frame_t two_bufs[2] = {FRAME_OF(ro_buf0), FRAME_OF(ro_buf0)};
+    m = FRAME_OF(ro_main);
+    expect_error(&m, two_bufs, 2, "used 1 of its 2 out-of-band buffers");
+    static const char late_bad[] = "\x80\x05\x97\x98\xff\x2e";
+    m = FRAME_OF(late_bad);
+    expect_error(&m, &buf, 1, "byte 0xff at offset 4 is no opcode");
 
     /* A length that points past the end, in each length-prefixed layout. */
     static const char long_short[] = "\x80\x05\x8c\x09" "ab.";

@@ -160,6 +160,20 @@ test_file_write_and_load(void **state)
     closedir(d);
     assert_int_equal(files, 1);
 
+    /* Only a regular file is read: a symbolic link to a good file is refused, and a FIFO is refused at once
+     * instead of blocking the open forever (the alarm fails the test if it blocks). */
+    char other[300];
+    snprintf(other, sizeof other, "%s/pyc-link.json", dir);
+    assert_int_equal(symlink(path, other), 0);
+    expect_refused(pyc_session_file_load(other, &back, &err), &err, "symbolic link");
+    unlink(other);
+    snprintf(other, sizeof other, "%s/pyc-fifo.json", dir);
+    assert_int_equal(mkfifo(other, 0600), 0);
+    alarm(10);
+    expect_refused(pyc_session_file_load(other, &back, &err), &err, "not a regular file");
+    alarm(0);
+    unlink(other);
+
     /* A write into a directory that does not exist fails with a sentence. */
     char bad[300];
     snprintf(bad, sizeof bad, "%s/missing/pyc-x.json", dir);
