@@ -953,8 +953,15 @@ limit_error(const pyc_kernel_t *k, int why, bool stuck, json_t *traceback)
         snprintf(evalue + n, sizeof evalue - n, "; it was interrupted and the kernel goes on (what the cell did "
                  "before the interrupt stays done)%s", why == PYC_GUARD_LIFETIME ? ", then shuts down" : "");
     json_t *tb = json_array();
-    if (json_is_array(traceback) && !k->cell_isolated)
+    if (json_is_array(traceback) && !k->cell_isolated) {
+        /* Where the cell was when it was stopped, without the KeyboardInterrupt line that CellTimeout's
+         * own line replaces. */
         json_array_extend(tb, traceback);
+        size_t len = json_array_size(tb);
+        const char *last = len > 0 ? json_string_value(json_array_get(tb, len - 1)) : NULL;
+        if (last != NULL && strncmp(last, "KeyboardInterrupt", 17) == 0)
+            json_array_remove(tb, len - 1);
+    }
     json_array_append_new(tb, json_sprintf("%s: %s", ename, evalue));
     return json_pack("{s:s, s:s, s:o}", "ename", ename, "evalue", evalue, "traceback", tb);
 }
