@@ -231,30 +231,48 @@ reply_within(pyc_client_t *cl, int chan, const char *id, double t0, int ms, int 
     }
 }
 
+/* The start the query commands share: parses the arguments (printing the help, or a usage error made of
+ * the help's first line, ends the command), then connects to session a->pos[0].  Returns the client, or
+ * NULL with *rc the command's exit status. */
+static pyc_client_t *
+query_begin(const char *cmd, int argc, char **argv, const cli_optspec_t *specs, int nspecs, int npos,
+            const char *help, bool catch_sigint, cli_args_t *a, pyc_session_file_t *sf, int *rc)
+{
+    if (cli_parse(cmd, argc, argv, specs, nspecs, a) < 0) {
+        *rc = PYC_EXIT_USAGE;
+        return NULL;
+    }
+    if (a->help) {
+        puts(help);
+        *rc = PYC_EXIT_OK;
+        return NULL;
+    }
+    if (a->npos != npos) {
+        cli_err("%s: %.*s", cmd, (int)strcspn(help, "\n"), help);
+        *rc = PYC_EXIT_USAGE;
+        return NULL;
+    }
+    if (catch_sigint)
+        cli_catch_sigint();
+    return cli_connect(a->pos[0], sf, false, false, rc);
+}
+
 int
 cli_status(int argc, char **argv)
 {
     cli_args_t a;
     int rc;
-    if (cli_parse("status", argc, argv, NULL, 0, &a) < 0)
-        return PYC_EXIT_USAGE;
-    if (a.help) {
-        puts("usage: pyc status NAME\n"
-             "Prints a JSON object: name, pid, state (idle or busy), execution_count (null when busy and the\n"
-             "kernel has no usage_request), uptime (s), memory {rss, pss, kernel_memory} in bytes,\n"
-             "connection_file, and usage (the kernel's usage_reply, when it has one).");
-        return PYC_EXIT_OK;
-    }
-    if (a.npos != 1) {
-        cli_err("status: usage: pyc status NAME");
-        return PYC_EXIT_USAGE;
-    }
-    cli_catch_sigint();
-    const char *name = a.pos[0];
     pyc_session_file_t sf;
-    pyc_client_t *cl = cli_connect(name, &sf, false, false, &rc);
+    pyc_client_t *cl = query_begin(
+        "status", argc, argv, NULL, 0, 1,
+        "usage: pyc status NAME\n"
+        "Prints a JSON object: name, pid, state (idle or busy), execution_count (null when busy and the\n"
+        "kernel has no usage_request), uptime (s), memory {rss, pss, kernel_memory} in bytes,\n"
+        "connection_file, and usage (the kernel's usage_reply, when it has one).",
+        true, &a, &sf, &rc);
     if (cl == NULL)
         return rc;
+    const char *name = a.pos[0];
     pyc_error_t err;
     pyc_msg_t *usage = NULL, *probe = NULL;
     char id[PYC_MSG_ID_LEN + 1];
@@ -369,21 +387,13 @@ cli_vars(int argc, char **argv)
 {
     cli_args_t a;
     int rc;
-    if (cli_parse("vars", argc, argv, NULL, 0, &a) < 0)
-        return PYC_EXIT_USAGE;
-    if (a.help) {
-        puts("usage: pyc vars NAME\n"
-             "Prints the session's user namespace as a JSON list of {\"name\", \"type\"}, sorted by name.  Names\n"
-             "starting with '_' and In, Out, get_ipython, exit, quit are left out; modules have type \"module\".");
-        return PYC_EXIT_OK;
-    }
-    if (a.npos != 1) {
-        cli_err("vars: usage: pyc vars NAME");
-        return PYC_EXIT_USAGE;
-    }
-    cli_catch_sigint();
     pyc_session_file_t sf;
-    pyc_client_t *cl = cli_connect(a.pos[0], &sf, false, false, &rc);
+    pyc_client_t *cl = query_begin(
+        "vars", argc, argv, NULL, 0, 1,
+        "usage: pyc vars NAME\n"
+        "Prints the session's user namespace as a JSON list of {\"name\", \"type\"}, sorted by name.  Names\n"
+        "starting with '_' and In, Out, get_ipython, exit, quit are left out; modules have type \"module\".",
+        true, &a, &sf, &rc);
     if (cl == NULL)
         return rc;
     char id[PYC_MSG_ID_LEN + 1];
@@ -443,21 +453,13 @@ cli_complete(int argc, char **argv)
     static const cli_optspec_t specs[] = {{"json", false}};
     cli_args_t a;
     int rc;
-    if (cli_parse("complete", argc, argv, specs, 1, &a) < 0)
-        return PYC_EXIT_USAGE;
-    if (a.help) {
-        puts("usage: pyc complete NAME TEXT [--json]\n"
-             "Prints the kernel's completions of TEXT (cursor at its end), one per line; --json prints the\n"
-             "complete_reply's content (matches, cursor_start, cursor_end, metadata).");
-        return PYC_EXIT_OK;
-    }
-    if (a.npos != 2) {
-        cli_err("complete: usage: pyc complete NAME TEXT [--json]");
-        return PYC_EXIT_USAGE;
-    }
-    cli_catch_sigint();
     pyc_session_file_t sf;
-    pyc_client_t *cl = cli_connect(a.pos[0], &sf, false, false, &rc);
+    pyc_client_t *cl = query_begin(
+        "complete", argc, argv, specs, 1, 2,
+        "usage: pyc complete NAME TEXT [--json]\n"
+        "Prints the kernel's completions of TEXT (cursor at its end), one per line; --json prints the\n"
+        "complete_reply's content (matches, cursor_start, cursor_end, metadata).",
+        true, &a, &sf, &rc);
     if (cl == NULL)
         return rc;
     pyc_error_t err;
@@ -501,20 +503,13 @@ cli_int(int argc, char **argv)
 {
     cli_args_t a;
     int rc;
-    if (cli_parse("int", argc, argv, NULL, 0, &a) < 0)
-        return PYC_EXIT_USAGE;
-    if (a.help) {
-        puts("usage: pyc int NAME\n"
-             "Interrupts the running cell of session NAME (interrupt_request on the control channel); the cell\n"
-             "gets KeyboardInterrupt.  Does nothing to an idle kernel.");
-        return PYC_EXIT_OK;
-    }
-    if (a.npos != 1) {
-        cli_err("int: usage: pyc int NAME");
-        return PYC_EXIT_USAGE;
-    }
     pyc_session_file_t sf;
-    pyc_client_t *cl = cli_connect(a.pos[0], &sf, false, false, &rc);
+    pyc_client_t *cl = query_begin(
+        "int", argc, argv, NULL, 0, 1,
+        "usage: pyc int NAME\n"
+        "Interrupts the running cell of session NAME (interrupt_request on the control channel); the cell\n"
+        "gets KeyboardInterrupt.  Does nothing to an idle kernel.",
+        false, &a, &sf, &rc);
     if (cl == NULL)
         return rc;
     pyc_error_t err;
