@@ -710,12 +710,12 @@ relay_admitted(pyc_kernel_t *k, const pyc_outframe_t *f, size_t n)
 }
 
 /* Runs a cell in a forked child: its output streams as usual with the request as parent, the names it
- * bound that pickle are merged back, and an interrupt or the timeout (seconds, 0 for none) kills only the
- * child (SIGKILL) and leaves the kernel's state as it was.  Fills res like pyc_py_execute and md_out with
- * what happened (metadata.pyc of the reply). */
+ * bound that pickle are merged back, and an interrupt kills only the child (SIGKILL) and leaves the
+ * kernel's state as it was.  A deadline reaches it as an interrupt from the guard (on_execute then reports
+ * CellTimeout).  Fills res like pyc_py_execute and md_out with what happened (metadata.pyc of the reply). */
 static void
-run_isolated(pyc_kernel_t *k, const char *code, const pyc_py_exec_opts_t *opts, double timeout,
-             pyc_py_exec_result_t *res, json_t **md_out)
+run_isolated(pyc_kernel_t *k, const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_result_t *res,
+             json_t **md_out)
 {
     const char *outcome = "ok";
     json_t *merged = json_array(), *skipped = json_object();
@@ -746,19 +746,11 @@ run_isolated(pyc_kernel_t *k, const char *code, const pyc_py_exec_opts_t *opts, 
         goto out;
     }
 
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     pyc_py_interrupt_arm();
     atomic_store(&k->executing, 1);
     for (;;) {
         if (pyc_py_interrupt_pending() || atomic_load(&k->quit)) {
             outcome = "interrupted";
-            break;
-        }
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        double elapsed = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
-        if (timeout > 0 && elapsed >= timeout) {
-            outcome = "timeout";
             break;
         }
         struct pollfd pfd = {.fd = p[0], .events = POLLIN};
@@ -837,16 +829,11 @@ run_isolated(pyc_kernel_t *k, const char *code, const pyc_py_exec_opts_t *opts, 
     pyc_py_leave();
 out:
     if (done == NULL) {
-        const char *ename = strcmp(outcome, "interrupted") == 0 ? "KeyboardInterrupt"
-                            : strcmp(outcome, "timeout") == 0   ? "CellTimeout"
-                                                                : "IsolatedCellDied";
+        const char *ename = strcmp(outcome, "interrupted") == 0 ? "KeyboardInterrupt" : "IsolatedCellDied";
         char evalue[512];
         if (strcmp(outcome, "interrupted") == 0)
             snprintf(evalue, sizeof evalue, "the isolated cell was interrupted: its process was killed; the "
                                             "kernel's state is as it was before the cell");
-        else if (strcmp(outcome, "timeout") == 0)
-            snprintf(evalue, sizeof evalue, "the isolated cell ran past its timeout of %g s: its process was "
-                                            "killed; the kernel's state is as it was before the cell", timeout);
         else
             snprintf(evalue, sizeof evalue, "the isolated cell's process ended without a result (%s); the "
                                             "kernel's state is as it was before the cell", why[0] ? why : "no report");
@@ -1127,8 +1114,8 @@ on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     if (silent)
         pyc_streams_set_discard(k->streams, true);
     json_t *iso_md = NULL;
-    if (isolated && iso_timeout > 0)
-        cl.timeout = cl.timeout > 0 && cl.timeout < iso_timeout ? cl.timeout : iso_timeout;
+    if (isolated)
+        cl.timeout = pyc_limits_tighter(cl.timeout, iso_timeout);
 
     k->cell_chan = chan;
     k->cell_count = count;
@@ -1140,7 +1127,7 @@ on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     unsigned irq0 = pyc_py_interrupt_count();
     pyc_guard_cell_begin(k->guard, cl.timeout);
     if (isolated) {
-        run_isolated(k, code, &opts, 0, &res, &iso_md);   /* the guard keeps its deadline */
+        run_isolated(k, code, &opts, &res, &iso_md);      /* the guard keeps its deadline */
     } else {
         atomic_store(&k->executing, 1);
         pyc_py_enter();

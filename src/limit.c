@@ -221,9 +221,8 @@ pyc_limits_to_json(const pyc_limits_t *l)
     return o;
 }
 
-/* The tighter of two limits, where 0 means none. */
-static double
-tighter_d(double a, double b)
+double
+pyc_limits_tighter(double a, double b)
 {
     return a <= 0 ? b : b <= 0 ? a : (a < b ? a : b);
 }
@@ -263,7 +262,7 @@ pyc_limits_for_cell(const pyc_limits_t *l, json_t *md, pyc_cell_limits_t *out, p
     if (md_number(md, "timeout", 1e9, &t, err) < 0 || md_number(md, "output_limit", 1e18, &b, err) < 0 ||
         md_number(md, "output_messages", 1e18, &m, err) < 0)
         return -1;
-    out->timeout = tighter_d(out->timeout, t);
+    out->timeout = pyc_limits_tighter(out->timeout, t);
     out->output_bytes = tighter_z(out->output_bytes, (size_t)b);
     out->output_messages = tighter_z(out->output_messages, (size_t)m);
     return 0;

@@ -72,6 +72,9 @@ int pyc_limits_from_env(pyc_limits_t *l, pyc_error_t *err);
 /* The limits as a JSON object of the options that are set, in seconds and bytes (a new reference). */
 json_t *pyc_limits_to_json(const pyc_limits_t *l);
 
+/* The tighter of two durations, where 0 means none. */
+double pyc_limits_tighter(double a, double b);
+
 /* Computes a cell's limits from the kernel's and the request's metadata.pyc (may be NULL).  A bad value in
  * the metadata is an error (-1 with err) so that the client learns of it instead of running unbounded. */
 int pyc_limits_for_cell(const pyc_limits_t *l, json_t *pyc_metadata, pyc_cell_limits_t *out, pyc_error_t *err);
