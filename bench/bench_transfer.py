@@ -41,7 +41,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The source tree's client when run from the tree (it matches the tree's kernel), else the installed one.
 if os.path.isfile(os.path.join(HERE, "..", "kernel", "python", "pyc_client.py")):
-    sys.path.insert(0, os.path.join(HERE, "..", "kernel", "python"))
+    sys.path.insert(0, os.path.join(HERE, "..", "cli", "python"))
 import pyc_client  # noqa: E402
 
 MIB = 1 << 20

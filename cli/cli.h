@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "args.h"
 #include "client.h"
 #include "session.h"
 
@@ -37,24 +38,13 @@ enum {
 
 /* ---- options --------------------------------------------------------------------------------------------- */
 
-#define CLI_MAX_OPTS 8
-#define CLI_MAX_POS 64
+/* Options are parsed by the common parser (args.h); these names keep the subcommands short. */
+typedef pyc_argspec_t cli_optspec_t;
+typedef pyc_args_t cli_args_t;
+#define CLI_MAX_POS PYC_ARGS_MAX_POS
 
-typedef struct cli_optspec {
-    const char *name;            /* without the leading "--" */
-    bool has_arg;
-} cli_optspec_t;
-
-typedef struct cli_args {
-    const char *value[CLI_MAX_OPTS];  /* per spec: the argument, "" for a flag that was given, NULL if absent */
-    const char *pos[CLI_MAX_POS];
-    int npos;
-    bool help;
-} cli_args_t;
-
-/* Parses argv[0..argc) (the words after the subcommand).  "--name", "--name=value" and "--name value" may
- * come anywhere; "--" ends the options; "-" is a positional word.  Prints the problem and returns -1 on an
- * unknown option, a missing argument, or more than CLI_MAX_POS words. */
+/* Parses argv[0..argc) (the words after the subcommand) with pyc_args_parse; prints the problem as
+ * "pyc: CMD: ... (see pyc CMD --help)" and returns -1 when the words do not fit the specs. */
 int cli_parse(const char *cmd, int argc, char **argv, const cli_optspec_t *specs, int nspecs, cli_args_t *out);
 
 /* Parses a positive number of seconds; prints the problem and returns -1 on anything else. */

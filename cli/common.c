@@ -73,51 +73,10 @@ cli_catch_sigint(void)
 int
 cli_parse(const char *cmd, int argc, char **argv, const cli_optspec_t *specs, int nspecs, cli_args_t *out)
 {
-    memset(out, 0, sizeof *out);
-    bool options = true;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (options && strcmp(a, "--") == 0) {
-            options = false;
-            continue;
-        }
-        if (options && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
-            out->help = true;
-            continue;
-        }
-        if (options && strncmp(a, "--", 2) == 0) {
-            const char *name = a + 2, *eq = strchr(name, '=');
-            size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
-            int k;
-            for (k = 0; k < nspecs; k++) {
-                if (strlen(specs[k].name) == len && strncmp(specs[k].name, name, len) == 0)
-                    break;
-            }
-            if (k == nspecs) {
-                cli_err("%s: unknown option --%.*s (see pyc %s --help)", cmd, (int)len, name, cmd);
-                return -1;
-            }
-            if (!specs[k].has_arg) {
-                if (eq != NULL) {
-                    cli_err("%s: --%s takes no value", cmd, specs[k].name);
-                    return -1;
-                }
-                out->value[k] = "";
-            } else if (eq != NULL) {
-                out->value[k] = eq + 1;
-            } else if (i + 1 < argc) {
-                out->value[k] = argv[++i];
-            } else {
-                cli_err("%s: --%s needs a value", cmd, specs[k].name);
-                return -1;
-            }
-            continue;
-        }
-        if (out->npos == CLI_MAX_POS) {
-            cli_err("%s: too many arguments", cmd);
-            return -1;
-        }
-        out->pos[out->npos++] = a;
+    pyc_error_t err;
+    if (pyc_args_parse(argc, argv, specs, nspecs, out, &err) < 0) {
+        cli_err("%s: %s (see pyc %s --help)", cmd, err.text, cmd);
+        return -1;
     }
     return 0;
 }

@@ -26,11 +26,12 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "random.h"
 
 #define START_TRIES 3
 #define DEFAULT_START_TIMEOUT 60.0
@@ -351,12 +352,11 @@ out:
 int
 cli_new(int argc, char **argv)
 {
-    static const cli_optspec_t specs[] = {{"replace", false}, {"kernel", true}, {"json", false}, {"timeout", true}};
+    static const cli_optspec_t specs[] = {{"replace", false, 0}, {"kernel", true, 0}, {"json", false, 0}, {"timeout", true, 0}};
     cli_args_t a;
     pyc_error_t err;
     double timeout = DEFAULT_START_TIMEOUT;
     char kernel[4096], path[4096];
-    unsigned char raw[32];
     char key[65];
     pyc_session_file_t sf, old;
     int rc = PYC_EXIT_CONNECTION;
@@ -421,13 +421,12 @@ cli_new(int argc, char **argv)
     pyc_session_file_clear(&old);
 
     memset(&sf, 0, sizeof sf);
-    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
-        cli_err("getrandom: %s", strerror(errno));
+    pyc_error_t rerr;
+    if (pyc_random_hex(key, 32, &rerr) < 0) {
+        cli_err("%s", rerr.text);
         cli_unlock(name, lock, true);
         return PYC_EXIT_CONNECTION;
     }
-    for (size_t i = 0; i < sizeof raw; i++)
-        snprintf(key + 2 * i, 3, "%02x", raw[i]);
     snprintf(sf.cf.transport, sizeof sf.cf.transport, "tcp");
     snprintf(sf.cf.ip, sizeof sf.cf.ip, "127.0.0.1");
     snprintf(sf.cf.signature_scheme, sizeof sf.cf.signature_scheme, "hmac-sha256");
@@ -593,7 +592,7 @@ kill_one(const char *name)
 int
 cli_kill(int argc, char **argv)
 {
-    static const cli_optspec_t specs[] = {{"all", false}};
+    static const cli_optspec_t specs[] = {{"all", false, 0}};
     cli_args_t a;
     if (cli_parse("kill", argc, argv, specs, 1, &a) < 0)
         return PYC_EXIT_USAGE;
@@ -648,7 +647,7 @@ format_age(double s, char *out, size_t cap)
 int
 cli_ls(int argc, char **argv)
 {
-    static const cli_optspec_t specs[] = {{"json", false}};
+    static const cli_optspec_t specs[] = {{"json", false, 0}};
     cli_args_t a;
     if (cli_parse("ls", argc, argv, specs, 1, &a) < 0)
         return PYC_EXIT_USAGE;

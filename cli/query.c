@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "usage.h"
+#include "proc.h"
 
 #define BUSY_PROBE_MS 500
 #define USAGE_WAIT_MS 300
@@ -100,7 +100,7 @@ read_code(const char *arg)
 int
 cli_run(int argc, char **argv)
 {
-    static const cli_optspec_t specs[] = {{"json", false}, {"timeout", true}, {"isolate", false}};
+    static const cli_optspec_t specs[] = {{"json", false, 0}, {"timeout", true, 0}, {"isolate", false, 0}};
     cli_args_t a;
     double timeout = 0;
     int rc;
@@ -312,7 +312,7 @@ cli_status(int argc, char **argv)
 
     json_t *memory = json_object();
     unsigned long long rss, pss;
-    if (memory != NULL && sf.pid > 0 && pyc_usage_proc_memory((pid_t)sf.pid, &rss, &pss) == 0) {
+    if (memory != NULL && sf.pid > 0 && pyc_proc_memory((pid_t)sf.pid, &rss, &pss) == 0) {
         json_object_set_new(memory, "rss", json_integer((json_int_t)rss));
         json_object_set_new(memory, "pss", json_integer((json_int_t)pss));
     } else if (memory != NULL) {
@@ -450,7 +450,7 @@ codepoints(const char *s)
 int
 cli_complete(int argc, char **argv)
 {
-    static const cli_optspec_t specs[] = {{"json", false}};
+    static const cli_optspec_t specs[] = {{"json", false, 0}};
     cli_args_t a;
     int rc;
     pyc_session_file_t sf;

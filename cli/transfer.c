@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "hmac.h"
 #include "paths.h"
 #include "pickle.h"
 
@@ -218,7 +219,7 @@ kill_children(json_t *children, size_t from)
 int
 cli_fork(int argc, char **argv)
 {
-    static const cli_optspec_t specs[] = {{"json", false}};
+    static const cli_optspec_t specs[] = {{"json", false, 0}};
     cli_args_t a;
     pyc_error_t err;
     int rc = PYC_EXIT_OK, locks[CLI_MAX_POS];
@@ -456,7 +457,7 @@ save_pickle(const char *path, const pyc_msg_t *answer)
     for (size_t i = 0; i < answer->n_buffers; i++) {
         char hex[65];
         const char *want = json_string_value(json_array_get(digests, i));
-        pyc_auth_sha256_hex(answer->buffers[i].data, answer->buffers[i].size, hex);
+        pyc_sha256_hex(answer->buffers[i].data, answer->buffers[i].size, hex);
         if (want == NULL || strcasecmp(hex, want) != 0) {
             cli_err("frame %zu of the kernel's answer does not match its SHA-256 digest; nothing written", i);
             return -1;
@@ -511,7 +512,7 @@ report_skipped(const char *session, const pyc_msg_t *answer)
 int
 cli_cp(int argc, char **argv)
 {
-    static const cli_optspec_t specs[] = {{"timeout", true}};
+    static const cli_optspec_t specs[] = {{"timeout", true, 0}};
     cli_args_t a;
     pyc_error_t err;
     pyc_side_t src, dst;
@@ -587,7 +588,7 @@ cli_cp(int argc, char **argv)
             goto out;
         }
         char hex[65];
-        pyc_auth_sha256_hex(one.data, one.size, hex);
+        pyc_sha256_hex(one.data, one.size, hex);
         digests = json_pack("[s]", hex);
         bufs = &one;
         nbufs = 1;

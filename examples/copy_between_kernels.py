@@ -19,7 +19,7 @@ from jupyter_client.manager import start_new_kernel
 try:
     import pyc_client
 except ImportError:  # running from the source tree
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernel", "python"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli", "python"))
     import pyc_client
 
 

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "buf.h"
 #include "config.h"
 
@@ -56,32 +57,54 @@ pyc_install_main(int argc, char **argv)
     char base[PATH_MAX], dir[PATH_MAX], self[PATH_MAX];
     int rc = 1;
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--user") == 0) {
-            prefix = NULL;
-        } else if (strcmp(a, "--sys-prefix") == 0) {
-            prefix = "/usr/local";
-        } else if (strcmp(a, "--prefix") == 0 && i + 1 < argc) {
-            prefix = argv[++i];
-        } else if (strcmp(a, "--name") == 0 && i + 1 < argc) {
-            name = argv[++i];
-        } else if (strcmp(a, "--display-name") == 0 && i + 1 < argc) {
-            display = argv[++i];
-        } else if (strcmp(a, "--env") == 0 && i + 1 < argc) {
-            const char *kv = argv[++i], *eq = strchr(kv, '=');
-            if (eq == NULL || eq == kv) {
-                fprintf(stderr, "pyc-kernel: install: --env wants NAME=VALUE, got '%s'\n", kv);
-                goto out;
-            }
-            json_object_setn_new(env, kv, (size_t)(eq - kv), json_string(eq + 1));
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    enum { OPT_USER, OPT_SYS_PREFIX, OPT_PREFIX, OPT_NAME, OPT_DISPLAY_NAME, OPT_ENV };
+    static const pyc_argspec_t specs[] = {
+        {"user", false, 0},   {"sys-prefix", false, 0},   {"prefix", true, 0},
+        {"name", true, 0},    {"display-name", true, 0},  {"env", true, 0},
+    };
+    pyc_argiter_t it;
+    pyc_error_t err;
+    pyc_args_begin(&it, argc - 1, argv + 1, specs, (int)(sizeof specs / sizeof specs[0]));
+    for (;;) {
+        const char *v, *eq;
+        int k = pyc_args_next(&it, &v, &err);
+        if (k == PYC_ARG_END)
+            break;
+        switch (k) {
+        case PYC_ARG_HELP:
             rc = usage(stdout);
             goto out;
-        } else {
-            fprintf(stderr, "pyc-kernel: install: unknown argument '%s'\n", a);
+        case PYC_ARG_ERROR:
+            fprintf(stderr, "pyc-kernel: install: %s\n", err.text);
             rc = usage(stderr);
             goto out;
+        case PYC_ARG_POSITIONAL:
+            fprintf(stderr, "pyc-kernel: install: unknown argument '%s'\n", v);
+            rc = usage(stderr);
+            goto out;
+        case OPT_USER:
+            prefix = NULL;
+            break;
+        case OPT_SYS_PREFIX:
+            prefix = "/usr/local";
+            break;
+        case OPT_PREFIX:
+            prefix = v;
+            break;
+        case OPT_NAME:
+            name = v;
+            break;
+        case OPT_DISPLAY_NAME:
+            display = v;
+            break;
+        case OPT_ENV:
+            eq = strchr(v, '=');
+            if (eq == NULL || eq == v) {
+                fprintf(stderr, "pyc-kernel: install: --env wants NAME=VALUE, got '%s'\n", v);
+                goto out;
+            }
+            json_object_setn_new(env, v, (size_t)(eq - v), json_string(eq + 1));
+            break;
         }
     }
     if (strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != strlen(name) ||

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "auth.h"
 #include "checkpoint.h"
 #include "config.h"
@@ -38,7 +39,7 @@
 #include "limit.h"
 #include "log.h"
 #include "paths.h"
-#include "py/py.h"
+#include "py.h"
 #include "server.h"
 
 static void
@@ -287,53 +288,60 @@ main(int argc, char **argv)
         pyc_log("%s", err.text);
         return 2;
     }
-    const char *v = getenv("PYC_REPLAY");
-    ro.replay = v != NULL && v[0] != '\0' ? v : NULL;
-    v = getenv("PYC_CHECKPOINT_DIR");
-    ro.checkpoint_dir = v != NULL && v[0] != '\0' ? v : NULL;
-    v = getenv("PYC_CHECKPOINT");
-    ro.no_checkpoint = v != NULL && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0 || strcmp(v, "no") == 0);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *eq = strchr(a, '=');
-        if ((strcmp(a, "-f") == 0 || strcmp(a, "--connection-file") == 0) && i + 1 < argc) {
-            cf = argv[++i];
-        } else if (strncmp(a, "--connection-file=", 18) == 0) {
-            cf = a + 18;
-        } else if (strcmp(a, "--replay") == 0 && i + 1 < argc) {
-            ro.replay = argv[++i];
-        } else if (strncmp(a, "--replay=", 9) == 0) {
-            ro.replay = a + 9;
-        } else if (strcmp(a, "--checkpoint-dir") == 0 && i + 1 < argc) {
-            ro.checkpoint_dir = argv[++i];
-        } else if (strncmp(a, "--checkpoint-dir=", 17) == 0) {
-            ro.checkpoint_dir = a + 17;
-        } else if (strcmp(a, "--no-checkpoint") == 0) {
+    const char *e = getenv("PYC_REPLAY");
+    ro.replay = e != NULL && e[0] != '\0' ? e : NULL;
+    e = getenv("PYC_CHECKPOINT_DIR");
+    ro.checkpoint_dir = e != NULL && e[0] != '\0' ? e : NULL;
+    e = getenv("PYC_CHECKPOINT");
+    ro.no_checkpoint = e != NULL && (strcmp(e, "0") == 0 || strcmp(e, "off") == 0 || strcmp(e, "no") == 0);
+    /* The fixed options, then one per limit (limit.h's table). */
+    enum { OPT_CF, OPT_REPLAY, OPT_CHECKPOINT_DIR, OPT_NO_CHECKPOINT, OPT_LIMITS };
+    pyc_argspec_t specs[OPT_LIMITS + 16] = {
+        {"connection-file", true, 'f'},
+        {"replay", true, 0},
+        {"checkpoint-dir", true, 0},
+        {"no-checkpoint", false, 0},
+    };
+    int nspecs = OPT_LIMITS, cap = (int)(sizeof specs / sizeof specs[0]);
+    for (const pyc_limit_desc_t *d = pyc_limit_descs; d->option != NULL && nspecs < cap; d++)
+        specs[nspecs++] = (pyc_argspec_t){d->option, true, 0};
+    pyc_argiter_t it;
+    pyc_args_begin(&it, argc - 1, argv + 1, specs, nspecs);
+    for (;;) {
+        const char *v;
+        int k = pyc_args_next(&it, &v, &err);
+        if (k == PYC_ARG_END)
+            break;
+        if (k == PYC_ARG_HELP) {
+            usage(stdout);
+            return 0;
+        }
+        if (k == PYC_ARG_ERROR || k == PYC_ARG_POSITIONAL) {
+            if (k == PYC_ARG_ERROR)
+                pyc_log("%s", err.text);
+            else
+                pyc_log("unknown argument '%s'", v);
+            usage(stderr);
+            return 2;
+        }
+        switch (k) {
+        case OPT_CF:
+            cf = v;
+            break;
+        case OPT_REPLAY:
+            ro.replay = v;
+            break;
+        case OPT_CHECKPOINT_DIR:
+            ro.checkpoint_dir = v;
+            break;
+        case OPT_NO_CHECKPOINT:
             ro.no_checkpoint = true;
-        } else if (strncmp(a, "--", 2) == 0 && strlen(a) > 2) {
-            /* A limit: --name=VALUE or --name VALUE. */
-            char name[64];
-            const char *val = eq != NULL ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
-            size_t nl = eq != NULL ? (size_t)(eq - a - 2) : strlen(a + 2);
-            snprintf(name, sizeof name, "%.*s", (int)(nl < 63 ? nl : 63), a + 2);
-            bool known = false;
-            for (const pyc_limit_desc_t *d = pyc_limit_descs; d->option != NULL; d++)
-                known = known || strcmp(d->option, name) == 0;
-            if (!known || val == NULL) {
-                pyc_log(known ? "option '%s' needs a value" : "unknown argument '%s'", a);
-                usage(stderr);
-                return 2;
-            }
-            if (pyc_limits_set(&ro.limits, name, val, &err) < 0) {
+            break;
+        default:
+            if (pyc_limits_set(&ro.limits, specs[k].name, v, &err) < 0) {
                 pyc_log("%s", err.text);
                 return 2;
             }
-            if (eq == NULL)
-                i++;
-        } else {
-            pyc_log("unknown argument '%s'", a);
-            usage(stderr);
-            return 2;
         }
     }
     if (cf == NULL) {

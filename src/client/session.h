@@ -23,6 +23,7 @@
 
 #include "connfile.h"
 #include "error.h"
+#include "proc.h"
 
 /* Names: 1 to 80 characters of a-z, 0-9, '_' and '-'. */
 #define PYC_SESSION_NAME_MAX 80
@@ -60,19 +61,6 @@ int pyc_session_file_write(const char *path, const pyc_session_file_t *sf, pyc_e
 
 /* Frees what parse/load allocated.  Safe to call twice. */
 void pyc_session_file_clear(pyc_session_file_t *sf);
-
-/* ---- processes ------------------------------------------------------------------------------------------- */
-
-/* Parses the text of /proc/PID/stat: the state letter and the start time (field 22).  The command name in
- * parentheses may hold spaces and parentheses, so fields are counted from the last ')'.  Returns 0 or -1. */
-int pyc_proc_stat_parse(const char *text, char *state, unsigned long long *start);
-
-/* True when process pid exists, is not a zombie, and (when start is not 0) started at that tick: that is,
- * when it is still the very process that was recorded. */
-bool pyc_proc_is(long pid, unsigned long long start);
-
-/* The start tick of a live process, or 0 when it is gone or /proc cannot tell. */
-unsigned long long pyc_proc_start(long pid);
 
 /* ---- `pyc cp` sides -------------------------------------------------------------------------------------- */
 

@@ -1,14 +1,14 @@
 /*
  * auth.h -- message signatures: HMAC over the four JSON frames of a Jupyter message.
  *
- * The connection file names a scheme ("hmac-sha256", or any "hmac-<digest>" OpenSSL knows) and a key.  An
- * empty key means messages are neither signed nor checked, as the messaging spec says.  Verification is, in
- * order: length check, constant-time comparison (CRYPTO_memcmp), replay check.  A signature that verifies is
- * remembered in a bounded window so the same signed message cannot be played twice.
+ * The connection file names a scheme ("hmac-sha256", or any "hmac-<digest>" the program's hmac.h backend
+ * knows: every OpenSSL digest in the kernel, sha256 in the `pyc` command) and a key.  An empty key means
+ * messages are neither signed nor checked, as the messaging spec says.  Verification is, in order: length
+ * check, constant-time comparison, replay check.  A signature that verifies is remembered in a bounded window
+ * so the same signed message cannot be played twice.
  *
  * Thread safety: pyc_auth_sign may be called from any number of threads at once; pyc_auth_verify takes an
- * internal lock around the replay window.  Only this module includes OpenSSL.  The `pyc` command's copy is
- * built with PYC_AUTH_BUILTIN: it uses sha256.c instead of OpenSSL and knows hmac-sha256 only.
+ * internal lock around the replay window.
  */
 #ifndef PYC_AUTH_H
 #define PYC_AUTH_H
@@ -17,24 +17,20 @@
 #include <stddef.h>
 
 #include "error.h"
+#include "frame.h"
 
 /* The longest hex signature any supported digest produces (SHA-512: 64 bytes, 128 hex digits). */
 #define PYC_AUTH_MAX_HEX 128
 
-/* Default number of recent signatures remembered for replay detection. */
-#define PYC_AUTH_REPLAY_WINDOW 4096
+/* Default number of recent signatures remembered for replay detection: as many as jupyter_client's Session
+ * keeps (digest_history_size), so that nothing it would refuse is accepted here. */
+#define PYC_AUTH_REPLAY_WINDOW 65536
 
 typedef struct pyc_auth pyc_auth_t;
 
-/* A borrowed view of bytes: the unit that is signed and sent. */
-typedef struct pyc_frame {
-    const void *data;
-    size_t size;
-} pyc_frame_t;
-
 /* Creates a signer for `scheme` with `key` (copied).  keylen 0 gives an unsigned session.  replay_window is
  * how many signatures are remembered (0 chooses PYC_AUTH_REPLAY_WINDOW).  Returns NULL and fills err when
- * the scheme is not "hmac-<digest>" with a digest OpenSSL provides (with PYC_AUTH_BUILTIN: not hmac-sha256). */
+ * the scheme is not "hmac-<digest>" with a digest the hmac.h backend provides. */
 pyc_auth_t *pyc_auth_new(const char *scheme, const void *key, size_t keylen, size_t replay_window,
                          pyc_error_t *err);
 
@@ -57,10 +53,5 @@ int pyc_auth_sign(const pyc_auth_t *self, const pyc_frame_t *parts, size_t n, ch
  * check failed.  An unsigned session accepts everything. */
 int pyc_auth_verify(pyc_auth_t *self, const pyc_frame_t *parts, size_t n, const void *sig, size_t siglen,
                     pyc_error_t *err);
-
-/* Writes the lowercase hex SHA-256 of the n bytes at p, and a NUL, into hex_out (65 bytes).  The pickle
- * transfer (comm target pyc.pickle) sends its buffers outside the signed frames, so their digests travel in
- * the signed content; the pyc command-line client computes and checks them with this. */
-void pyc_auth_sha256_hex(const void *p, size_t n, char *hex_out);
 
 #endif

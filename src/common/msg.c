@@ -1,17 +1,20 @@
 /*
- * msg.c -- message ids, ISO 8601 dates and header text.
+ * msg.c -- decoded messages and the holds on their storage; message ids, ISO 8601 dates and header text.
  *
  * Ids come from a per-thread xoshiro256** generator seeded with 32 bytes of getrandom(2): a kernel sends up
  * to hundreds of thousands of messages a second, and a system call per id would be a visible cost.
  */
 #include "msg.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "random.h"
 
 static _Thread_local uint64_t rng_state[4];
 static _Thread_local int rng_seeded;
@@ -26,8 +29,9 @@ static uint64_t
 rng_next(void)
 {
     if (!rng_seeded) {
-        if (getrandom(rng_state, sizeof rng_state, 0) != (ssize_t)sizeof rng_state) {
-            /* getrandom cannot fail for 32 bytes once the pool is ready; fall back to time and pid. */
+        if (pyc_random_bytes(rng_state, sizeof rng_state, NULL) < 0) {
+            /* getrandom cannot fail for 32 bytes once the pool is ready.  Ids need to be unique, not secret:
+             * time, pid and an address keep them apart if it ever does. */
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             rng_state[0] = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ULL;
@@ -101,4 +105,75 @@ pyc_msg_header(pyc_buf_t *out, const char *msg_type, const char *session, const 
                         "{\"msg_id\":\"%s\",\"msg_type\":\"%s\",\"session\":\"%s\",\"username\":%s,"
                         "\"date\":\"%s\",\"version\":\"" PYC_PROTOCOL_VERSION "\"}",
                         id, msg_type, session, username_json, date);
+}
+
+/* ---- decoded messages ------------------------------------------------------------------------------- */
+
+/* The message's owner once a hold was taken: the message counts as one reference, each hold as another. */
+struct pyc_msg_hold {
+    atomic_size_t refs;
+    void *owner;
+    void (*owner_free)(void *owner);
+};
+
+void
+pyc_msg_set_owner(pyc_msg_t *msg, void *owner, void (*owner_free)(void *owner))
+{
+    msg->owner = owner;
+    msg->owner_free = owner_free;
+}
+
+void
+pyc_msg_hold_release(pyc_msg_hold_t *hold)
+{
+    if (hold != NULL && atomic_fetch_sub(&hold->refs, 1) == 1) {
+        hold->owner_free(hold->owner);
+        free(hold);
+    }
+}
+
+/* owner_free of a message whose storage is held: drops the message's own reference. */
+static void
+hold_unref(void *hold)
+{
+    pyc_msg_hold_release(hold);
+}
+
+pyc_msg_hold_t *
+pyc_msg_hold(const pyc_msg_t *cmsg)
+{
+    /* The message is not const to its owner; the hold replaces only its owner fields, never its frames. */
+    pyc_msg_t *msg = (pyc_msg_t *)cmsg;
+    if (msg->owner_free == NULL)
+        return NULL;
+    if (msg->owner_free != hold_unref) {
+        pyc_msg_hold_t *h = malloc(sizeof *h);
+        if (h == NULL)
+            return NULL;
+        atomic_init(&h->refs, 1);
+        h->owner = msg->owner;
+        h->owner_free = msg->owner_free;
+        msg->owner = h;
+        msg->owner_free = hold_unref;
+    }
+    pyc_msg_hold_t *h = msg->owner;
+    atomic_fetch_add(&h->refs, 1);
+    return h;
+}
+
+void
+pyc_msg_destroy(pyc_msg_t **msg_p)
+{
+    if (msg_p == NULL || *msg_p == NULL)
+        return;
+    pyc_msg_t *msg = *msg_p;
+    json_decref(msg->header);
+    json_decref(msg->parent_header);
+    json_decref(msg->metadata);
+    json_decref(msg->content);
+    if (msg->owner_free != NULL)
+        msg->owner_free(msg->owner);
+    free(msg->frames_copy);
+    free(msg);
+    *msg_p = NULL;
 }

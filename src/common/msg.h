@@ -1,5 +1,6 @@
 /*
- * msg.h -- the parts of a message that the kernel makes itself: ids, dates and headers.
+ * msg.h -- a decoded message (pyc_msg_t: its JSON dicts and views of its frames, and who frees their storage),
+ * and the parts of a message that pyc makes itself: ids, dates and headers.
  *
  * Headers are written as JSON text directly (no jansson tree) because one is made for every message the
  * kernel sends, including every stream chunk.  The strings that go into a header are either constants of
@@ -8,13 +9,54 @@
 #ifndef PYC_MSG_H
 #define PYC_MSG_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "buf.h"
+#include "frame.h"
 
 #define PYC_MSG_ID_LEN 36        /* a UUID4 as 8-4-4-4-12 hex digits */
 #define PYC_MSG_DATE_LEN 27      /* 2026-12-02T12:06:54.123456Z */
 #define PYC_PROTOCOL_VERSION "5.3"
+
+typedef struct pyc_msg {
+    const pyc_frame_t *idents;   /* routing identities: views into the received frames */
+    size_t n_idents;
+    json_t *header;              /* owned references; all four are JSON objects */
+    json_t *parent_header;
+    json_t *metadata;
+    json_t *content;
+    const pyc_frame_t *buffers;  /* extra frames after content: views */
+    size_t n_buffers;
+    const char *msg_id;          /* borrowed from header; never NULL after a successful decode */
+    const char *msg_type;
+    const char *session;
+    void *owner;                 /* storage behind idents and buffers; freed with owner_free */
+    void (*owner_free)(void *owner);
+    pyc_frame_t *frames_copy;    /* the frame array itself, copied by decode */
+} pyc_msg_t;
+
+/* Makes the message responsible for the storage behind its frames: owner_free(owner) runs when the message
+ * is destroyed. */
+void pyc_msg_set_owner(pyc_msg_t *msg, void *owner, void (*owner_free)(void *owner));
+
+/* Releases the JSON, the frame array and the owner (unless holds remain, see below); sets *msg_p to NULL.
+ * NULL-safe. */
+void pyc_msg_destroy(pyc_msg_t **msg_p);
+
+/* A counted reference to the storage behind a message's idents and buffers: the views into it stay valid
+ * while a hold exists, after the message itself is destroyed.  The storage is freed (owner_free) by the last
+ * of the message and its holds to go.  This is how a received 1 GB buffer becomes a Python object without a
+ * copy. */
+typedef struct pyc_msg_hold pyc_msg_hold_t;
+
+/* Takes a hold on msg's storage.  Call it on the thread that owns msg, while msg lives.  Returns NULL when msg
+ * has no owner (its frames belong to the caller) or memory runs out: the views then live only as long as msg.
+ * msg shows the same frames as before; only who frees their storage changes. */
+pyc_msg_hold_t *pyc_msg_hold(const pyc_msg_t *msg);
+
+/* Drops a hold.  Any thread; NULL-safe. */
+void pyc_msg_hold_release(pyc_msg_hold_t *hold);
 
 /* Writes a new random UUID4 and a NUL into out (PYC_MSG_ID_LEN + 1 bytes).  Thread-safe; uses a per-thread
  * generator seeded from getrandom(2), so ids are unique without a system call per id. */

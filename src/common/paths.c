@@ -9,9 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "random.h"
 
 /* getenv, with "" counting as unset. */
 static const char *
@@ -102,19 +103,13 @@ int
 pyc_open_tmp(const char *path, const char *infix, mode_t mode, char *tmp, size_t cap)
 {
     for (int tries = 0; tries < 100; tries++) {
-        unsigned char raw[8];
-        ssize_t got;
-        do
-            got = getrandom(raw, sizeof raw, 0);
-        while (got < 0 && errno == EINTR);
-        if (got != (ssize_t)sizeof raw) {
-            if (got >= 0)
-                errno = EIO;
+        char hex[17];
+        if (pyc_random_hex(hex, 8, NULL) < 0) {
+            errno = errno != 0 ? errno : EIO;
             tmp[0] = '\0';
             return -1;
         }
-        int n = snprintf(tmp, cap, "%s%s%02x%02x%02x%02x%02x%02x%02x%02x", path, infix, raw[0], raw[1], raw[2], raw[3],
-                         raw[4], raw[5], raw[6], raw[7]);
+        int n = snprintf(tmp, cap, "%s%s%s", path, infix, hex);
         if (n < 0 || (size_t)n >= cap) {
             if (cap > 0)
                 tmp[0] = '\0';

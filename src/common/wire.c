@@ -6,16 +6,8 @@
  */
 #include "wire.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The message's owner once a hold was taken: the message counts as one reference, each hold as another. */
-struct pyc_msg_hold {
-    atomic_size_t refs;
-    void *owner;
-    void (*owner_free)(void *owner);
-};
 
 static int
 is_delim(const pyc_frame_t *f)
@@ -106,68 +98,6 @@ pyc_wire_decode(const pyc_frame_t *frames, size_t n, pyc_auth_t *auth, pyc_msg_t
 fail:
     pyc_msg_destroy(&msg);
     return -1;
-}
-
-void
-pyc_msg_set_owner(pyc_msg_t *msg, void *owner, void (*owner_free)(void *owner))
-{
-    msg->owner = owner;
-    msg->owner_free = owner_free;
-}
-
-void
-pyc_msg_hold_release(pyc_msg_hold_t *hold)
-{
-    if (hold != NULL && atomic_fetch_sub(&hold->refs, 1) == 1) {
-        hold->owner_free(hold->owner);
-        free(hold);
-    }
-}
-
-/* owner_free of a message whose storage is held: drops the message's own reference. */
-static void
-hold_unref(void *hold)
-{
-    pyc_msg_hold_release(hold);
-}
-
-pyc_msg_hold_t *
-pyc_msg_hold(const pyc_msg_t *cmsg)
-{
-    /* The message is not const to its owner; the hold replaces only its owner fields, never its frames. */
-    pyc_msg_t *msg = (pyc_msg_t *)cmsg;
-    if (msg->owner_free == NULL)
-        return NULL;
-    if (msg->owner_free != hold_unref) {
-        pyc_msg_hold_t *h = malloc(sizeof *h);
-        if (h == NULL)
-            return NULL;
-        atomic_init(&h->refs, 1);
-        h->owner = msg->owner;
-        h->owner_free = msg->owner_free;
-        msg->owner = h;
-        msg->owner_free = hold_unref;
-    }
-    pyc_msg_hold_t *h = msg->owner;
-    atomic_fetch_add(&h->refs, 1);
-    return h;
-}
-
-void
-pyc_msg_destroy(pyc_msg_t **msg_p)
-{
-    if (msg_p == NULL || *msg_p == NULL)
-        return;
-    pyc_msg_t *msg = *msg_p;
-    json_decref(msg->header);
-    json_decref(msg->parent_header);
-    json_decref(msg->metadata);
-    json_decref(msg->content);
-    if (msg->owner_free != NULL)
-        msg->owner_free(msg->owner);
-    free(msg->frames_copy);
-    free(msg);
-    *msg_p = NULL;
 }
 
 int

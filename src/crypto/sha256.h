@@ -1,11 +1,11 @@
 /*
  * sha256.h -- SHA-256 (FIPS 180-4, section 6.2) in portable C, for the `pyc` command only.
  *
- * Why: `pyc` signs a few hundred bytes per message and checks the digests of `pyc cp` buffers, and loading
- * libcrypto cost every `pyc` process about 0.7 ms of start-up (of a 4 ms `pyc run`).  auth.c uses this file
- * instead of OpenSSL when built with PYC_AUTH_BUILTIN, which Makefile.am sets for the CLI's copy of it.  The
- * kernel keeps OpenSSL, whose assembly for every CPU generation serves its heavy traffic; this file has the
- * portable compression of the standard and, on x86, the SHA instructions (sha256.c gives the numbers).
+ * Why: `pyc` signs a few hundred bytes per message and checks the digests of `pyc cp` buffers, and loading libcrypto
+ * cost every `pyc` process about 0.7 ms of start-up (of a 4 ms `pyc run`).  hmac_builtin.c, the hmac.h backend that
+ * `pyc` links, is built on it.  The kernel links the OpenSSL backend instead, whose assembly for every CPU generation
+ * serves its heavy traffic; this file has the portable compression of the standard and, on x86, the SHA instructions
+ * (sha256.c gives the numbers).
  *
  * Usage: init, update any number of times (any lengths, including 0), final.  A state may be copied by
  * assignment to continue from a shared prefix (HMAC's key^ipad block).

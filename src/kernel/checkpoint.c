@@ -14,13 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "buf.h"
 #include "msg.h"
 #include "paths.h"
+#include "random.h"
 
 #define MAGIC "# pyc checkpoint 1 "
 #define TOKEN_LEN 16
@@ -35,17 +35,6 @@ struct pyc_checkpoint {
     int fd;                      /* -1 until the first cell */
 };
 
-static void
-new_token(char *out)
-{
-    unsigned char r[TOKEN_LEN / 2];
-    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
-        for (size_t i = 0; i < sizeof r; i++)
-            r[i] = (unsigned char)(rand() & 0xff);
-    }
-    for (size_t i = 0; i < sizeof r; i++)
-        snprintf(out + 2 * i, 3, "%02x", r[i]);
-}
 
 /* Sets dir, path and header for the session id.  Returns 0 or -1. */
 static int
@@ -125,8 +114,8 @@ pyc_checkpoint_new(const char *dir, const char *id, const char *python_version, 
         return NULL;
     }
     c->fd = -1;
-    new_token(c->token);
-    if (set_place(c, dir, id, python_version, err) < 0 || open_file(c, err) < 0)
+    if (pyc_random_hex(c->token, TOKEN_LEN / 2, err) < 0 || set_place(c, dir, id, python_version, err) < 0 ||
+        open_file(c, err) < 0)
         pyc_checkpoint_destroy(&c);
     return c;
 }

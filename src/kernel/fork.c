@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -33,6 +32,7 @@
 
 #include "log.h"
 #include "msg.h"
+#include "random.h"
 
 #define PYC_FORK_START_TIMEOUT_MS 10000
 
@@ -94,7 +94,6 @@ child_start(pyc_kernel_t *k, pyc_fork_env_t *env, bool outlive, pid_t parent, in
 {
     pyc_error_t err;
     char key[65], path[4096], line[8192];
-    unsigned char raw[32];
     pyc_connfile_t ccf = *env->cf;
     pyc_auth_t *auth = NULL;
     pyc_server_t *srv = NULL;
@@ -113,12 +112,8 @@ child_start(pyc_kernel_t *k, pyc_fork_env_t *env, bool outlive, pid_t parent, in
     pyc_msg_reseed();
     close_inherited_sockets(env->cf, fd);
 
-    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
-        pyc_error_set(&err, "getrandom failed: %s", strerror(errno));
+    if (pyc_random_hex(key, 32, &err) < 0)
         goto fail;
-    }
-    for (size_t i = 0; i < sizeof raw; i++)
-        snprintf(key + 2 * i, 3, "%02x", raw[i]);
     ccf.key = key;
     ccf.keylen = 64;
     for (int c = 0; c < PYC_CHAN_COUNT; c++)

@@ -34,8 +34,9 @@
 #include "limit.h"
 #include "log.h"
 #include "msg.h"
-#include "py/py.h"
+#include "py.h"
 #include "usage.h"
+#include "wire.h"
 
 /* The per-cell output cap: what the running cell published and what was dropped.  Output comes from the
  * stream flusher, the main thread and Python threads, hence the lock. */

@@ -22,6 +22,7 @@
 #include <zmq.h>
 
 #include "log.h"
+#include "wire.h"
 
 static const char *const chan_names[PYC_CHAN_COUNT] = {"shell", "iopub", "stdin", "control", "heartbeat"};
 

@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 
+#include "auth.h"
 #include "connfile.h"
 #include "io.h"
 

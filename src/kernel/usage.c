@@ -15,78 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc.h"
+
 #define MAX_SCAN 65536
-
-/* Reads a small /proc file into buf (NUL-terminated).  Returns the length, or -1. */
-static ssize_t
-read_small(const char *path, char *buf, size_t cap)
-{
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
-        return -1;
-    size_t n = fread(buf, 1, cap - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return (ssize_t)n;
-}
-
-int
-pyc_usage_proc_stat(pid_t pid, unsigned long long *ticks, pid_t *ppid, unsigned long long *start)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-    if (read_small(path, buf, sizeof buf) <= 0)
-        return -1;
-    /* The command name is in parentheses and may hold spaces and parentheses itself: fields are counted
-     * from the last ')'. */
-    char *p = strrchr(buf, ')');
-    if (p == NULL)
-        return -1;
-    unsigned long long v[20] = {0};
-    char state;
-    long pp;
-    /* After ')': state(3) ppid(4) pgrp(5) session(6) tty(7) tpgid(8) flags(9) minflt(10) cminflt(11)
-     * majflt(12) cmajflt(13) utime(14) stime(15) cutime(16) cstime(17) priority(18) nice(19) threads(20)
-     * itrealvalue(21) starttime(22). */
-    /* v[i] is field i + 5: utime is v[9], stime v[10], starttime v[17]. */
-    int n = sscanf(p + 1, " %c %ld %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
-                   &state, &pp, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
-                   &v[11], &v[12], &v[13], &v[14], &v[15], &v[16], &v[17]);
-    if (n < 20)
-        return -1;
-    if (ticks != NULL)
-        *ticks = v[9] + v[10];
-    if (ppid != NULL)
-        *ppid = (pid_t)pp;
-    if (start != NULL)
-        *start = v[17];
-    return 0;
-}
-
-int
-pyc_usage_proc_memory(pid_t pid, unsigned long long *rss, unsigned long long *pss)
-{
-    char path[64], buf[4096];
-    *rss = *pss = 0;
-    snprintf(path, sizeof path, "/proc/%ld/smaps_rollup", (long)pid);
-    if (read_small(path, buf, sizeof buf) > 0) {
-        char *r = strstr(buf, "\nRss:"), *q = strstr(buf, "\nPss:");
-        if (r != NULL)
-            *rss = strtoull(r + 5, NULL, 10) * 1024;
-        if (q != NULL)
-            *pss = strtoull(q + 5, NULL, 10) * 1024;
-        if (r != NULL)
-            return 0;
-    }
-    snprintf(path, sizeof path, "/proc/%ld/statm", (long)pid);
-    if (read_small(path, buf, sizeof buf) <= 0)
-        return -1;
-    unsigned long long size, res;
-    if (sscanf(buf, "%llu %llu", &size, &res) != 2)
-        return -1;
-    *rss = *pss = res * (unsigned long long)sysconf(_SC_PAGESIZE);
-    return 0;
-}
 
 /* The pids of pid and all its descendants, pid first.  Returns the count (at least 1); *out is malloc'd. */
 static size_t
@@ -108,9 +39,11 @@ family(pid_t pid, pid_t **out)
     while ((e = readdir(d)) != NULL && nall < MAX_SCAN) {
         if (!isdigit((unsigned char)e->d_name[0]))
             continue;
-        pid_t p = (pid_t)strtol(e->d_name, NULL, 10), pp;
-        if (p == pid || pyc_usage_proc_stat(p, NULL, &pp, NULL) < 0 || pp <= 1)
+        pid_t p = (pid_t)strtol(e->d_name, NULL, 10);
+        pyc_proc_stat_t st;
+        if (p == pid || pyc_proc_stat(p, &st) < 0 || st.ppid <= 1)
             continue;
+        pid_t pp = (pid_t)st.ppid;
         if (nall == capall) {
             size_t c = capall ? capall * 2 : 256;
             struct pp *g = realloc(all, c * sizeof *g);
@@ -149,7 +82,7 @@ host_cpu(unsigned long long *busy, unsigned long long *total)
 {
     char buf[512];
     unsigned long long v[8] = {0};
-    if (read_small("/proc/stat", buf, sizeof buf) <= 0 ||
+    if (pyc_proc_read_small("/proc/stat", buf, sizeof buf) <= 0 ||
         sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
                &v[6], &v[7]) < 4)
         return -1;
@@ -165,7 +98,7 @@ static json_t *
 host_memory(void)
 {
     char buf[8192];
-    if (read_small("/proc/meminfo", buf, sizeof buf) <= 0)
+    if (pyc_proc_read_small("/proc/meminfo", buf, sizeof buf) <= 0)
         return json_object();
     static const char *const keys[] = {"MemTotal:", "MemAvailable:", "MemFree:", "Buffers:", "Cached:",
                                        "Shmem:", "Active:", "Inactive:", "SReclaimable:"};
@@ -188,17 +121,20 @@ host_memory(void)
 json_t *
 pyc_usage_report(pid_t pid, pyc_usage_state_t *st)
 {
-    unsigned long long own_ticks, start, own_rss, own_pss;
-    if (pyc_usage_proc_stat(pid, &own_ticks, NULL, &start) < 0 || pyc_usage_proc_memory(pid, &own_rss, &own_pss) < 0)
+    unsigned long long own_rss, own_pss;
+    pyc_proc_stat_t own;
+    if (pyc_proc_stat(pid, &own) < 0 || pyc_proc_memory(pid, &own_rss, &own_pss) < 0)
         return NULL;
+    unsigned long long own_ticks = own.ticks, start = own.start;
     pid_t *fam;
     size_t n = family(pid, &fam);
     unsigned long long ticks = own_ticks, mem = own_pss;
     for (size_t i = 1; i < n; i++) {
-        unsigned long long t, rss, pss;
-        if (pyc_usage_proc_stat(fam[i], &t, NULL, NULL) == 0)
-            ticks += t;
-        if (pyc_usage_proc_memory(fam[i], &rss, &pss) == 0)
+        unsigned long long rss, pss;
+        pyc_proc_stat_t ps;
+        if (pyc_proc_stat(fam[i], &ps) == 0)
+            ticks += ps.ticks;
+        if (pyc_proc_memory(fam[i], &rss, &pss) == 0)
             mem += pss;
     }
     free(fam);
@@ -213,7 +149,7 @@ pyc_usage_report(pid_t pid, pyc_usage_state_t *st)
     } else {
         /* The first request: the average since the kernel started (uptime and start are in ticks). */
         char buf[128];
-        double up = read_small("/proc/uptime", buf, sizeof buf) > 0 ? strtod(buf, NULL) : 0;
+        double up = pyc_proc_read_small("/proc/uptime", buf, sizeof buf) > 0 ? strtod(buf, NULL) : 0;
         double age = up - (double)start / hz;
         kernel_cpu = age > 0 ? 100.0 * (double)own_ticks / hz / age : 0;
     }

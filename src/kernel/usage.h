@@ -27,12 +27,4 @@ typedef struct pyc_usage_state {
 /* Measures pid and its descendants.  Returns a new object, or NULL when /proc cannot be read. */
 json_t *pyc_usage_report(pid_t pid, pyc_usage_state_t *state);
 
-/* Reads one process's CPU ticks (user + system), its parent, and its start time in ticks after boot.
- * Returns 0, or -1 when the process is gone. */
-int pyc_usage_proc_stat(pid_t pid, unsigned long long *ticks, pid_t *ppid, unsigned long long *start);
-
-/* Reads one process's resident and proportional set sizes in bytes (PSS falls back to RSS where
- * smaps_rollup is not available).  Returns 0 or -1. */
-int pyc_usage_proc_memory(pid_t pid, unsigned long long *rss, unsigned long long *pss);
-
 #endif

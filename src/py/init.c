@@ -27,81 +27,23 @@ static PyThreadState *main_ts;
 static char version[32];
 PyObject *pyc_py_finder;         /* the finder object below, kept for the after-cell hook */
 
-/* The finder that serves the `pyc` package from the files compiled into the program.  It also selects pyc's
- * matplotlib backend: when matplotlib is first imported and the user chose no backend (MPLBACKEND unset), it
- * sets MPLBACKEND for that import only; after_cell removes it again once matplotlib is loaded, so that child
- * processes, which cannot import pyc, never see it.  after_cell also shows the figures a cell left open. */
-static const char finder_src[] =
-    "import sys as _sys, os as _os\n"
-    "class PycFinder:\n"
-    "    \"\"\"Serves the modules of the pyc package compiled into the kernel.\"\"\"\n"
-    "    def __init__(self, files):\n"
-    "        self.files = files\n"
-    "        self.mpl_env = False\n"
-    "    def _locate(self, fullname):\n"
-    "        rel = fullname.replace('.', '/')\n"
-    "        if rel + '/__init__.py' in self.files:\n"
-    "            return rel + '/__init__.py', True\n"
-    "        if rel + '.py' in self.files:\n"
-    "            return rel + '.py', False\n"
-    "        return None, False\n"
-    "    def find_spec(self, fullname, path=None, target=None):\n"
-    "        if fullname == 'matplotlib' and self.mpl_env is False and 'MPLBACKEND' not in _os.environ \\\n"
-    "                and 'pyc/mpl_backend.py' in self.files:\n"
-    "            _os.environ['MPLBACKEND'] = 'module://pyc.mpl_backend'\n"
-    "            self.mpl_env = True\n"
-    "        if fullname == 'comm' and path is None:\n"
-    "            return self._comm_spec()\n"
-    "        if not fullname.startswith('pyc'):\n"
-    "            return None\n"
-    "        fn, pkg = self._locate(fullname)\n"
-    "        if fn is None:\n"
-    "            return None\n"
-    "        return type(_sys.__spec__)(fullname, self, origin='<pyc>/' + fn, is_package=pkg)\n"
-    "    def _comm_spec(self):\n"
-    "        from importlib.machinery import PathFinder\n"
-    "        spec = PathFinder.find_spec('comm')\n"
-    "        if spec is None or spec.loader is None or not hasattr(spec.loader, 'exec_module'):\n"
-    "            return spec\n"
-    "        real = spec.loader.exec_module\n"
-    "        def exec_module(module):\n"
-    "            real(module)\n"
-    "            import pyc._comm\n"
-    "            pyc._comm.hook_comm_package(module)\n"
-    "        spec.loader.exec_module = exec_module\n"
-    "        return spec\n"
-    "    def create_module(self, spec):\n"
-    "        return None\n"
-    "    def exec_module(self, module):\n"
-    "        origin = module.__spec__.origin\n"
-    "        code = compile(bytes(self.files[origin[6:]]), origin, 'exec', dont_inherit=True)\n"
-    "        exec(code, module.__dict__)\n"
-    "    def get_source(self, fullname):\n"
-    "        fn = self._locate(fullname)[0]\n"
-    "        return None if fn is None else bytes(self.files[fn]).decode('utf-8')\n"
-    "    def is_package(self, fullname):\n"
-    "        return self._locate(fullname)[1]\n"
-    "    def after_cell(self):\n"
-    "        if self.mpl_env and 'matplotlib' in _sys.modules:\n"
-    "            if _os.environ.get('MPLBACKEND') == 'module://pyc.mpl_backend':\n"
-    "                del _os.environ['MPLBACKEND']\n"
-    "            self.mpl_env = None\n"
-    "        m = _sys.modules.get('pyc.mpl_backend')\n"
-    "        if m is not None and hasattr(m, 'flush_figures'):\n"
-    "            m.flush_figures()\n"
-    "finder = PycFinder(files)\n"
-    "_sys.meta_path.insert(0, finder)\n";
+/* The boot code (kernel/python/_pyc_boot.py, compiled into the program with the package) installs the
+ * finder that serves the `pyc` package; see that file for what else the finder does. */
+#define BOOT_FILE "_pyc_boot.py"
 
-/* Installs the finder for the embedded package.  The files stay in the program's read-only data: the
- * finder sees them as memoryviews, copied only when a module is compiled. */
+/* Installs the finder for the embedded package by running the boot code.  The files stay in the program's
+ * read-only data: the finder sees them as memoryviews, copied only when a module is compiled. */
 static int
 install_finder(const pyc_embedded_file_t *files)
 {
-    PyObject *d = PyDict_New(), *g = PyDict_New();
+    PyObject *d = PyDict_New(), *g = PyDict_New(), *code = NULL;
+    const pyc_embedded_file_t *boot = NULL;
     int rc = -1;
     if (d == NULL || g == NULL)
         goto out;
     for (const pyc_embedded_file_t *f = files; f != NULL && f->name != NULL; f++) {
+        if (strcmp(f->name, BOOT_FILE) == 0)
+            boot = f;
         PyObject *mv = PyMemoryView_FromMemory((char *)f->data, (Py_ssize_t)f->size, PyBUF_READ);
         if (mv == NULL || PyDict_SetItemString(d, f->name, mv) < 0) {
             Py_XDECREF(mv);
@@ -109,10 +51,24 @@ install_finder(const pyc_embedded_file_t *files)
         }
         Py_DECREF(mv);
     }
-    if (PyDict_SetItemString(g, "__builtins__", PyEval_GetBuiltins()) < 0 ||
-        PyDict_SetItemString(g, "files", d) < 0)
+    if (boot == NULL) {
+        PyErr_SetString(PyExc_ImportError, BOOT_FILE " is not compiled into this program");
         goto out;
-    PyObject *r = PyRun_String(finder_src, Py_file_input, g, g);
+    }
+    PyObject *name = PyUnicode_FromString("_pyc_boot");
+    int set = name == NULL || PyDict_SetItemString(g, "__builtins__", PyEval_GetBuiltins()) < 0 ||
+              PyDict_SetItemString(g, "__name__", name) < 0 || PyDict_SetItemString(g, "files", d) < 0;
+    Py_XDECREF(name);
+    if (set)
+        goto out;
+    PyObject *src = PyBytes_FromStringAndSize((const char *)boot->data, (Py_ssize_t)boot->size);
+    code = src != NULL ? Py_CompileStringExFlags(PyBytes_AS_STRING(src), "<pyc>/" BOOT_FILE, Py_file_input,
+                                                 NULL, -1)
+                       : NULL;
+    Py_XDECREF(src);
+    if (code == NULL)
+        goto out;
+    PyObject *r = PyEval_EvalCode(code, g, g);
     if (r == NULL)
         goto out;
     Py_DECREF(r);
@@ -120,6 +76,7 @@ install_finder(const pyc_embedded_file_t *files)
     Py_XINCREF(pyc_py_finder);
     rc = pyc_py_finder != NULL ? 0 : -1;
 out:
+    Py_XDECREF(code);
     Py_XDECREF(d);
     Py_XDECREF(g);
     return rc;

@@ -13,11 +13,10 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "auth.h"
 #include "embedded.h"
 #include "error.h"
-#include "io.h"
-#include "wire.h"
+#include "frame.h"
+#include "msg.h"
 
 /* What the interpreter needs from the kernel.  Callbacks run on whatever thread Python code runs on (user
  * threads print too); they never call back into Python. */

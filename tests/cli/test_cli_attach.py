@@ -77,8 +77,9 @@ def test_attach_session(attach):
     c.expect(PS1)
 
     # Ctrl-C interrupts the running cell, not the REPL
-    c.sendline("import time; time.sleep(30)")
-    time.sleep(1.0)
+    # (the cell says when it runs: a Ctrl-C before that would find the kernel idle, where it does nothing)
+    c.sendline("import time; print('sleep' + 'ing', flush=True); time.sleep(30)")
+    c.expect("sleeping")
     c.sendintr()
     c.expect("KeyboardInterrupt", timeout=15)
     c.expect(PS1)

@@ -227,7 +227,7 @@ def test_console_existing_on_child(forked):
 def test_pyc_client_fork(fresh_kernel):
     import sys
 
-    sys.path.insert(0, os.path.join(os.environ.get("PYC_SRCDIR", ""), "kernel", "python"))
+    sys.path.insert(0, os.path.join(os.environ.get("PYC_SRCDIR", ""), "cli", "python"))
     import pyc_client
 
     execute(fresh_kernel.kc, "z = 'from parent'")

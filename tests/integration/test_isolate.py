@@ -13,7 +13,7 @@ from pyctest import IS_PYC, NOT_PYC_REASON, PYC_SRCDIR, eval_value, execute
 
 pytestmark = pytest.mark.skipif(not IS_PYC, reason=NOT_PYC_REASON)
 
-sys.path.insert(0, os.path.join(PYC_SRCDIR, "kernel", "python"))
+sys.path.insert(0, os.path.join(PYC_SRCDIR, "cli", "python"))
 import pyc_client  # noqa: E402
 
 

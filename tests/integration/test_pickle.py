@@ -16,7 +16,7 @@ from pyctest import assert_alive, eval_value, execute, get_reply, request, strea
 np = pytest.importorskip("numpy")
 pd = pytest.importorskip("pandas")
 
-sys.path.insert(0, os.path.join(pyctest.PYC_SRCDIR, "kernel", "python"))
+sys.path.insert(0, os.path.join(pyctest.PYC_SRCDIR, "cli", "python"))
 import pyc_client  # noqa: E402
 from pyc_client import PycError, PycSkippedWarning  # noqa: E402
 

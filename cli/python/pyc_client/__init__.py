@@ -33,25 +33,18 @@ Trust: unpickling runs code.  get() trusts the kernel as much as running its out
 same trust boundary as executing code in the kernel.
 """
 
-import hashlib
-import hmac
-import os
 import pickle
-import threading
 import time
 import uuid
 import warnings
 
 __all__ = ["get", "put", "copy", "fork", "run_isolated", "request", "PycError", "PycSkippedWarning", "TARGET", "PROTOCOL"]
 
-TARGET = "pyc.pickle"
-PROTOCOL = 5
-#: Digests are taken per chunk of this many bytes, so that several threads can hash one buffer.
-CHUNK = 4 << 20
-#: Threads that hash at once (hashlib releases the GIL), and the size from which they are worth it.
-HASH_THREADS = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                             else (os.cpu_count() or 1)))
-PARALLEL_MIN = 8 << 20
+# The digest rules and constants are shared with the kernel: _digest.py is the kernel's own file.
+from ._digest import DEFAULT_CHUNK as CHUNK  # the chunk size this client asks for
+from ._digest import PROTOCOL, TARGET
+from ._digest import digests as _digests
+from ._digest import mismatch as _mismatch
 
 
 class PycError(Exception):
@@ -169,62 +162,6 @@ def _dumps(obj):
     return [main] + oob
 
 
-def _sha256_hex(pieces):
-    """The hex SHA-256 of each bytes-like piece, in order; from PARALLEL_MIN bytes on, HASH_THREADS threads
-    (this one among them) share the pieces, largest first."""
-    sizes = [memoryview(p).nbytes for p in pieces]
-    workers = min(HASH_THREADS, len(pieces))
-    if workers < 2 or sum(sizes) < PARALLEL_MIN:
-        return [hashlib.sha256(p).hexdigest() for p in pieces]
-    out = [None] * len(pieces)
-    todo = iter(sorted(range(len(pieces)), key=sizes.__getitem__, reverse=True))
-    lock = threading.Lock()
-    failed = []
-
-    def work():
-        try:
-            while True:
-                with lock:
-                    i = next(todo, None)
-                if i is None:
-                    return
-                out[i] = hashlib.sha256(pieces[i]).hexdigest()
-        except BaseException as e:
-            failed.append(e)
-
-    helpers = [threading.Thread(target=work, daemon=True) for _ in range(workers - 1)]
-    for t in helpers:
-        t.start()
-    work()
-    for t in helpers:
-        t.join()
-    if failed:
-        raise failed[0]
-    return out
-
-
-def _chunks(buf, chunk):
-    mv = memoryview(buf).cast("B")
-    return [mv[i:i + chunk] for i in range(0, mv.nbytes, chunk)] or [mv]
-
-
-def _digests(buffers, chunk=CHUNK):
-    """For each buffer the list of the hex SHA-256 digests of its chunks (chunk None: one digest each)."""
-    if chunk is None:
-        return _sha256_hex(buffers)
-    pieces, counts = [], []
-    for b in buffers:
-        c = _chunks(b, chunk)
-        pieces.extend(c)
-        counts.append(len(c))
-    flat = _sha256_hex(pieces)
-    out, k = [], 0
-    for n in counts:
-        out.append(flat[k:k + n])
-        k += n
-    return out
-
-
 def _check(reply, buffers):
     """Checks the buffers of an answer against its digests: one per buffer, or lists of chunk digests."""
     digests = reply.get("sha256")
@@ -232,23 +169,11 @@ def _check(reply, buffers):
         raise PycError("IntegrityError", "the answer has %d buffers and %s digests" %
                        (len(buffers), len(digests) if isinstance(digests, list) else "no"), reply)
     chunk = reply.get("chunk")
-    pieces, wants = [], []
-    for i, (b, want) in enumerate(zip(buffers, digests)):
-        if isinstance(want, list):
-            if not isinstance(chunk, int) or chunk <= 0:
-                raise PycError("IntegrityError", "the answer has chunk digests without a chunk size", reply)
-            ps = _chunks(b, chunk)
-            if len(ps) != len(want):
-                raise PycError("IntegrityError", "buffer %d of the answer has %d chunks but %d digests" %
-                               (i, len(ps), len(want)), reply)
-            pieces.extend(ps)
-            wants.extend((i, w) for w in want)
-        else:
-            pieces.append(b)
-            wants.append((i, want))
-    for got, (i, want) in zip(_sha256_hex(pieces), wants):
-        if not hmac.compare_digest(got, str(want).lower()):
-            raise PycError("IntegrityError", "buffer %d of the answer does not match its SHA-256 digest" % i, reply)
+    if any(isinstance(d, list) for d in digests) and (not isinstance(chunk, int) or chunk <= 0):
+        raise PycError("IntegrityError", "the answer has chunk digests without a chunk size", reply)
+    why = _mismatch(buffers, digests, chunk)
+    if why is not None:
+        raise PycError("IntegrityError", why + " (in the kernel's answer)", reply)
 
 
 def _names_request(op, name):

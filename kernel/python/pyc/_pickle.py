@@ -89,18 +89,11 @@ import threading
 import time
 import types
 
-TARGET = "pyc.pickle"
-PROTOCOL = 5
+from ._digest import (CHUNK_MAX, CHUNK_MIN, DEFAULT_CHUNK, HASH_THREADS, PROTOCOL, TARGET,  # noqa: F401
+                      chunks as _chunks, digests as _digests, is_hex as _is_hex, mismatch as _mismatch,
+                      sha256_hex as _sha256_hex)
+
 DEFAULT_MAX_BYTES = 4 << 30
-#: Smallest and largest chunk size of chunked digests.  The floor bounds the number of digests (65536 for
-#: 4 GiB); 4 MiB (pyc_client's choice) gives 25 digests for 100 MiB, enough to keep two threads busy.
-CHUNK_MIN = 64 << 10
-CHUNK_MAX = 1 << 30
-#: Threads that hash at once (hashlib releases the GIL over more than 2 KiB, so they run in parallel).
-HASH_THREADS = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                             else (os.cpu_count() or 1)))
-#: Below this many bytes one thread hashes: starting threads would cost more than it saves.
-PARALLEL_MIN = 8 << 20
 #: Transfers from another kernel waiting at once (op "listen").
 MAX_LANDINGS = 16
 #: The stream a kernel writes to another one starts with these four bytes.
@@ -233,65 +226,7 @@ def _flat(pb):
         return memoryview(memoryview(pb).tobytes())
 
 
-# ---- digests --------------------------------------------------------------------------------------------
-
-
-def _sha256_hex(pieces):
-    """The hex SHA-256 of each bytes-like piece, in order.  From PARALLEL_MIN bytes on, HASH_THREADS threads
-    (the caller's among them) share the pieces, largest first: two threads take 100 MiB in 4 MiB pieces
-    from 58 ms to 32 ms on the test machine."""
-    sizes = [memoryview(p).nbytes for p in pieces]
-    workers = min(HASH_THREADS, len(pieces))
-    if workers < 2 or sum(sizes) < PARALLEL_MIN:
-        return [hashlib.sha256(p).hexdigest() for p in pieces]
-    out = [None] * len(pieces)
-    todo = iter(sorted(range(len(pieces)), key=sizes.__getitem__, reverse=True))
-    lock = threading.Lock()
-    failed = []
-
-    def work():
-        try:
-            while True:
-                with lock:
-                    i = next(todo, None)
-                if i is None:
-                    return
-                out[i] = hashlib.sha256(pieces[i]).hexdigest()
-        except BaseException as e:       # MemoryError: reported by the caller
-            failed.append(e)
-
-    helpers = [threading.Thread(target=work, name="pyc-sha256", daemon=True) for _ in range(workers - 1)]
-    for t in helpers:
-        t.start()
-    work()
-    for t in helpers:
-        t.join()
-    if failed:
-        raise failed[0]
-    return out
-
-
-def _chunks(buf, chunk):
-    """buf as consecutive views of chunk bytes (the last shorter); [empty view] for an empty buffer."""
-    mv = memoryview(buf).cast("B")
-    return [mv[i:i + chunk] for i in range(0, mv.nbytes, chunk)] or [mv]
-
-
-def _digests(buffers, chunk=None):
-    """One hex digest per buffer (chunk None), or one list of chunk digests per buffer."""
-    if chunk is None:
-        return _sha256_hex(buffers)
-    pieces, counts = [], []
-    for b in buffers:
-        c = _chunks(b, chunk)
-        pieces.extend(c)
-        counts.append(len(c))
-    flat = _sha256_hex(pieces)
-    out, k = [], 0
-    for n in counts:
-        out.append(flat[k:k + n])
-        k += n
-    return out
+# ---- digests (the rules are in _digest.py) --------------------------------------------------------------
 
 
 def _chunk_of(data):
@@ -393,10 +328,6 @@ def _get_many(names, limit, skip_main, chunk=None, send_to=None):
 # ---- unpickling ------------------------------------------------------------------------------------------
 
 
-def _is_hex(d):
-    return isinstance(d, str) and len(d) == 64 and all(c in "0123456789abcdefABCDEF" for c in d)
-
-
 def _check_buffers(data, buffers, limit, computed=None, computed_chunk=None):
     """Size, count and SHA-256 of every buffer, before anything is unpickled.  computed: the chunk digests
     of the buffers already taken (by a landing, with chunk computed_chunk); else they are hashed here."""
@@ -421,35 +352,12 @@ def _check_buffers(data, buffers, limit, computed=None, computed_chunk=None):
     nbytes = data.get("nbytes")
     if nbytes is not None and nbytes != total:
         raise RequestFailed("IntegrityError", "the buffers hold %d bytes, the request says %r" % (total, nbytes))
-    if computed is not None:
-        if chunk != computed_chunk or not all(isinstance(d, list) for d in digests):
-            raise RequestFailed("IntegrityError", "the digests are not those of %d-byte chunks, as sent" %
-                                computed_chunk)
-        got = computed
-    else:
-        # what is to be hashed: whole buffers for string digests, chunks for lists
-        pieces, where = [], []
-        for i, (b, want) in enumerate(zip(buffers, digests)):
-            ps = _chunks(b, chunk) if isinstance(want, list) else [b]
-            pieces.extend(ps)
-            where.append(len(ps))
-        flat = _sha256_hex(pieces)
-        got, k = [], 0
-        for i, n in enumerate(where):
-            got.append(flat[k:k + n] if isinstance(digests[i], list) else flat[k])
-            k += n
-    for i, (have, want) in enumerate(zip(got, digests)):
-        if isinstance(want, str):
-            if not hmac.compare_digest(have, want.lower()):
-                raise RequestFailed("IntegrityError", "buffer %d does not match its SHA-256 digest" % i)
-            continue
-        if len(have) != len(want):
-            raise RequestFailed("IntegrityError", "buffer %d has %d chunks of %d bytes but %d digests" %
-                                (i, len(have), chunk, len(want)))
-        for j, (h, w) in enumerate(zip(have, want)):
-            if not hmac.compare_digest(h, w.lower()):
-                raise RequestFailed("IntegrityError", "buffer %d (chunk %d) does not match its SHA-256 digest"
-                                    % (i, j))
+    if computed is not None and (chunk != computed_chunk or not all(isinstance(d, list) for d in digests)):
+        raise RequestFailed("IntegrityError", "the digests are not those of %d-byte chunks, as sent" %
+                            computed_chunk)
+    why = _mismatch(buffers, digests, chunk, computed)
+    if why is not None:
+        raise RequestFailed("IntegrityError", why)
     return total
 
 
@@ -540,7 +448,6 @@ def _put_checked(data, buffers, limit, landing):
 # ---- kernel to kernel -------------------------------------------------------------------------------------
 
 #: The default chunk of a transfer to another kernel when the request names none.
-DEFAULT_CHUNK = 4 << 20
 #: A transfer's buffers from this size on land in huge-page-advised mappings (see _fresh_buffer).
 MAP_MIN = 1 << 20
 

@@ -1,6 +1,6 @@
 /*
  * test_session.c -- cmocka tests for session.c: session names, session files with pyc's extra members,
- * /proc/PID/stat parsing and process identity, and the sides of `pyc cp`.
+ * and the sides of `pyc cp`.
  *
  * Refusals are checked by status and by a piece of their sentence.  The file tests write into a fresh
  * directory under /tmp and check the mode (0600) and that no temporary file is left behind.
@@ -183,43 +183,6 @@ test_file_write_and_load(void **state)
 }
 
 static void
-test_proc_stat_parse(void **state)
-{
-    (void)state;
-    char st;
-    unsigned long long start;
-    static const char normal[] = "4242 (pyc-kernel) S 1 4242 4242 0 -1 4194560 1000 0 0 0 12 3 0 0 20 0 5 0 "
-                                 "98765 123456789 2000 18446744073709551615\n";
-    assert_int_equal(pyc_proc_stat_parse(normal, &st, &start), 0);
-    assert_int_equal(st, 'S');
-    assert_int_equal(start, 98765ULL);
-    /* A command name with spaces and ')' in it. */
-    static const char odd[] = "7 (a) b) (c) Z 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 555 0 0\n";
-    assert_int_equal(pyc_proc_stat_parse(odd, &st, &start), 0);
-    assert_int_equal(st, 'Z');
-    assert_int_equal(start, 555ULL);
-    assert_int_equal(pyc_proc_stat_parse("7 (a) S 1 2 3", &st, &start), -1);
-    assert_int_equal(pyc_proc_stat_parse("no parenthesis", &st, &start), -1);
-    assert_int_equal(pyc_proc_stat_parse("7 (a) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 x", &st, &start), -1);
-    assert_int_equal(pyc_proc_stat_parse("7 (a)", &st, &start), -1);
-}
-
-static void
-test_proc_identity(void **state)
-{
-    (void)state;
-    long me = (long)getpid();
-    unsigned long long start = pyc_proc_start(me);
-    assert_true(start > 0);
-    assert_true(pyc_proc_is(me, 0));
-    assert_true(pyc_proc_is(me, start));
-    assert_false(pyc_proc_is(me, start + 1));
-    assert_false(pyc_proc_is(0, 0));
-    assert_false(pyc_proc_is(-5, 0));
-    assert_int_equal(pyc_proc_start(0), 0ULL);
-}
-
-static void
 test_sides(void **state)
 {
     (void)state;
@@ -268,8 +231,6 @@ main(void)
         cmocka_unit_test(test_paths_and_file_names),
         cmocka_unit_test(test_file_parse),
         cmocka_unit_test(test_file_write_and_load),
-        cmocka_unit_test(test_proc_stat_parse),
-        cmocka_unit_test(test_proc_identity),
         cmocka_unit_test(test_sides),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,11 +9,11 @@
  * tested at size 4, where eviction order is easy to follow, and at the default size with more messages than
  * it holds, which walks every path of the ring's hash chains.
  *
- * The program is built twice: test_auth with the kernel's auth.c (OpenSSL), and test_auth_builtin with
- * PYC_AUTH_BUILTIN, the `pyc` command's copy over sha256.c.  The builtin one refuses hmac-sha512 (checked
- * instead of the sha512 vectors), runs the SHA-256 vectors through both its code paths (the SHA instructions
- * when the CPU has them, and the portable code), and compares both with OpenSSL on lengths around every block
- * boundary, in one piece and in random splits.
+ * The program is built twice from the one auth.c: test_auth linked with the kernel's hmac.h backend (OpenSSL), and
+ * test_auth_builtin (TEST_HMAC_BUILTIN) with the `pyc` command's backend over sha256.c.  The builtin one refuses
+ * hmac-sha512 (checked instead of the sha512 vectors), runs the SHA-256 vectors through both its code paths (the SHA
+ * instructions when the CPU has them, and the portable code), and compares both with OpenSSL on lengths around every
+ * block boundary, in one piece and in random splits.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,7 +27,8 @@
 #include <string.h>
 
 #include "auth.h"
-#ifdef PYC_AUTH_BUILTIN
+#include "hmac.h"
+#ifdef TEST_HMAC_BUILTIN
 #include <openssl/evp.h>
 
 #include "sha256.h"
@@ -139,7 +140,7 @@ test_rfc4231_long_key(void **state)
     pyc_auth_destroy(&a);
 }
 
-#ifdef PYC_AUTH_BUILTIN
+#ifdef TEST_HMAC_BUILTIN
 /* The CLI's copy knows hmac-sha256 only, and says so. */
 static void
 test_rfc4231_sha512(void **state)
@@ -187,7 +188,7 @@ test_jupyter_message_sha256(void **state)
     pyc_auth_destroy(&a);
 }
 
-#ifndef PYC_AUTH_BUILTIN
+#ifndef TEST_HMAC_BUILTIN
 static void
 test_jupyter_message_sha512(void **state)
 {
@@ -580,23 +581,23 @@ static void
 sha256_vectors(void)
 {
     char hex[65];
-    pyc_auth_sha256_hex("", 0, hex);
+    pyc_sha256_hex("", 0, hex);
     assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    pyc_auth_sha256_hex("abc", 3, hex);
+    pyc_sha256_hex("abc", 3, hex);
     assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     static unsigned char big[1 << 20];
     memset(big, 0x5a, sizeof big);
-    pyc_auth_sha256_hex(big, sizeof big, hex);
+    pyc_sha256_hex(big, sizeof big, hex);
     assert_string_equal(hex, "bf63d8a95fcc2e64619813aae35fdcbe871fdd9264caa3f365eb3aed0f679129");
     static const char m448[] = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-    pyc_auth_sha256_hex(m448, strlen(m448), hex);
+    pyc_sha256_hex(m448, strlen(m448), hex);
     assert_string_equal(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
     static const char m896[] = "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqr"
                                "lmnopqrsmnopqrstnopqrstu";
-    pyc_auth_sha256_hex(m896, strlen(m896), hex);
+    pyc_sha256_hex(m896, strlen(m896), hex);
     assert_string_equal(hex, "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
     memset(big, 'a', 1000000);
-    pyc_auth_sha256_hex(big, 1000000, hex);
+    pyc_sha256_hex(big, 1000000, hex);
     assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
@@ -605,7 +606,7 @@ test_sha256_hex(void **state)
 {
     (void)state;
     sha256_vectors();
-#ifdef PYC_AUTH_BUILTIN
+#ifdef TEST_HMAC_BUILTIN
     int accelerated = pyc_sha256_accelerated(-1);
     print_message("SHA-256 through the CPU's SHA instructions: %s\n", accelerated ? "yes" : "no");
     pyc_sha256_accelerated(0);
@@ -616,7 +617,7 @@ test_sha256_hex(void **state)
 #endif
 }
 
-#ifdef PYC_AUTH_BUILTIN
+#ifdef TEST_HMAC_BUILTIN
 /* Both code paths against OpenSSL: every length from 0 to 300 and some around larger block multiples, in one
  * piece and in random splits (so that the buffered tail meets every offset). */
 static void
@@ -661,7 +662,7 @@ main(void)
         cmocka_unit_test(test_rfc4231_long_key),
         cmocka_unit_test(test_rfc4231_sha512),
         cmocka_unit_test(test_jupyter_message_sha256),
-#ifndef PYC_AUTH_BUILTIN
+#ifndef TEST_HMAC_BUILTIN
         cmocka_unit_test(test_jupyter_message_sha512),
 #endif
         cmocka_unit_test(test_binary_key_and_empty_parts),
@@ -679,7 +680,7 @@ main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_destroy_null_safe),
         cmocka_unit_test(test_sha256_hex),
-#ifdef PYC_AUTH_BUILTIN
+#ifdef TEST_HMAC_BUILTIN
         cmocka_unit_test(test_sha256_against_openssl),
 #endif
     };

@@ -2,7 +2,7 @@
  * test_connfile.c -- cmocka tests for connfile.c: parsing, loading, writing and endpoints.
  *
  * Valid files are built in the tests; bad ones are data, in the manner of jansson's test suites: each
- * tests/unit/data/connfile/NAME.json is a file the kernel must refuse, and the first line of NAME.err is a
+ * tests/data/connfile/NAME.json is a file the kernel must refuse, and the first line of NAME.err is a
  * substring of the sentence it must refuse it with.  The data directory is found through $PYC_SRCDIR (which
  * `make check` exports as the absolute top source directory), else next to this program (an in-tree build);
  * when neither exists the data test is skipped with a message, so a bare run still tests the rest.
@@ -27,7 +27,7 @@
 
 #include "connfile.h"
 
-#define DATA_SUBDIR "tests/unit/data/connfile"
+#define DATA_SUBDIR "tests/data/connfile"
 
 static const char full_file[] =
     "{\n"
@@ -545,7 +545,7 @@ find_data_dir(char *dir, size_t cap)
         fail_msg("PYC_SRCDIR is set but %s is not a directory", dir);
     }
     if (exe_dir[0] != '\0') {
-        if ((size_t)snprintf(dir, cap, "%s/data/connfile", exe_dir) < cap && stat(dir, &st) == 0 &&
+        if ((size_t)snprintf(dir, cap, "%s/../../data/connfile", exe_dir) < cap && stat(dir, &st) == 0 &&
             S_ISDIR(st.st_mode))
             return 0;
     }

@@ -1,0 +1,1 @@
+../../../kernel/python/pyc/_digest.py
