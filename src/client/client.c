@@ -84,7 +84,7 @@ pyc_client_new(const pyc_connfile_t *cf, bool with_stdin, pyc_error_t *err)
     static const int types[PYC_CHAN_COUNT] = {PYC_ZMTP_DEALER, PYC_ZMTP_SUB, PYC_ZMTP_DEALER, PYC_ZMTP_DEALER, -1};
     pyc_client_t *self = calloc(1, sizeof *self);
     if (self == NULL) {
-        pyc_error_set(err, "out of memory");
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
     }
     pyc_msg_new_id(self->session);
@@ -99,7 +99,7 @@ pyc_client_new(const pyc_connfile_t *cf, bool with_stdin, pyc_error_t *err)
         user = "pyc";
     if (pyc_buf_add_json_string(&u, user, strlen(user)) < 0 || (self->username_json = pyc_buf_detach(&u, NULL)) == NULL) {
         pyc_buf_free(&u);
-        pyc_error_set(err, "out of memory");
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
         goto fail;
     }
     for (int c = 0; c < PYC_CHAN_COUNT; c++) {
@@ -369,7 +369,7 @@ pyc_client_heartbeat(const pyc_connfile_t *const *cfs, size_t n, int timeout_ms,
     size_t *which = calloc(n, sizeof *which);
     int rc = -1;
     if (conns == NULL || pfd == NULL || which == NULL) {
-        pyc_error_set(err, "out of memory");
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
         goto out;
     }
     size_t waiting = 0;

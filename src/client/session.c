@@ -77,7 +77,7 @@ pyc_session_file_parse(const char *text, size_t len, pyc_session_file_t *out, py
     json_t *root = json_loadb(text, len, 0, NULL);
     if (root == NULL) {
         pyc_connfile_clear(&out->cf);
-        return pyc_error_set(err, "out of memory");
+        return pyc_error_code(err, PYC_ENOMEM, "out of memory");
     }
     json_t *v = json_object_get(root, "pid");
     if (json_is_integer(v) && json_integer_value(v) > 0 && json_integer_value(v) <= 0x7fffffff)
@@ -148,7 +148,7 @@ pyc_session_file_write(const char *path, const pyc_session_file_t *sf, pyc_error
                (sf->pid_start > 0 &&
                 json_object_set_new(root, "pid_start", json_integer((json_int_t)sf->pid_start)) < 0) ||
                (sf->created > 0 && json_object_set_new(root, "created", json_real(sf->created)) < 0)) {
-        pyc_error_set(err, "out of memory");
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
     } else {
         rc = pyc_connfile_write_json(path, root, err);
     }

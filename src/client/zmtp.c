@@ -231,7 +231,7 @@ pyc_zmtp_dec_new(int type, size_t max_msg, size_t max_frames, pyc_error_t *err)
     }
     pyc_zmtp_dec_t *self = calloc(1, sizeof *self);
     if (self == NULL) {
-        pyc_error_set(err, "out of memory");
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
     }
     self->type = type;
@@ -838,7 +838,7 @@ pyc_zmtp_new(const char *endpoint, int type, const char *identity, size_t max_ms
     }
     pyc_zmtp_t *self = calloc(1, sizeof *self);
     if (self == NULL) {
-        pyc_error_set(err, "out of memory");
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
     }
     self->fd = -1;
@@ -847,7 +847,7 @@ pyc_zmtp_new(const char *endpoint, int type, const char *identity, size_t max_ms
     self->retry_ms = RETRY_FIRST_MS;
     pyc_buf_init(&self->obuf, max_msg);
     if ((self->endpoint = strdup(endpoint)) == NULL || (self->rbuf = malloc(RBUF_SIZE)) == NULL) {
-        pyc_error_set(err, "out of memory");
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
         goto fail;
     }
     if ((self->dec = pyc_zmtp_dec_new(type, max_msg, max_frames, err)) == NULL)

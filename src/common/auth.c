@@ -49,7 +49,7 @@ pyc_auth_new(const char *scheme, const void *key, size_t keylen, size_t replay_w
 {
     pyc_auth_t *self = calloc(1, sizeof *self);
     if (self == NULL) {
-        pyc_error_set(err, "out of memory");
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
     }
     pthread_mutex_init(&self->lock, NULL);

@@ -95,7 +95,7 @@ pyc_connfile_parse(const char *text, size_t len, pyc_connfile_t *out, pyc_error_
     out->keylen = key != NULL ? json_string_length(key) : 0;
     out->key = malloc(out->keylen + 1);
     if (out->key == NULL) {
-        pyc_error_set(err, "out of memory");
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
         goto out;
     }
     memcpy(out->key, k, out->keylen);
@@ -118,7 +118,7 @@ pyc_connfile_load(const char *path, pyc_connfile_t *out, pyc_error_t *err)
     char *text = malloc(MAX_FILE + 1);
     if (text == NULL) {
         fclose(f);
-        return pyc_error_set(err, "out of memory");
+        return pyc_error_code(err, PYC_ENOMEM, "out of memory");
     }
     size_t n = fread(text, 1, MAX_FILE + 1, f);
     int rd_err = ferror(f);

@@ -65,7 +65,7 @@ pyc_wire_decode(const pyc_frame_t *frames, size_t n, pyc_auth_t *auth, pyc_msg_t
     if (msg == NULL || copy == NULL) {
         free(msg);
         free(copy);
-        return pyc_error_set(err, "out of memory");
+        return pyc_error_code(err, PYC_ENOMEM, "out of memory");
     }
     memcpy(copy, frames, n * sizeof *copy);
     msg->frames_copy = copy;

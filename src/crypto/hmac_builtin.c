@@ -34,7 +34,7 @@ pyc_hmac_new(const char *digest, const void *key, size_t keylen, pyc_error_t *er
         return NULL;
     pyc_hmac_t *self = calloc(1, sizeof *self);
     if (self == NULL) {
-        pyc_error_set(err, "out of memory");
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
     }
     unsigned char k0[PYC_SHA256_BLOCK], pad[PYC_SHA256_BLOCK];

@@ -53,7 +53,7 @@ pyc_hmac_new(const char *digest, const void *key, size_t keylen, pyc_error_t *er
         return NULL;
     pyc_hmac_t *self = calloc(1, sizeof *self);
     if (self == NULL) {
-        pyc_error_set(err, "out of memory");
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
     }
     self->size = (size_t)size;

@@ -61,7 +61,7 @@ set_place(pyc_checkpoint_t *c, const char *dir, const char *id, const char *pyth
     size_t hcap = 1024;
     c->header = malloc(hcap);
     if (c->dir == NULL || c->stem == NULL || c->header == NULL)
-        return pyc_error_set(err, "out of memory");
+        return pyc_error_code(err, PYC_ENOMEM, "out of memory");
     snprintf(c->stem, slen, "%s/%s", dir, clean);
     snprintf(c->header, hcap,
              MAGIC "%s\n"
@@ -84,7 +84,7 @@ open_file(pyc_checkpoint_t *c, pyc_error_t *err)
     size_t plen = strlen(c->stem) + 16;
     char *path = malloc(plen);
     if (path == NULL)
-        return pyc_error_set(err, "out of memory");
+        return pyc_error_code(err, PYC_ENOMEM, "out of memory");
     for (int i = 1; i <= 1000; i++) {
         if (i == 1)
             snprintf(path, plen, "%s.py", c->stem);
@@ -110,7 +110,7 @@ pyc_checkpoint_new(const char *dir, const char *id, const char *python_version, 
 {
     pyc_checkpoint_t *c = calloc(1, sizeof *c);
     if (c == NULL) {
-        pyc_error_set(err, "out of memory");
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
     }
     c->fd = -1;
@@ -135,7 +135,7 @@ pyc_checkpoint_add(pyc_checkpoint_t *c, int count, const char *code, pyc_error_t
     int rc = -1;
     if (pyc_buf_add(&b, marker, (size_t)m) < 0 || pyc_buf_add(&b, code, n) < 0 ||
         (n > 0 && code[n - 1] != '\n' && pyc_buf_add(&b, "\n", 1) < 0)) {
-        pyc_error_set(err, "out of memory");
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
         goto out;
     }
     if (pyc_write_all(c->fd, b.data, b.len) < 0) {
@@ -279,7 +279,7 @@ pyc_checkpoint_parse(const char *text, size_t len, char ***cells_out, size_t *n_
     return 0;
 oom:
     pyc_checkpoint_free_cells(cells, n);
-    return pyc_error_set(err, "out of memory");
+    return pyc_error_code(err, PYC_ENOMEM, "out of memory");
 }
 
 int

@@ -241,7 +241,7 @@ pyc_guard_new(const pyc_limits_t *limits, const pyc_guard_callbacks_t *cb, pyc_e
 {
     pyc_guard_t *g = calloc(1, sizeof *g);
     if (g == NULL) {
-        pyc_error_set(err, "out of memory");
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
     }
     g->limits = *limits;

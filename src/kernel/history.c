@@ -130,7 +130,7 @@ pyc_history_open(const char *path, pyc_error_t *err)
     }
     self = calloc(1, sizeof *self);
     if (self == NULL) {
-        pyc_error_set(err, "out of memory");
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
     }
     int rc = sqlite3_open_v2(path, &self->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,

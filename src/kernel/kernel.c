@@ -475,7 +475,7 @@ host_input(void *ctx, const char *prompt, bool password, char **out, pyc_error_t
         *out = strdup(json_is_string(v) ? json_string_value(v) : "");
         pyc_msg_destroy(&m);
         if (*out == NULL)
-            return pyc_error_set(err, "out of memory");
+            return pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return 0;
     }
 }
@@ -1763,7 +1763,7 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
 {
     pyc_kernel_t *k = calloc(1, sizeof *k);
     if (k == NULL) {
-        pyc_error_set(err, "out of memory");
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
     }
     k->io = cfg->io;
@@ -1796,7 +1796,7 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
         k->checkpoint_dir = strdup(cfg->checkpoint_dir);
         k->session_id = strdup(cfg->session_id);
         if (k->checkpoint_dir == NULL || k->session_id == NULL) {
-            pyc_error_set(err, "out of memory");
+            pyc_error_code(err, PYC_ENOMEM, "out of memory");
             pyc_kernel_destroy(&k);
             return NULL;
         }
@@ -1811,7 +1811,7 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     k->streams = pyc_streams_new(on_stream_publish, k, err);
     if (k->username_json == NULL || k->streams == NULL) {
         if (k->username_json == NULL)
-            pyc_error_set(err, "out of memory");
+            pyc_error_code(err, PYC_ENOMEM, "out of memory");
         pyc_kernel_destroy(&k);
         return NULL;
     }

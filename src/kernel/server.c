@@ -488,7 +488,7 @@ pyc_server_new(pyc_connfile_t *cf, pyc_auth_t *auth, pyc_error_t *err)
     static const int types[PYC_CHAN_COUNT] = {ZMQ_ROUTER, ZMQ_PUB, ZMQ_ROUTER, ZMQ_ROUTER, ZMQ_ROUTER};
     pyc_server_t *srv = calloc(1, sizeof *srv);
     if (srv == NULL) {
-        pyc_error_set(err, "out of memory");
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
     }
     srv->auth = auth;

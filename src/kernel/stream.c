@@ -188,7 +188,7 @@ pyc_streams_new(pyc_stream_publish_fn publish, void *ctx, pyc_error_t *err)
 {
     pyc_streams_t *s = calloc(1, sizeof *s);
     if (s == NULL) {
-        pyc_error_set(err, "out of memory");
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
     }
     pthread_mutex_init(&s->lock, NULL);

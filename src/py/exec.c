@@ -658,7 +658,7 @@ pyc_py_isolate_merge(const void *blob, size_t len, json_t **merged, json_t **ski
 {
     PyObject *r, *args = Py_BuildValue("(y#)", (const char *)blob, (Py_ssize_t)len);
     if (args == NULL)
-        return pyc_error_set(err, "out of memory");
+        return pyc_error_code(err, PYC_ENOMEM, "out of memory");
     int rc = isolate_call("merge", args, &r, err);
     Py_DECREF(args);
     if (rc < 0)
