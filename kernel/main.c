@@ -15,10 +15,7 @@
  * by JPY_PARENT_PID is gone; 1 when the kernel could not start (ports, Python); 2 for bad arguments or a bad
  * connection file; 3 when a cell could not be stopped after its deadline (the client was told first).
  *
- * Order of start-up matters: SIGINT and SIGTERM are blocked before any thread exists (ZeroMQ's I/O threads
- * included), so that every helper thread inherits the mask and signals reach only the main thread, which
- * unblocks them once all threads run.  Output capture starts after Python is up, so that an interpreter
- * that fails to start can still say why on the real stderr.
+ * The wiring of the modules is app.c's, shared with sessions forked from a live kernel.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -29,6 +26,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "app.h"
 #include "auth.h"
 #include "checkpoint.h"
 #include "config.h"
@@ -58,38 +56,25 @@ usage(FILE *f)
     fprintf(f, "Durations: 30, 1.5, 250ms, 30s, 5m, 2h.  Sizes: 4096, 512K, 100M, 2G.\n");
 }
 
-/* ctx is the main loop's server variable, which a forked child replaces. */
-static void
-wake_main(void *ctx)
-{
-    pyc_server_wake(*(pyc_server_t **)ctx);
-}
-
-/* True when JPY_PARENT_PID names a process that no longer exists. */
+/* True when the process named by JPY_PARENT_PID (or a forked session's parent kernel) no longer exists. */
 static bool
 parent_gone(pid_t parent)
 {
     return parent > 1 && kill(parent, 0) < 0 && errno == ESRCH;
 }
 
-static pyc_kernel_t *the_kernel;
+/* The process's wiring; a forked session changes it in place (app.c). */
+static pyc_app_t app;
 
-/* This process is a kernel forked by pyc.fork (set in the child when it has taken over). */
-static bool forked_session;
-
-/* What a hard exit needs: the server (to send what is queued) and a forked child's own connection file. */
-static struct {
-    pyc_server_t **srv;
-    pyc_fork_env_t *fenv;
-} hard;
-
+/* The guard's hard exit (a cell stuck in C, an overdue shutdown): sends what is queued, removes a forked
+ * session's own connection file, and ends the process at once. */
 static void
 hard_exit(void *ctx, int code)
 {
-    (void)ctx;
-    pyc_server_close(*hard.srv);             /* gives queued replies up to a second to leave */
-    if (hard.fenv->own_connection_file != NULL)
-        unlink(hard.fenv->own_connection_file);
+    pyc_app_t *a = ctx;
+    pyc_server_close(a->srv);                /* gives queued replies up to a second to leave */
+    if (a->own_connection_file != NULL)
+        unlink(a->own_connection_file);
     pyc_log("exiting with status %d", code);
     _exit(code);
 }
@@ -113,56 +98,27 @@ session_id_of(const char *connection_file, char *out, size_t cap)
         out[n - 5] = '\0';
 }
 
+/* Runs a kernel on connection_file until it is asked to shut down; returns the exit code.  *forked is set
+ * when this process ends as a session forked from it. */
 static int
-fork_child(void *ctx, bool outlive, json_t **info, pyc_error_t *err)
+run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro, bool *forked)
 {
-    return (int)pyc_fork_child(the_kernel, ctx, outlive, info, err);
-}
-
-static int
-run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro)
-{
-    pyc_connfile_t cf;
     pyc_error_t err;
-    pyc_auth_t *auth = NULL;
-    pyc_server_t *srv = NULL;
-    pyc_kernel_t *k = NULL;
     int rc = 1;
 
-    if (pyc_connfile_load(connection_file, &cf, &err) < 0) {
+    app.connection_file = connection_file;
+    if (pyc_connfile_load(connection_file, &app.cf, &err) < 0) {
         pyc_log("%s: %s", connection_file, err.text);
         return 2;
     }
-    auth = pyc_auth_new(cf.signature_scheme, cf.key, cf.keylen, 0, &err);
-    if (auth == NULL) {
-        pyc_log("connection file %s: %s", connection_file, err.text);
-        pyc_connfile_clear(&cf);
-        return 2;
-    }
-
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
-
-    srv = pyc_server_new(&cf, auth, &err);
-    if (srv == NULL) {
-        pyc_log("%s", err.text);
+    if (pyc_app_bind(&app, &err) < 0) {
+        pyc_log("%s: %s", app.auth == NULL ? connection_file : "cannot bind", err.text);
+        rc = app.auth == NULL ? 2 : 1;
         goto out;
     }
     const char *pp = getenv("JPY_PARENT_PID");
-    pid_t parent = pp != NULL ? (pid_t)strtol(pp, NULL, 10) : 0;
-    pyc_fork_env_t fenv = {
-        .connection_file = connection_file,
-        .cf = &cf,
-        .srv = &srv,
-        .auth = &auth,
-        .watch_parent = &parent,
-    };
+    app.watch_parent = pp != NULL ? (pid_t)strtol(pp, NULL, 10) : 0;
     const char *maxc = getenv("PYC_MAX_CHILDREN");
-    hard.srv = &srv;
-    hard.fenv = &fenv;
     char sid[512], cdir[4096], data[4000];
     session_id_of(connection_file, sid, sizeof sid);
     bool checkpoints = !ro->no_checkpoint;
@@ -173,27 +129,27 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro)
     else
         checkpoints = false;
     pyc_kernel_config_t kc = {
-        .io = pyc_server_io(srv),
-        .auth = auth,
-        .cf = &cf,
-        .wake_main = wake_main,
-        .wake_ctx = &srv,
-        .fork_child = fork_child,
-        .fork_ctx = &fenv,
+        .io = pyc_server_io(app.srv),
+        .auth = app.auth,
+        .cf = &app.cf,
+        .wake_main = pyc_app_wake,
+        .wake_ctx = &app,
+        .fork_child = pyc_app_fork_child,
+        .fork_ctx = &app,
         .max_children = maxc != NULL ? (int)strtol(maxc, NULL, 10) : 32,
         .limits = &ro->limits,
         .hard_exit = hard_exit,
+        .hard_exit_ctx = &app,
         .checkpoint_dir = checkpoints ? cdir : NULL,
         .session_id = sid,
     };
-    k = pyc_kernel_new(&kc, &err);
-    the_kernel = k;
-    if (k == NULL) {
+    app.kernel = pyc_kernel_new(&kc, &err);
+    if (app.kernel == NULL) {
         pyc_log("%s", err.text);
         goto out;
     }
     pyc_py_host_t host;
-    pyc_kernel_py_host(k, &host);
+    pyc_kernel_py_host(app.kernel, &host);
     const char *exe = getenv("PYC_PYTHON_EXE");
     pyc_py_config_t pc = {
         .program_name = argv0,
@@ -204,57 +160,53 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro)
         pyc_log("%s", err.text);
         goto out;
     }
-    /* C code's printf goes to a pipe now; line buffering makes it appear as it is printed. */
+    /* C code's printf goes to a pipe now; line buffering makes it appear as it is printed.  Output capture
+     * starts only now, so that an interpreter that fails to start can still say why on the real stderr. */
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (pyc_streams_capture_fds(pyc_kernel_streams(k), &err) < 0)
+    if (pyc_streams_capture_fds(pyc_kernel_streams(app.kernel), &err) < 0)
         pyc_log("output capture is off: %s", err.text);
-    if (ro->replay != NULL && pyc_kernel_replay(k, ro->replay, &err) < 0)
+    if (ro->replay != NULL && pyc_kernel_replay(app.kernel, ro->replay, &err) < 0)
         pyc_log("%s", err.text);
-    pyc_kernel_starting(k);
-    if (pyc_server_start(srv, pyc_kernel_control, k, &err) < 0) {
-        pyc_log("%s", err.text);
-        goto out;
-    }
-    if (pyc_kernel_limit_memory(k, &err) < 0) {
+    pyc_kernel_starting(app.kernel);
+    if (pyc_app_start(&app, &err) < 0 || pyc_kernel_limit_memory(app.kernel, &err) < 0) {
         pyc_log("%s", err.text);
         goto out;
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_sigmask(SIG_UNBLOCK, &block, NULL);
 
     bool restart = false;
-    while (!pyc_kernel_quitting(k, &restart)) {
+    while (!pyc_kernel_quitting(app.kernel, &restart)) {
         int chan;
-        pyc_msg_t *msg = pyc_server_next(srv, 0, &chan);
+        pyc_msg_t *msg = pyc_server_next(app.srv, 0, &chan);
         if (msg == NULL) {
-            pyc_kernel_idle(k);  /* nothing queued: finish deferred work before waiting */
-            msg = pyc_server_next(srv, 1000, &chan);
+            pyc_kernel_idle(app.kernel);     /* nothing queued: finish deferred work before waiting */
+            msg = pyc_server_next(app.srv, 1000, &chan);
         }
         if (msg != NULL) {
-            pyc_kernel_handle(k, chan, msg);
+            pyc_kernel_handle(app.kernel, chan, msg);
             continue;
         }
-        pyc_kernel_idle(k);      /* a second passed: reap children, commit history */
-        if (parent_gone(parent)) {
-            pyc_log("parent process %ld is gone; exiting", (long)parent);
+        pyc_kernel_idle(app.kernel);         /* a second passed: reap children, commit history */
+        if (parent_gone(app.watch_parent)) {
+            pyc_log("parent process %ld is gone; exiting", (long)app.watch_parent);
             break;
         }
     }
     /* atexit handlers and finalizers run with output still captured and published, within the grace. */
-    pyc_kernel_closing(k);
+    pyc_kernel_closing(app.kernel);
     pyc_py_enter();
     pyc_py_finalize();
     rc = 0;
-    if (fenv.own_connection_file != NULL) {
-        unlink(fenv.own_connection_file);    /* a forked child removes the file it wrote */
-        free(fenv.own_connection_file);
-        forked_session = true;
-    }
 out:
-    pyc_kernel_destroy(&k);
-    pyc_server_destroy(&srv);
-    pyc_auth_destroy(&auth);
-    pyc_connfile_clear(&cf);
+    if (app.own_connection_file != NULL) {
+        unlink(app.own_connection_file);     /* a forked session removes the file it wrote */
+        free(app.own_connection_file);
+        app.own_connection_file = NULL;
+        *forked = true;
+    }
+    pyc_kernel_destroy(&app.kernel);
+    pyc_server_destroy(&app.srv);
+    pyc_auth_destroy(&app.auth);
+    pyc_connfile_clear(&app.cf);
     return rc;
 }
 
@@ -351,8 +303,9 @@ main(int argc, char **argv)
     /* Under a memory cap, each thread's malloc arena would reserve 64 MB of the address space it counts. */
     if (ro.limits.memory > 0)
         mallopt(M_ARENA_MAX, 2);
-    int rc = run_kernel(cf, argv[0], &ro);
-    if (forked_session) {
+    bool forked = false;
+    int rc = run_kernel(cf, argv[0], &ro, &forked);
+    if (forked) {
         /* A forked session ends without exit(3)'s handlers.  Memory it inherited from its parent is still
          * referenced from the parent's threads (ZeroMQ's I/O threads, the control thread), which do not
          * exist here, so LeakSanitizer's check at exit would report it as leaked; the parent, which frees

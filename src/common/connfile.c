@@ -233,3 +233,28 @@ pyc_connfile_clear(pyc_connfile_t *cf)
     cf->key = NULL;
     cf->keylen = 0;
 }
+
+int
+pyc_connfile_set_key(pyc_connfile_t *cf, const char *key, size_t len, pyc_error_t *err)
+{
+    char *copy = malloc(len + 1);
+    if (copy == NULL)
+        return pyc_error_code(err, PYC_ENOMEM, "out of memory");
+    memcpy(copy, key, len);
+    copy[len] = '\0';
+    free(cf->key);
+    cf->key = copy;
+    cf->keylen = len;
+    return 0;
+}
+
+int
+pyc_connfile_copy(pyc_connfile_t *dst, const pyc_connfile_t *src, pyc_error_t *err)
+{
+    *dst = *src;
+    dst->key = NULL;
+    dst->keylen = 0;
+    if (src->key == NULL)
+        return 0;
+    return pyc_connfile_set_key(dst, src->key, src->keylen, err);
+}

@@ -22,7 +22,7 @@ typedef struct pyc_connfile {
     char ip[256];                /* an address for tcp, a path prefix for ipc */
     int ports[PYC_CHAN_COUNT];   /* indexed by PYC_CHAN_* */
     char signature_scheme[64];
-    char *key;                   /* owned, NUL-terminated, may be "" */
+    char *key;                   /* owned, NUL-terminated, may be ""; NULL in a copy that carries no key */
     size_t keylen;
     char kernel_name[128];       /* may be "" */
 } pyc_connfile_t;
@@ -52,6 +52,12 @@ int pyc_connfile_write(const char *path, const pyc_connfile_t *cf, pyc_error_t *
 /* Writes the ZeroMQ endpoint of a channel into out: "tcp://IP:PORT" or "ipc://IP-PORT".  A port of 0 gives
  * "tcp://IP:*" so that ZeroMQ picks one.  Returns 0, or -1 when out is too small. */
 int pyc_connfile_endpoint(const pyc_connfile_t *cf, int chan, char *out, size_t cap);
+
+/* Replaces cf's key with a copy of key[0..len).  Returns 0, or -1 with err (out of memory; cf unchanged). */
+int pyc_connfile_set_key(pyc_connfile_t *cf, const char *key, size_t len, pyc_error_t *err);
+
+/* Makes dst a copy of src, with a key of its own.  Returns 0, or -1 with err (dst then holds no key). */
+int pyc_connfile_copy(pyc_connfile_t *dst, const pyc_connfile_t *src, pyc_error_t *err);
 
 /* Frees the key.  Safe to call twice. */
 void pyc_connfile_clear(pyc_connfile_t *cf);

@@ -6,8 +6,8 @@
  * a thread that no longer exists.  Everything else that other threads may hold (the server's queues and
  * iopub lock, ZeroMQ's internals) belongs to objects the child never touches.
  *
- * The child reports on a pipe: one JSON line, {"pid", "connection_file", "connection"} or {"error"}.  The
- * parent waits for it at most PYC_FORK_START_TIMEOUT_MS.
+ * The child reports on a pipe: one record (record.h) whose one frame is the JSON report, {"pid",
+ * "connection_file", "connection"}, or {"error"}.  The parent waits for it at most PYC_FORK_START_TIMEOUT_MS.
  */
 #include "fork.h"
 
@@ -31,10 +31,24 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "clock.h"
 #include "msg.h"
-#include "random.h"
+#include "record.h"
 
 #define PYC_FORK_START_TIMEOUT_MS 10000
+
+/* Objects a forked child inherited and must never touch (the parent's server, history connection and the
+ * fork request's frames).  They stay referenced here, so that leak checkers see them as kept on purpose,
+ * not lost. */
+static void *inherited[16];
+static int n_inherited;
+
+void
+pyc_fork_keep_inherited(void *p)
+{
+    if (p != NULL && n_inherited < (int)(sizeof inherited / sizeof inherited[0]))
+        inherited[n_inherited++] = p;
+}
 
 /* True when fd is a socket whose local address is one of the parent kernel's endpoints. */
 static bool
@@ -88,96 +102,47 @@ close_inherited_sockets(const pyc_connfile_t *cf, int keep)
     }
 }
 
+enum { FORK_REPORT = 1, FORK_FAILED = 2 };
+
+/* Writes a report or an error (one JSON frame) to the parent. */
+static void
+report(int fd, int type, json_t *j)
+{
+    char *text = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+    pyc_frame_t f = {text != NULL ? text : "{\"error\":\"out of memory\"}",
+                     text != NULL ? strlen(text) : strlen("{\"error\":\"out of memory\"}")};
+    pyc_record_write(fd, (uint32_t)type, 0, &f, 1);
+    free(text);
+}
+
 /* The child's side: becomes a kernel of its own, then reports on fd.  Never returns on failure. */
 static void
-child_start(pyc_kernel_t *k, pyc_fork_env_t *env, bool outlive, pid_t parent, int fd)
+child_start(pyc_kernel_t *k, const pyc_fork_spec_t *spec, bool outlive, pid_t parent, int fd)
 {
     pyc_error_t err;
-    char key[65], path[4096], line[8192];
-    pyc_connfile_t ccf = *env->cf;
-    pyc_auth_t *auth = NULL;
-    pyc_server_t *srv = NULL;
-
     if (!outlive) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(0);            /* the parent died before the line above took effect */
     }
     setpgid(0, 0);
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
     pyc_msg_reseed();
-    close_inherited_sockets(env->cf, fd);
-
-    if (pyc_random_hex(key, 32, &err) < 0)
-        goto fail;
-    ccf.key = key;
-    ccf.keylen = 64;
-    for (int c = 0; c < PYC_CHAN_COUNT; c++)
-        ccf.ports[c] = 0;
-    if (strcmp(ccf.transport, "ipc") == 0) {
-        /* ipc endpoints are paths made of ip and port: a new prefix keeps them apart from the parent's. */
-        char ip[256];
-        snprintf(ip, sizeof ip, "%.200s-fork-%ld", env->cf->ip, (long)getpid());
-        memcpy(ccf.ip, ip, sizeof ccf.ip);
-        for (int c = 0; c < PYC_CHAN_COUNT; c++)
-            ccf.ports[c] = c + 1;
+    close_inherited_sockets(spec->cf, fd);
+    json_t *rep = spec->become(spec->ctx, outlive, parent, &err);
+    if (rep == NULL) {
+        json_t *e = json_pack("{s:s}", "error", err.text);
+        report(fd, FORK_FAILED, e);
+        json_decref(e);
+        _exit(1);
     }
-    if ((auth = pyc_auth_new(ccf.signature_scheme, key, 64, 0, &err)) == NULL ||
-        (srv = pyc_server_new(&ccf, auth, &err)) == NULL)
-        goto fail;
-
-    char dir[4096], base[1024];
-    snprintf(dir, sizeof dir, "%s", env->connection_file);
-    snprintf(base, sizeof base, "%s", basename((char *)env->connection_file));
-    char *dot = strrchr(base, '.');
-    if (dot != NULL && strcmp(dot, ".json") == 0)
-        *dot = '\0';
-    snprintf(path, sizeof path, "%s/%s-fork-%ld.json", dirname(dir), base, (long)getpid());
-    if (pyc_connfile_write(path, &ccf, &err) < 0)
-        goto fail;
-    char id[1100];
-    snprintf(id, sizeof id, "%s-fork-%ld", base, (long)getpid());
-    if (pyc_kernel_become_child(k, pyc_server_io(srv), auth, &ccf, id, &err) < 0)
-        goto fail;
-    pyc_kernel_keep_inherited(*env->srv);
-    pyc_kernel_keep_inherited(*env->auth);
-    *env->srv = srv;
-    *env->auth = auth;
-    *env->watch_parent = outlive ? 0 : parent;
-    env->own_connection_file = strdup(path);
-    if (pyc_server_start(srv, pyc_kernel_control, k, &err) < 0)
-        goto fail;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_sigmask(SIG_UNBLOCK, &block, NULL);
-
-    json_t *conn = pyc_connfile_to_json(&ccf);
-    json_t *rep = json_pack("{s:i, s:s, s:o}", "pid", (int)getpid(), "connection_file", path, "connection", conn);
-    char *text = json_dumps(rep, JSON_COMPACT);
+    report(fd, FORK_REPORT, rep);
     json_decref(rep);
-    snprintf(line, sizeof line, "%s\n", text != NULL ? text : "{\"error\":\"out of memory\"}");
-    free(text);
-    ssize_t w = write(fd, line, strlen(line));
-    (void)w;
     close(fd);
     pyc_kernel_starting(k);
-    return;
-fail:
-    snprintf(line, sizeof line, "{\"error\":\"%s\"}\n", err.text);
-    for (char *p = line + 10; *p != '\0' && p[1] != '\0'; p++) {
-        if (*p == '"' || *p == '\\')
-            *p = '\'';           /* keep the report valid JSON */
-    }
-    ssize_t w2 = write(fd, line, strlen(line));
-    (void)w2;
-    _exit(1);
 }
 
 pid_t
-pyc_fork_child(pyc_kernel_t *k, pyc_fork_env_t *env, bool outlive, json_t **info, pyc_error_t *err)
+pyc_fork_child(pyc_kernel_t *k, const pyc_fork_spec_t *spec, bool outlive, json_t **info, pyc_error_t *err)
 {
     int p[2];
     *info = NULL;
@@ -195,42 +160,31 @@ pyc_fork_child(pyc_kernel_t *k, pyc_fork_env_t *env, bool outlive, json_t **info
     }
     if (pid == 0) {
         close(p[0]);
-        child_start(k, env, outlive, parent, p[1]);
+        child_start(k, spec, outlive, parent, p[1]);
         return 0;
     }
     close(p[1]);
-    char buf[8192];
-    size_t len = 0;
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long waited = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
-        if (waited >= PYC_FORK_START_TIMEOUT_MS)
-            break;
-        struct pollfd pfd = {.fd = p[0], .events = POLLIN};
-        if (poll(&pfd, 1, (int)(PYC_FORK_START_TIMEOUT_MS - waited)) <= 0)
-            continue;
-        ssize_t r = read(p[0], buf + len, sizeof buf - 1 - len);
-        if (r > 0) {
-            len += (size_t)r;
-            if (memchr(buf, '\n', len) != NULL || len == sizeof buf - 1)
-                break;
-            continue;
-        }
-        if (r < 0 && errno == EINTR)
-            continue;
-        break;
+    /* The report, within PYC_FORK_START_TIMEOUT_MS: the child writes it whole once it can answer. */
+    json_t *rep = NULL;
+    uint32_t type = 0, chan;
+    pyc_outframe_t *f = NULL;
+    size_t n = 0;
+    struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+    int ready;
+    uint64_t t0 = pyc_now_ns();
+    do
+        ready = poll(&pfd, 1, (int)(PYC_FORK_START_TIMEOUT_MS - pyc_ms_since(t0)));
+    while (ready < 0 && errno == EINTR && pyc_ms_since(t0) < PYC_FORK_START_TIMEOUT_MS);
+    if (ready > 0 && pyc_record_read(p[0], &type, &chan, &f, &n) == 0 && n == 1) {
+        json_error_t jerr;
+        rep = json_loadb(f[0].data, f[0].size, 0, &jerr);
     }
+    pyc_record_free(f, n);
     close(p[0]);
-    buf[len] = '\0';
-    json_error_t jerr;
-    json_t *rep = json_loads(buf, JSON_DISABLE_EOF_CHECK, &jerr);
-    if (rep == NULL || json_object_get(rep, "error") != NULL || json_object_get(rep, "pid") == NULL) {
+    if (type != FORK_REPORT || rep == NULL || json_object_get(rep, "pid") == NULL) {
+        const char *why = json_string_value(json_object_get(rep, "error"));
         pyc_error_set(err, "child %ld did not start: %s", (long)pid,
-                      rep != NULL && json_is_string(json_object_get(rep, "error"))
-                          ? json_string_value(json_object_get(rep, "error"))
-                          : "no report within 10 s");
+                      why != NULL ? why : ready > 0 ? "it ended without a report" : "no report within 10 s");
         json_decref(rep);
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);

@@ -7,7 +7,8 @@
  * connected kernel sockets it inherited, never calls into the inherited ZeroMQ objects (their threads do
  * not exist in the child), makes a new context and binds new ports on the same IP with a new key, writes
  * a connection file (mode 0600) next to the parent's, starts its threads, and reports to the parent through
- * a pipe.  The parent returns only once the child is ready to answer, so a client may connect at once.
+ * a pipe (one record.h record: the report, or the error).  The parent returns only once the child is ready
+ * to answer, so a client may connect at once.
  */
 #ifndef PYC_FORK_H
 #define PYC_FORK_H
@@ -20,23 +21,27 @@
 #include "connfile.h"
 #include "error.h"
 #include "kernel.h"
-#include "server.h"
 
-/* What a child needs to become a kernel, and the main loop's variables it replaces. */
-typedef struct pyc_fork_env {
-    const char *connection_file; /* the parent's; children's files go next to it */
-    pyc_connfile_t *cf;          /* the parent's connection (transport, ip, scheme) */
-    pyc_server_t **srv;          /* replaced in the child */
-    pyc_auth_t **auth;           /* replaced in the child */
-    pid_t *watch_parent;         /* the process whose death ends this kernel; the parent kernel in a child */
-    char *own_connection_file;   /* set in a child: the file it wrote (freed by the caller) */
-} pyc_fork_env_t;
+/* How a forked child becomes a kernel of its own: the program's start-up sequence (kernel/app.c), so that a
+ * forked session is wired exactly as a kernel Jupyter started. */
+typedef struct pyc_fork_spec {
+    const pyc_connfile_t *cf;    /* the parent's connection: its sockets are closed in the child */
+    /* Runs in the child, which has left its parent's process group, will die with the parent unless
+     * outlive, and has SIGINT and SIGTERM blocked.  Binds new channels, starts the threads, and returns the
+     * report {"pid", "connection_file", "connection": {...the file's content...}} (a new reference), or NULL
+     * with err. */
+    json_t *(*become)(void *ctx, bool outlive, pid_t parent, pyc_error_t *err);
+    void *ctx;
+} pyc_fork_spec_t;
 
-/* Forks one child.  In the parent returns the child's pid and sets *info to
- * {"pid", "connection_file", "connection": {...the file's content...}}; in the child returns 0 once it is a
- * kernel of its own (the caller must then drop the request being handled without replying); returns -1
- * with err when the fork or the child's start failed.  Called on the main thread between requests, without
- * the GIL. */
-pid_t pyc_fork_child(pyc_kernel_t *k, pyc_fork_env_t *env, bool outlive, json_t **info, pyc_error_t *err);
+/* Forks one child.  In the parent returns the child's pid and sets *info to the child's report; in the
+ * child returns 0 once it is a kernel of its own (the caller must then drop the request being handled
+ * without replying); returns -1 with err when the fork or the child's start failed (the child is then
+ * gone).  Called on the main thread between requests, without the GIL. */
+pid_t pyc_fork_child(pyc_kernel_t *k, const pyc_fork_spec_t *spec, bool outlive, json_t **info, pyc_error_t *err);
+
+/* In a forked child: keeps a reference to an object inherited from the parent that the child must never
+ * use or free (its threads do not exist here), so that LeakSanitizer sees it as kept on purpose. */
+void pyc_fork_keep_inherited(void *p);
 
 #endif

@@ -37,15 +37,24 @@ struct pyc_guard {
     int fired;                   /* the limit that interrupted the cell, PYC_GUARD_NONE if none */
     double interrupted_at;
     int interrupts;              /* interrupts sent for this cell (at most 2) */
-    double shutdown_at;          /* 0: not shutting down */
+    double shutdown_at;          /* 0: not shutting down; -1: overdue, reported */
+    /* pyc_guard_poke's handshake: asked counts pokes, answered the pokes the thread has acted on. */
+    pthread_cond_t answered_cond;
+    unsigned long asked, answered;
 };
 
 static double
-now_s(void)
+monotonic(void *ctx)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    (void)ctx;
+    return pyc_now_s();
+}
+
+/* The guard's time: its clock (monotonic unless a test gave one). */
+static double
+now_s(const pyc_guard_t *g)
+{
+    return g->cb.now(g->cb.ctx);
 }
 
 static void
@@ -64,9 +73,13 @@ due(pyc_guard_t *g, double now, int *why, double *next)
 {
     const pyc_limits_t *l = &g->limits;
     *next = 0;
-    if (g->shutdown_at > 0) {
-        if (now >= g->shutdown_at)
+    if (g->shutdown_at != 0) {
+        if (g->shutdown_at < 0)
+            return ACT_NONE;     /* on_overdue ran (it does not return in a kernel; it may in tests) */
+        if (now >= g->shutdown_at) {
+            g->shutdown_at = -1;
             return ACT_OVERDUE;
+        }
         min_into(next, g->shutdown_at);
         return ACT_NONE;
     }
@@ -138,7 +151,8 @@ guard_main(void *arg)
     while (!g->stop) {
         int why = PYC_GUARD_NONE;
         double next;
-        int act = due(g, now_s(), &why, &next);
+        unsigned long asked = g->asked;
+        int act = due(g, now_s(g), &why, &next);
         if (act == ACT_INTERRUPT || act == ACT_EXPIRE) {
             /* Called with the lock held: pyc_guard_cell_end and the next pyc_guard_cell_begin wait for it,
              * so an interrupt meant for this cell is delivered before another cell can start (the main
@@ -162,16 +176,22 @@ guard_main(void *arg)
             pthread_mutex_lock(&g->lock);
             continue;
         }
+        if (g->answered != asked) {
+            g->answered = asked;
+            pthread_cond_broadcast(&g->answered_cond);
+        }
         if (next == 0) {
             pthread_cond_wait(&g->cond, &g->lock);
         } else {
-            /* Limits are at most 1e9 s, but a wait is never longer than a day: the time is recomputed. */
-            double now = now_s();
-            if (next > now + 86400)
-                next = now + 86400;
+            /* The wait is on the real monotonic clock, for as long as the guard's clock says is left.  Limits
+             * are at most 1e9 s, but a wait is never longer than a day: the time is recomputed. */
+            double left = next - now_s(g);
+            if (left > 86400)
+                left = 86400;
+            double until = pyc_now_s() + (left > 0 ? left : 0);
             struct timespec ts;
-            ts.tv_sec = (time_t)next;
-            ts.tv_nsec = (long)((next - (double)ts.tv_sec) * 1e9);
+            ts.tv_sec = (time_t)until;
+            ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
             pthread_cond_timedwait(&g->cond, &g->lock, &ts);
         }
     }
@@ -207,9 +227,10 @@ start(pyc_guard_t *g, bool keep_t0, pyc_error_t *err)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&g->cond, &ca);
+    pthread_cond_init(&g->answered_cond, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&g->lock, NULL);
-    g->last_activity = now_s();
+    g->last_activity = now_s(g);
     if (!keep_t0)
         g->t0 = g->last_activity;
     g->started = false;
@@ -246,9 +267,12 @@ pyc_guard_new(const pyc_limits_t *limits, const pyc_guard_callbacks_t *cb, pyc_e
     }
     g->limits = *limits;
     g->cb = *cb;
+    if (g->cb.now == NULL)
+        g->cb.now = monotonic;
     if (start(g, false, err) < 0) {
         pthread_mutex_destroy(&g->lock);
         pthread_cond_destroy(&g->cond);
+        pthread_cond_destroy(&g->answered_cond);
         free(g);
         return NULL;
     }
@@ -269,6 +293,7 @@ pyc_guard_destroy(pyc_guard_t **g_p)
         pthread_join(g->thread, NULL);
     pthread_mutex_destroy(&g->lock);
     pthread_cond_destroy(&g->cond);
+    pthread_cond_destroy(&g->answered_cond);
     free(g);
     *g_p = NULL;
 }
@@ -279,7 +304,7 @@ pyc_guard_activity(pyc_guard_t *g)
     if (g == NULL || g->limits.idle_timeout <= 0)
         return;
     pthread_mutex_lock(&g->lock);
-    g->last_activity = now_s();
+    g->last_activity = now_s(g);
     pthread_mutex_unlock(&g->lock);  /* no signal: the deadline only moves later */
 }
 
@@ -287,7 +312,7 @@ void
 pyc_guard_cell_begin(pyc_guard_t *g, double timeout)
 {
     pthread_mutex_lock(&g->lock);
-    g->deadline = timeout > 0 ? now_s() + timeout : 0;
+    g->deadline = timeout > 0 ? now_s(g) + timeout : 0;
     g->deadline_why = PYC_GUARD_DEADLINE;
     g->fired = PYC_GUARD_NONE;
     g->interrupts = 0;
@@ -307,7 +332,7 @@ pyc_guard_cell_end(pyc_guard_t *g, int *why)
     pthread_mutex_lock(&g->lock);
     *why = g->fired;
     g->deadline = 0;
-    g->last_activity = now_s();
+    g->last_activity = now_s(g);
     pthread_cond_signal(&g->cond);
     pthread_mutex_unlock(&g->lock);
     return true;
@@ -319,16 +344,29 @@ pyc_guard_shutdown(pyc_guard_t *g)
     if (g == NULL || g->limits.shutdown_grace <= 0)
         return;
     pthread_mutex_lock(&g->lock);
-    g->shutdown_at = now_s() + g->limits.shutdown_grace;
+    g->shutdown_at = now_s(g) + g->limits.shutdown_grace;
     ensure_started(g);
     pthread_cond_signal(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+}
+
+void
+pyc_guard_poke(pyc_guard_t *g)
+{
+    pthread_mutex_lock(&g->lock);
+    if (g->started && !g->stop) {
+        unsigned long ticket = ++g->asked;
+        pthread_cond_signal(&g->cond);
+        while (g->answered < ticket && !g->stop)
+            pthread_cond_wait(&g->answered_cond, &g->lock);
+    }
     pthread_mutex_unlock(&g->lock);
 }
 
 double
 pyc_guard_uptime(const pyc_guard_t *g)
 {
-    return now_s() - g->t0;
+    return now_s(g) - g->t0;
 }
 
 int
@@ -340,6 +378,8 @@ pyc_guard_restart_in_child(pyc_guard_t *g, pyc_error_t *err)
      * forking is no way around the host's limit. */
     memset(&g->lock, 0, sizeof g->lock);
     memset(&g->cond, 0, sizeof g->cond);
+    memset(&g->answered_cond, 0, sizeof g->answered_cond);
+    g->asked = g->answered = 0;
     g->stop = false;
     g->expired = false;
     g->shutdown_at = 0;

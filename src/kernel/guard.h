@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 
+#include "clock.h"
 #include "error.h"
 #include "limit.h"
 
@@ -35,6 +36,9 @@ typedef struct pyc_guard_callbacks {
     void (*on_expire)(void *ctx, int why);
     void (*on_overdue)(void *ctx);
     void *ctx;
+    /* The clock every limit is measured on, in seconds (called with ctx); NULL is CLOCK_MONOTONIC.  Tests
+     * give a clock they move by hand, and pyc_guard_poke to have the guard look at it. */
+    pyc_clock_fn now;
 } pyc_guard_callbacks_t;
 
 /* Starts the guard thread.  limits is copied.  Returns NULL with err when the thread cannot start. */
@@ -58,6 +62,10 @@ void pyc_guard_shutdown(pyc_guard_t *g);
 
 /* Seconds since the guard started (the kernel's uptime). */
 double pyc_guard_uptime(const pyc_guard_t *g);
+
+/* Tests with their own clock: makes the guard look at the time now, and returns once it has acted on what is
+ * due (its callbacks have returned) and is waiting again.  Returns at once when the thread is not running. */
+void pyc_guard_poke(pyc_guard_t *g);
 
 /* After fork, in the child: the inherited guard's thread does not exist there.  Starts a new one with the
  * same limits and callbacks; the lifetime still counts from the parent's start.  Returns 0 or -1 with err. */

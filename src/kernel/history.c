@@ -663,3 +663,14 @@ pyc_history_default_path(char *out, size_t cap)
     }
     return 0;
 }
+
+pyc_history_t *
+pyc_history_open_default(pyc_error_t *err)
+{
+    char path[4096];
+    if (pyc_history_default_path(path, sizeof path) < 0) {
+        pyc_error_code(err, PYC_ENOENT, "no place for the history file (set PYC_HISTORY_FILE or HOME)");
+        return NULL;
+    }
+    return pyc_history_open(path, err);
+}

@@ -86,4 +86,8 @@ json_t *pyc_history_request(pyc_history_t *self, json_t *content);
  * cap bytes (out is then "" when cap > 0). */
 int pyc_history_default_path(char *out, size_t cap);
 
+/* Opens the history at the default path (pyc_history_default_path).  Returns NULL with err when there is no
+ * such place or it cannot be opened. */
+pyc_history_t *pyc_history_open_default(pyc_error_t *err);
+
 #endif

@@ -1,11 +1,39 @@
 /*
- * kernel.h -- the request dispatcher: busy/idle, replies, execution_count, the abort queue, and the glue
- * between the interpreter (src/py) and the channels (an io, server.c in the program).
+ * kernel.h -- the kernel object: request dispatch (busy/idle, replies, execution_count, the abort queue),
+ * cells and their limits, forked sessions, and the glue between the interpreter (src/py) and the channels
+ * (an io: server.c in the program, a fake in tests/unit/kernel).  kernelint.h lists the files behind it.
  *
  * Two entry points, for two threads:
  *   pyc_kernel_control  runs in the control thread, never takes the GIL, and answers kernel_info,
- *                       interrupt and shutdown at once, even while a cell runs;
+ *                       interrupt, shutdown and usage at once, even while a cell runs;
  *   pyc_kernel_handle   runs in the main thread with the GIL released, for everything else.
+ *
+ * Threads of a kernel process, and what each owns:
+ *   main       all Python (CPython delivers KeyboardInterrupt only to it); the shell and stdin sockets;
+ *              the request loop; every field of the kernel marked "main thread only" in kernelint.h.
+ *   control    the control socket; answers the control-thread requests above without the GIL.
+ *   heartbeat  echoes on its socket (zmq_proxy); touches nothing else.
+ *   flusher    the stream module's thread: drains the fd pipes and publishes output that waited 20 ms.
+ *   guard      the time limits (guard.h), started only when a limit is set; calls back into execute.c.
+ *   Python     threads the user's code starts: they print and display through the C stream objects.
+ *   ZeroMQ     libzmq's I/O thread: sends lent buffers and gives them back (zerocopy.c), nothing else.
+ * iopub messages are sent by whichever thread makes them, under the server's iopub lock.  Replies go out on
+ * the channel their request came from: shell and stdin from the main thread only -- with one exception, the
+ * guard's report of a stuck cell, sent on shell after the guard's compare-and-swap has made sure the main
+ * thread never sends again (guard.h).
+ *
+ * Locks, in the order they are taken (a thread holding one may take only those below it):
+ *   lock            guards                                        taken by
+ *   the GIL         Python objects                                main, Python threads
+ *   streams lock    pending stream text, the capture pipes        writers, flusher, flush before any message
+ *   parent_lock     the parent header of iopub messages           publishers of streams and displays
+ *   out.lock        the running cell's output counts (outgate.h)  every output message
+ *   iopub lock      the iopub socket (server.c)                   every iopub message
+ *   usage_lock      the CPU counters of usage_request             control thread
+ *   guard lock      the deadline and the cell's state (guard.c)   main, guard; never held across a callback
+ *                                                                 other than interrupt and expire
+ * pyc_kernel_fork takes the GIL, then streams, parent_lock and out.lock around fork(2), so that a child
+ * never inherits one of them held by a thread that does not exist in it.
  */
 #ifndef PYC_KERNEL_H
 #define PYC_KERNEL_H
@@ -88,10 +116,6 @@ int pyc_kernel_replay(pyc_kernel_t *k, const char *path, pyc_error_t *err);
 
 /* Main thread: the request loop has ended; the shutdown grace starts now. */
 void pyc_kernel_closing(pyc_kernel_t *k);
-
-/* In a forked child: keeps a reference to an object inherited from the parent that the child must never
- * use or free (see fork.c). */
-void pyc_kernel_keep_inherited(void *p);
 
 /* True once a shutdown was asked for; *restart tells whether the client will start a new kernel. */
 bool pyc_kernel_quitting(pyc_kernel_t *k, bool *restart);

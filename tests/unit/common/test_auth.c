@@ -81,7 +81,7 @@ jup_frames(pyc_frame_t parts[4])
 static pyc_auth_t *
 new_auth(const char *scheme, const char *key, size_t window)
 {
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     pyc_auth_t *a = pyc_auth_new(scheme, key, strlen(key), window, &err);
     if (a == NULL)
         fail_msg("pyc_auth_new(%s): %s", scheme, err.text);
@@ -146,7 +146,7 @@ static void
 test_rfc4231_sha512(void **state)
 {
     (void)state;
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     assert_null(pyc_auth_new("hmac-sha512", rfc_key, strlen(rfc_key), 0, &err));
     assert_non_null(strstr(err.text, "unsupported signature scheme 'hmac-sha512': the pyc command knows only "
                                      "hmac-sha256"));
@@ -178,7 +178,7 @@ test_jupyter_message_sha256(void **state)
     pyc_auth_t *a = new_auth("hmac-sha256", jup_key, 0);
     pyc_frame_t parts[4];
     char hex[PYC_AUTH_MAX_HEX + 1];
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
 
     jup_frames(parts);
     assert_int_equal(pyc_auth_sign(a, parts, 4, hex), 0);
@@ -209,7 +209,7 @@ static void
 test_binary_key_and_empty_parts(void **state)
 {
     (void)state;
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     pyc_auth_t *a = pyc_auth_new("hmac-sha256", bin_key, sizeof bin_key - 1, 0, &err);
     pyc_frame_t parts[4] = { frame("header"), frame("parent"), frame("meta"), frame("content") };
     char hex[PYC_AUTH_MAX_HEX + 1];
@@ -250,13 +250,13 @@ test_unknown_scheme_rejected(void **state)
     static const char *const bad[] = { "hmac-nosuchdigest", "hmac-", "sha256", "md5", "", "hmac_sha256",
                                        "hmac-sha256-but-longer-than-the-digest-name-buffer-holds" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        pyc_error_t err = { "" };
+        pyc_error_t err = {0, ""};
         pyc_auth_t *a = pyc_auth_new(bad[i], "k", 1, 0, &err);
         if (a != NULL)
             fail_msg("scheme '%s' was accepted", bad[i]);
         assert_non_null(strstr(err.text, "unsupported signature scheme"));
     }
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     assert_null(pyc_auth_new(NULL, "k", 1, 0, &err));
     assert_non_null(strstr(err.text, "(none)"));
     /* The error record is optional. */
@@ -269,7 +269,7 @@ test_unknown_scheme_rejected_without_key(void **state)
     (void)state;
     /* The scheme is checked even when the key is empty, as jupyter_client's Session does: a connection file
      * naming a digest nobody has is wrong whether or not it is used. */
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     assert_null(pyc_auth_new("hmac-nosuchdigest", "", 0, 0, &err));
     assert_non_null(strstr(err.text, "unsupported signature scheme"));
     assert_null(pyc_auth_new("plain", "", 0, 0, &err));
@@ -304,7 +304,7 @@ test_wrong_length(void **state)
     (void)state;
     pyc_auth_t *a = new_auth("hmac-sha256", jup_key, 0);
     pyc_frame_t parts[4];
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
 
     jup_frames(parts);
     assert_int_equal(pyc_auth_verify(a, parts, 4, jup_sha256, 63, &err), -1);
@@ -329,7 +329,7 @@ test_non_hex(void **state)
     (void)state;
     pyc_auth_t *a = new_auth("hmac-sha256", jup_key, 0);
     pyc_frame_t parts[4];
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     char sig[65];
 
     jup_frames(parts);
@@ -353,7 +353,7 @@ test_wrong_signature(void **state)
     (void)state;
     pyc_auth_t *a = new_auth("hmac-sha256", jup_key, 0);
     pyc_frame_t parts[4];
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     char sig[65];
 
     jup_frames(parts);
@@ -403,7 +403,7 @@ test_uppercase_hex_accepted(void **state)
     assert_string_not_equal(sig, jup_sha256);
     assert_int_equal(verify_str(a, parts, 4, sig, NULL), 0);
     /* The case of the digits does not make a new signature: the lowercase form is now a replay. */
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     assert_int_equal(verify_str(a, parts, 4, jup_sha256, &err), -1);
     assert_string_equal(err.text, "replayed signature");
     pyc_auth_destroy(&a);
@@ -415,7 +415,7 @@ test_replay_rejected(void **state)
     (void)state;
     pyc_auth_t *a = new_auth("hmac-sha256", jup_key, 0);
     pyc_frame_t parts[4];
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
 
     jup_frames(parts);
     assert_int_equal(verify_str(a, parts, 4, jup_sha256, &err), 0);

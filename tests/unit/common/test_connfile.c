@@ -51,7 +51,7 @@ static char exe_dir[PATH_MAX];
 static void
 parse_ok(const char *text, pyc_connfile_t *cf)
 {
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     if (pyc_connfile_parse(text, strlen(text), cf, &err) != 0)
         fail_msg("refused a valid file: %s\n%s", err.text, text);
     assert_non_null(cf->key);
@@ -61,7 +61,7 @@ static void
 parse_refused(const char *text, const char *want)
 {
     pyc_connfile_t cf;
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     assert_int_equal(pyc_connfile_parse(text, strlen(text), &cf, &err), -1);
     assert_null(cf.key);
     if (strstr(err.text, want) == NULL)
@@ -299,7 +299,7 @@ test_parse_honours_length(void **state)
     static const char text[] =
         "{\"shell_port\":1,\"iopub_port\":2,\"stdin_port\":3,\"control_port\":4,\"hb_port\":5}GARBAGE";
     pyc_connfile_t cf;
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     assert_int_equal(pyc_connfile_parse(text, sizeof text - 1 - 7, &cf, &err), 0);
     pyc_connfile_clear(&cf);
     assert_int_equal(pyc_connfile_parse(text, sizeof text - 1, &cf, &err), -1);
@@ -357,7 +357,7 @@ test_write_load_round_trip(void **state)
     const char *dir = *state;
     char path[PATH_MAX];
     pyc_connfile_t cf, back;
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     struct stat st;
 
     snprintf(path, sizeof path, "%s/kernel-1.json", dir);
@@ -415,7 +415,7 @@ test_write_failures(void **state)
     const char *dir = *state;
     char path[PATH_MAX];
     pyc_connfile_t cf;
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
 
     parse_ok(full_file, &cf);
 
@@ -462,7 +462,7 @@ test_write_ignores_planted_names(void **state)
     const char *dir = *state;
     char path[PATH_MAX], planted[PATH_MAX + 32], victim[PATH_MAX];
     pyc_connfile_t cf;
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     struct stat st;
 
     parse_ok(full_file, &cf);
@@ -496,7 +496,7 @@ test_load_failures(void **state)
     const char *dir = *state;
     char path[PATH_MAX];
     pyc_connfile_t cf;
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
 
     snprintf(path, sizeof path, "%s/missing.json", dir);
     assert_int_equal(pyc_connfile_load(path, &cf, &err), -1);
@@ -591,7 +591,7 @@ test_bad_files(void **state)
         read_first_line(errpath, want, sizeof want);
 
         pyc_connfile_t cf;
-        pyc_error_t err = { "" };
+        pyc_error_t err = {0, ""};
         if (pyc_connfile_load(path, &cf, &err) == 0) {
             pyc_connfile_clear(&cf);
             fail_msg("%s was accepted; expected [%s]", e->d_name, want);

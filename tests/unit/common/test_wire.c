@@ -81,7 +81,7 @@ dicts_with(const char *dicts[4], int which, const char *replacement)
 static pyc_auth_t *
 new_auth(const char *key)
 {
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     pyc_auth_t *a = pyc_auth_new("hmac-sha256", key, strlen(key), 0, &err);
     if (a == NULL)
         fail_msg("pyc_auth_new: %s", err.text);
@@ -93,7 +93,7 @@ static void
 expect_refused(const pyc_frame_t *f, size_t n, pyc_auth_t *auth, const char *want)
 {
     pyc_msg_t *msg = (pyc_msg_t *)(uintptr_t)1;  /* must be overwritten with NULL */
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     assert_int_equal(pyc_wire_decode(f, n, auth, &msg, &err), -1);
     assert_null(msg);
     if (strstr(err.text, want) == NULL)
@@ -109,7 +109,7 @@ static pyc_msg_t *
 expect_decoded(const pyc_frame_t *f, size_t n, pyc_auth_t *auth)
 {
     pyc_msg_t *msg = NULL;
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     if (pyc_wire_decode(f, n, auth, &msg, &err) != 0)
         fail_msg("decode refused a good message: %s", err.text);
     assert_non_null(msg);
@@ -372,7 +372,7 @@ test_invalid_json_each_dict(void **state)
             build(&m, auth, NULL, 0, dicts, NULL, 0);
             snprintf(want, sizeof want, "%s is not valid JSON", names[which]);
             pyc_msg_t *msg = NULL;
-            pyc_error_t err = { "" };
+            pyc_error_t err = {0, ""};
             assert_int_equal(pyc_wire_decode(m.f, m.n, auth, &msg, &err), -1);
             assert_null(msg);
             if (strstr(err.text, want) != err.text)
@@ -399,7 +399,7 @@ test_dict_not_object(void **state)
             snprintf(want, sizeof want, "%s is not a JSON object", names[which]);
             /* Without auth: only the JSON is under test here. */
             pyc_msg_t *msg = NULL;
-            pyc_error_t err = { "" };
+            pyc_error_t err = {0, ""};
             int rc = pyc_wire_decode(m.f, m.n, NULL, &msg, &err);
             /* jansson refuses a bare scalar at the top level as invalid JSON; an array parses and is then
              * refused as not an object.  Either way the sentence names the dict. */
@@ -435,7 +435,7 @@ test_header_fields(void **state)
         dicts_with(dicts, 0, cases[i].header);
         build(&m, auth, NULL, 0, dicts, NULL, 0);
         pyc_msg_t *msg = NULL;
-        pyc_error_t err = { "" };
+        pyc_error_t err = {0, ""};
         assert_int_equal(pyc_wire_decode(m.f, m.n, auth, &msg, &err), -1);
         assert_null(msg);
         assert_string_equal(err.text, cases[i].want);

@@ -3,8 +3,9 @@
  * interrupt, the stuck path and its handshake with pyc_guard_cell_end, the idle timeout (and activity that
  * postpones it), the lifetime during a cell, and the shutdown grace.
  *
- * The callbacks only count what they were called with.  Times are tenths of a second and the checks leave
- * wide margins both ways ("not before", "by a second later"): they test order and outcome, not timing.
+ * The callbacks only count what they were called with.  The guard runs on a clock that the tests move by
+ * hand (pyc_guard_poke returns once the guard has acted on the new time), so every check is exact -- "not
+ * before", "then at once" -- and nothing sleeps; one test checks the real clock.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,31 +55,43 @@ on_overdue(void *ctx)
     atomic_fetch_add(&c->overdue, 1);
 }
 
+/* The guard's clock in these tests: it moves only when a test says so (advance), so that nothing depends on
+ * how fast this machine runs.  Steps are binary fractions, which add up exactly. */
+static _Atomic double fake_now = 1024.0;
+
+static double
+fake_clock(void *ctx)
+{
+    (void)ctx;
+    return atomic_load(&fake_now);
+}
+
 static pyc_guard_t *
 new_guard(calls_t *c, const pyc_limits_t *l)
 {
-    pyc_guard_callbacks_t cb = {on_interrupt, on_stuck, on_expire, on_overdue, c};
+    pyc_guard_callbacks_t cb = {on_interrupt, on_stuck, on_expire, on_overdue, c, fake_clock};
     pyc_guard_t *g = pyc_guard_new(l, &cb, NULL);
     assert_non_null(g);
     return g;
 }
 
+/* Moves the clock by s seconds and returns once the guard has acted on it. */
 static void
-sleep_s(double s)
+advance(pyc_guard_t *g, double s)
 {
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
+    atomic_store(&fake_now, atomic_load(&fake_now) + s);
+    pyc_guard_poke(g);
 }
 
-/* Waits up to `limit` seconds for *v to reach want. */
+/* Waits up to `limit` seconds of real time for *v to reach want (the real-clock test only). */
 static int
 wait_for(atomic_int *v, int want, double limit)
 {
     for (double t = 0; t < limit; t += 0.01) {
         if (atomic_load(v) >= want)
             return 1;
-        sleep_s(0.01);
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
     }
     return atomic_load(v) >= want;
 }
@@ -93,9 +106,10 @@ test_cell_that_ends_in_time(void **state)
     pyc_guard_t *g = new_guard(&c, &l);
     int why = -1;
     pyc_guard_cell_begin(g, 0.5);
+    advance(g, 0.375);
     assert_true(pyc_guard_cell_end(g, &why));
     assert_int_equal(why, PYC_GUARD_NONE);
-    sleep_s(0.8);
+    advance(g, 10);
     assert_int_equal(atomic_load(&c.interrupts), 0);
     assert_int_equal(atomic_load(&c.stuck), 0);
     pyc_guard_destroy(&g);
@@ -112,18 +126,20 @@ test_deadline_interrupts_once_then_again(void **state)
     pyc_limits_init(&l);
     l.cell_grace = 2;
     pyc_guard_t *g = new_guard(&c, &l);
-    pyc_guard_cell_begin(g, 0.2);
-    sleep_s(0.1);
+    pyc_guard_cell_begin(g, 0.25);
+    advance(g, 0.125);
     assert_int_equal(atomic_load(&c.interrupts), 0);              /* not before the deadline */
-    assert_true(wait_for(&c.interrupts, 1, 2));
+    advance(g, 0.125);
+    assert_int_equal(atomic_load(&c.interrupts), 1);
     assert_int_equal(atomic_load(&c.last_why), PYC_GUARD_DEADLINE);
-    sleep_s(0.3);
+    advance(g, 0.875);
     assert_int_equal(atomic_load(&c.interrupts), 1);              /* the second waits for half the grace */
-    assert_true(wait_for(&c.interrupts, 2, 3));
+    advance(g, 0.125);
+    assert_int_equal(atomic_load(&c.interrupts), 2);
     int why = -1;
     assert_true(pyc_guard_cell_end(g, &why));                     /* stopped within the grace */
     assert_int_equal(why, PYC_GUARD_DEADLINE);
-    sleep_s(1.5);
+    advance(g, 100);
     assert_int_equal(atomic_load(&c.stuck), 0);
     assert_int_equal(atomic_load(&c.interrupts), 2);
     pyc_guard_destroy(&g);
@@ -136,13 +152,39 @@ test_stuck_cell_is_taken_over(void **state)
     calls_t c = {0};
     pyc_limits_t l;
     pyc_limits_init(&l);
-    l.cell_grace = 0.3;
+    l.cell_grace = 0.5;
     pyc_guard_t *g = new_guard(&c, &l);
-    pyc_guard_cell_begin(g, 0.1);
-    assert_true(wait_for(&c.stuck, 1, 5));
+    pyc_guard_cell_begin(g, 0.125);
+    advance(g, 0.125);
+    assert_int_equal(atomic_load(&c.interrupts), 1);
+    advance(g, 0.25);
     assert_int_equal(atomic_load(&c.interrupts), 2);
+    advance(g, 0.125);
+    assert_int_equal(atomic_load(&c.stuck), 0);                   /* not before the grace is over */
+    advance(g, 0.125);
+    assert_int_equal(atomic_load(&c.stuck), 1);
+    assert_int_equal(atomic_load(&c.last_why), PYC_GUARD_DEADLINE);
     int why = -1;
     assert_false(pyc_guard_cell_end(g, &why));                    /* the guard owns the end now */
+    pyc_guard_destroy(&g);
+}
+
+static void
+test_cell_end_wins_the_race_with_stuck(void **state)
+{
+    (void)state;
+    calls_t c = {0};
+    pyc_limits_t l;
+    pyc_limits_init(&l);
+    l.cell_grace = 0.25;
+    pyc_guard_t *g = new_guard(&c, &l);
+    pyc_guard_cell_begin(g, 0.125);
+    advance(g, 0.25);
+    assert_int_equal(atomic_load(&c.interrupts), 1);
+    int why = -1;
+    assert_true(pyc_guard_cell_end(g, &why));                     /* the cell stopped within its grace */
+    advance(g, 10);
+    assert_int_equal(atomic_load(&c.stuck), 0);                   /* so it is not reported stuck */
     pyc_guard_destroy(&g);
 }
 
@@ -153,21 +195,24 @@ test_idle_timeout_and_activity(void **state)
     calls_t c = {0};
     pyc_limits_t l;
     pyc_limits_init(&l);
-    l.idle_timeout = 0.4;
+    l.idle_timeout = 0.5;
     pyc_guard_t *g = new_guard(&c, &l);
-    for (int i = 0; i < 4; i++) {          /* activity every 0.2 s keeps it alive */
-        sleep_s(0.2);
+    for (int i = 0; i < 4; i++) {          /* activity every 0.25 s keeps it alive */
+        advance(g, 0.25);
         pyc_guard_activity(g);
     }
     assert_int_equal(atomic_load(&c.expired), 0);
     pyc_guard_cell_begin(g, 0);              /* a running cell is not idleness */
-    sleep_s(0.7);
+    advance(g, 7);
     assert_int_equal(atomic_load(&c.expired), 0);
     int why;
     assert_true(pyc_guard_cell_end(g, &why));
-    assert_true(wait_for(&c.expired, 1, 3));
+    advance(g, 0.375);
+    assert_int_equal(atomic_load(&c.expired), 0);
+    advance(g, 0.125);
+    assert_int_equal(atomic_load(&c.expired), 1);
     assert_int_equal(atomic_load(&c.last_why), PYC_GUARD_IDLE);
-    sleep_s(0.6);
+    advance(g, 6);
     assert_int_equal(atomic_load(&c.expired), 1);                 /* once */
     pyc_guard_destroy(&g);
 }
@@ -179,11 +224,15 @@ test_lifetime_during_a_cell(void **state)
     calls_t c = {0};
     pyc_limits_t l;
     pyc_limits_init(&l);
-    l.lifetime = 0.3;
+    l.lifetime = 0.375;
     pyc_guard_t *g = new_guard(&c, &l);
-    assert_true(pyc_guard_uptime(g) >= 0 && pyc_guard_uptime(g) < 1);
+    assert_true(pyc_guard_uptime(g) == 0);
     pyc_guard_cell_begin(g, 10);
-    assert_true(wait_for(&c.expired, 1, 3));
+    advance(g, 0.25);
+    assert_true(pyc_guard_uptime(g) == 0.25);
+    assert_int_equal(atomic_load(&c.expired), 0);
+    advance(g, 0.125);
+    assert_int_equal(atomic_load(&c.expired), 1);
     assert_int_equal(atomic_load(&c.last_why), PYC_GUARD_LIFETIME);
     int why = -1;
     assert_true(pyc_guard_cell_end(g, &why));
@@ -200,15 +249,34 @@ test_shutdown_grace(void **state)
     pyc_limits_init(&l);
     pyc_guard_t *g = new_guard(&c, &l);
     pyc_guard_shutdown(g);                   /* no grace set: nothing */
-    sleep_s(0.3);
+    advance(g, 100);
     assert_int_equal(atomic_load(&c.overdue), 0);
     pyc_guard_destroy(&g);
-    l.shutdown_grace = 0.2;
+    l.shutdown_grace = 0.25;
     g = new_guard(&c, &l);
     pyc_guard_shutdown(g);
-    sleep_s(0.05);
+    advance(g, 0.125);
     assert_int_equal(atomic_load(&c.overdue), 0);
-    assert_true(wait_for(&c.overdue, 1, 3));
+    advance(g, 0.125);
+    assert_int_equal(atomic_load(&c.overdue), 1);
+    pyc_guard_destroy(&g);
+}
+
+/* The real clock still works: a deadline of 50 ms fires on its own, without pokes. */
+static void
+test_real_clock(void **state)
+{
+    (void)state;
+    calls_t c = {0};
+    pyc_limits_t l;
+    pyc_limits_init(&l);
+    pyc_guard_callbacks_t cb = {on_interrupt, on_stuck, on_expire, on_overdue, &c, NULL};
+    pyc_guard_t *g = pyc_guard_new(&l, &cb, NULL);
+    pyc_guard_cell_begin(g, 0.05);
+    assert_true(wait_for(&c.interrupts, 1, 5));
+    int why = -1;
+    assert_true(pyc_guard_cell_end(g, &why));
+    assert_int_equal(why, PYC_GUARD_DEADLINE);
     pyc_guard_destroy(&g);
 }
 
@@ -219,9 +287,11 @@ main(void)
         cmocka_unit_test(test_cell_that_ends_in_time),
         cmocka_unit_test(test_deadline_interrupts_once_then_again),
         cmocka_unit_test(test_stuck_cell_is_taken_over),
+        cmocka_unit_test(test_cell_end_wins_the_race_with_stuck),
         cmocka_unit_test(test_idle_timeout_and_activity),
         cmocka_unit_test(test_lifetime_during_a_cell),
         cmocka_unit_test(test_shutdown_grace),
+        cmocka_unit_test(test_real_clock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -78,7 +78,7 @@ join(char *out, const char *a, const char *b)
 static pyc_history_t *
 open_ok(const char *path)
 {
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     pyc_history_t *h = pyc_history_open(path, &err);
     if (h == NULL)
         fail_msg("cannot open %s: %s", path, err.text);
@@ -88,7 +88,7 @@ open_ok(const char *path)
 static void
 add_ok(pyc_history_t *h, int line, const char *source, const char *output)
 {
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     if (pyc_history_add(h, line, source, output, &err) != 0)
         fail_msg("add %d failed: %s", line, err.text);
 }
@@ -373,7 +373,7 @@ static void
 test_set_output(void **state)
 {
     (void)state;
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     pyc_history_t *h = open_ok(":memory:");
     add_ok(h, 1, "x", NULL);
     add_ok(h, 2, "y", "first");
@@ -455,7 +455,7 @@ static void
 test_open_failures(void **state)
 {
     char path[PATH_MAX], file[PATH_MAX];
-    pyc_error_t err = { "" };
+    pyc_error_t err = {0, ""};
     join(file, (char *)*state, "plain");
     FILE *f = fopen(file, "w");
     assert_non_null(f);

@@ -45,7 +45,7 @@ test_seconds(void **state)
     const char *bad[] = {"", "-1", "nan", "inf", "1x", "5 days", "s", "1s2", "1e300h", "--1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         double v = 42;
-        pyc_error_t err = {{0}};
+        pyc_error_t err = {0, ""};
         if (pyc_limits_parse_seconds(bad[i], &v, &err) == 0)
             fail_msg("'%s' accepted as %g", bad[i], v);
         assert_true(err.text[0] != '\0');

@@ -1,0 +1,110 @@
+/*
+ * app.c -- see app.h.
+ */
+#include "app.h"
+
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fork.h"
+#include "log.h"
+#include "random.h"
+
+int
+pyc_app_bind(pyc_app_t *a, pyc_error_t *err)
+{
+    sigset_t block;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &block, &a->saved_mask);
+    a->auth = pyc_auth_new(a->cf.signature_scheme, a->cf.key, a->cf.keylen, 0, err);
+    if (a->auth == NULL)
+        return -1;
+    a->srv = pyc_server_new(&a->cf, a->auth, err);
+    return a->srv != NULL ? 0 : -1;
+}
+
+int
+pyc_app_start(pyc_app_t *a, pyc_error_t *err)
+{
+    if (pyc_server_start(a->srv, pyc_kernel_control, a->kernel, err) < 0)
+        return -1;
+    pthread_sigmask(SIG_SETMASK, &a->saved_mask, NULL);
+    return 0;
+}
+
+void
+pyc_app_wake(void *ctx)
+{
+    pyc_app_t *a = ctx;
+    pyc_server_wake(a->srv);
+}
+
+/* In a forked child: the connection of the new session (the parent's transport, address and scheme; a new
+ * key; ports chosen by the system, or for ipc a path prefix of its own) and where its file goes. */
+static int
+child_connection(pyc_app_t *a, char *path, size_t cap, char *id, size_t idcap, pyc_error_t *err)
+{
+    char key[65];
+    if (pyc_random_hex(key, 32, err) < 0 || pyc_connfile_set_key(&a->cf, key, 64, err) < 0)
+        return -1;
+    for (int c = 0; c < PYC_CHAN_COUNT; c++)
+        a->cf.ports[c] = 0;
+    if (strcmp(a->cf.transport, "ipc") == 0) {
+        /* ipc endpoints are paths made of ip and port: a new prefix keeps them apart from the parent's. */
+        char ip[256];
+        snprintf(ip, sizeof ip, "%.200s-fork-%ld", a->cf.ip, (long)getpid());
+        memcpy(a->cf.ip, ip, sizeof a->cf.ip);
+        for (int c = 0; c < PYC_CHAN_COUNT; c++)
+            a->cf.ports[c] = c + 1;
+    }
+    char dir[4096], base[1024];
+    snprintf(dir, sizeof dir, "%s", a->connection_file);
+    snprintf(base, sizeof base, "%s", basename((char *)a->connection_file));
+    char *dot = strrchr(base, '.');
+    if (dot != NULL && strcmp(dot, ".json") == 0)
+        *dot = '\0';
+    if ((size_t)snprintf(path, cap, "%s/%s-fork-%ld.json", dirname(dir), base, (long)getpid()) >= cap ||
+        (size_t)snprintf(id, idcap, "%s-fork-%ld", base, (long)getpid()) >= idcap)
+        return pyc_error_code(err, PYC_EINVAL, "the forked session's connection file name is too long");
+    return 0;
+}
+
+/* fork.c's become callback: runs in the new child, whose inherited kernel sockets are closed already. */
+static json_t *
+child_become(void *ctx, bool outlive, pid_t parent, pyc_error_t *err)
+{
+    pyc_app_t *a = ctx;
+    char path[4096], id[1100];
+    /* What the parent's objects were: never used here (their threads do not exist), kept referenced. */
+    pyc_fork_keep_inherited(a->srv);
+    pyc_fork_keep_inherited(a->auth);
+    a->srv = NULL;
+    a->auth = NULL;
+    if (child_connection(a, path, sizeof path, id, sizeof id, err) < 0 || pyc_app_bind(a, err) < 0 ||
+        pyc_connfile_write(path, &a->cf, err) < 0)
+        return NULL;
+    a->own_connection_file = strdup(path);
+    a->watch_parent = outlive ? 0 : parent;
+    if (a->own_connection_file == NULL) {
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (pyc_kernel_become_child(a->kernel, pyc_server_io(a->srv), a->auth, &a->cf, id, err) < 0 ||
+        pyc_app_start(a, err) < 0)
+        return NULL;
+    return json_pack("{s:i, s:s, s:o}", "pid", (int)getpid(), "connection_file", path, "connection",
+                     pyc_connfile_to_json(&a->cf));
+}
+
+int
+pyc_app_fork_child(void *ctx, bool outlive, json_t **info, pyc_error_t *err)
+{
+    pyc_app_t *a = ctx;
+    pyc_fork_spec_t spec = {.cf = &a->cf, .become = child_become, .ctx = a};
+    return (int)pyc_fork_child(a->kernel, &spec, outlive, info, err);
+}

@@ -1,0 +1,50 @@
+/*
+ * app.h -- the wiring of a kernel process: connection -> auth -> server -> kernel, the one start-up sequence
+ * that both a kernel started by Jupyter (main.c) and a session forked from a live kernel (pyc.fork, through
+ * fork.c) go through, so that a new channel or option is added in one place.
+ *
+ * Order matters: SIGINT and SIGTERM are blocked (pyc_app_bind) before any thread exists -- ZeroMQ's I/O
+ * thread included -- so that every helper thread inherits the mask and signals reach only the main thread,
+ * which unblocks them (pyc_app_start) once all threads run.
+ */
+#ifndef PYC_APP_H
+#define PYC_APP_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "auth.h"
+#include "connfile.h"
+#include "kernel.h"
+#include "server.h"
+
+typedef struct pyc_app {
+    const char *connection_file; /* borrowed: the file the kernel was started with; forked sessions' files go
+                                  * next to it */
+    pyc_connfile_t cf;           /* owned (its key too): the connection, with the ports actually bound */
+    pyc_auth_t *auth;            /* owned */
+    pyc_server_t *srv;           /* owned */
+    pyc_kernel_t *kernel;        /* owned */
+    pid_t watch_parent;          /* the process whose end ends this kernel: JPY_PARENT_PID, or in a forked
+                                  * session its parent kernel (0: none) */
+    char *own_connection_file;   /* owned: the file a forked session wrote, removed when it ends */
+    sigset_t saved_mask;         /* the mask before pyc_app_bind */
+} pyc_app_t;
+
+/* Blocks SIGINT and SIGTERM, then makes the signer and binds the five sockets of a->cf (ports 0 are chosen
+ * by the system and written back into a->cf).  Returns 0, or -1 with err. */
+int pyc_app_bind(pyc_app_t *a, pyc_error_t *err);
+
+/* Starts the server's threads with the kernel's control handler, then restores the signal mask.  Returns 0,
+ * or -1 with err. */
+int pyc_app_start(pyc_app_t *a, pyc_error_t *err);
+
+/* The kernel's fork_child callback (kernel.h): forks a session of its own from this kernel (fork.c), which
+ * in the child becomes a kernel on new ports with a new key through pyc_app_bind and pyc_app_start. */
+int pyc_app_fork_child(void *ctx, bool outlive, json_t **info, pyc_error_t *err);
+
+/* The kernel's wake_main callback: makes a waiting pyc_server_next return. */
+void pyc_app_wake(void *ctx);
+
+#endif

@@ -1,0 +1,124 @@
+/*
+ * children.c -- forked sessions (README, "Session fork"): the comm target pyc.fork, and the table of live
+ * children, which the kernel reaps when idle and ends with itself unless they were asked to outlive it.
+ *
+ * The fork itself is fork.c's (through the fork_child callback of the kernel's config); a child returns from
+ * it as a kernel of its own, and leaves the fork request, which was its parent's, unanswered.
+ */
+#include "kernelint.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+
+void
+pyc__reap_children(pyc_kernel_t *k)
+{
+    int live = 0;
+    for (int i = 0; i < k->n_children; i++) {
+        if (waitpid(k->children[i].pid, NULL, WNOHANG) == 0) {
+            k->children[live++] = k->children[i];
+        } else {
+            /* A child that ended by a signal could not remove its connection file. */
+            unlink(k->children[i].file);
+            free(k->children[i].file);
+        }
+    }
+    k->n_children = live;
+}
+
+/* Records a new child and its connection file. */
+static void
+add_child(pyc_kernel_t *k, pid_t pid, const char *file, bool outlive)
+{
+    char *f = strdup(file != NULL ? file : "");
+    pyc__child_t *grown = f != NULL ? realloc(k->children, (size_t)(k->n_children + 1) * sizeof *grown) : NULL;
+    if (grown == NULL) {
+        free(f);
+        pyc_log("fork: out of memory: child %ld will not be reaped", (long)pid);
+        return;
+    }
+    k->children = grown;
+    k->children[k->n_children++] = (pyc__child_t){pid, f, outlive};
+}
+
+void
+pyc__end_children(pyc_kernel_t *k)
+{
+    for (int i = 0; i < k->n_children; i++) {
+        if (k->children[i].outlive)
+            continue;
+        kill(k->children[i].pid, SIGKILL);
+        unlink(k->children[i].file);
+    }
+}
+
+void
+pyc__forget_children(pyc_kernel_t *k)
+{
+    for (int i = 0; i < k->n_children; i++)
+        free(k->children[i].file);
+    free(k->children);
+    k->children = NULL;
+    k->n_children = 0;
+}
+
+/* Comm target pyc.fork: {"n": N, "outlive": false} forks N children from the state after the last
+ * finished request; the answer is one comm_msg {"status": "ok", "children": [{pid, connection_file,
+ * connection}...]} (or {"status": "error", "ename", "evalue"}), then comm_close. */
+void
+pyc__on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
+{
+    json_t *content = msg->content;
+    const char *comm_id = json_string_value(json_object_get(content, "comm_id"));
+    json_t *data = json_object_get(content, "data");
+    json_t *nv = json_object_get(data, "n");
+    json_int_t n = json_is_integer(nv) ? json_integer_value(nv) : nv == NULL ? 1 : -1;
+    bool outlive = json_is_true(json_object_get(data, "outlive"));
+    json_t *result = NULL;
+    pyc_error_t err;
+
+    pyc__reap_children(k);
+    if (comm_id == NULL) {
+        pyc_log("pyc.fork: comm_open without a comm_id");
+        return;
+    }
+    int room = k->max_children - k->n_children;
+    if (k->fork_child == NULL) {
+        result = json_pack("{s:s, s:s, s:s}", "status", "error", "ename", "ForkError", "evalue",
+                           "this kernel cannot fork");
+    } else if (n < 1 || n > room) {
+        result = json_pack("{s:s, s:s, s:o}", "status", "error", "ename", "ForkError", "evalue",
+                           json_sprintf("n must be a whole number from 1 to %d (at most %d live children)", room,
+                                        k->max_children));
+    } else {
+        json_t *children = json_array();
+        for (json_int_t i = 0; i < n; i++) {
+            json_t *info = NULL;
+            int pid = k->fork_child(k->fork_ctx, outlive, &info, &err);
+            if (pid == 0) {      /* the child: the parent answers this request, not us */
+                k->just_forked = true;
+                json_decref(children);
+                return;
+            }
+            if (pid < 0) {
+                result = json_pack("{s:s, s:s, s:s, s:o}", "status", "error", "ename", "ForkError", "evalue",
+                                   err.text, "children", children);
+                children = NULL;
+                break;
+            }
+            add_child(k, pid, json_string_value(json_object_get(info, "connection_file")), outlive);
+            json_array_append_new(children, info);
+        }
+        if (result == NULL)
+            result = json_pack("{s:s, s:o}", "status", "ok", "children", children);
+    }
+    if (result == NULL)
+        return;
+    pyc__publish(k, msg, "comm_msg", json_pack("{s:s, s:o}", "comm_id", comm_id, "data", result));
+    pyc__publish(k, msg, "comm_close", json_pack("{s:s, s:{}}", "comm_id", comm_id, "data"));
+}

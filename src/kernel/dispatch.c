@@ -1,0 +1,136 @@
+/*
+ * dispatch.c -- the handler table, and the rule every request follows: status busy before anything else it
+ * causes, status idle after its last output, both with the request as parent (DESIGN.md section 3).  An
+ * error with stop_on_error aborts the execute requests that were already waiting, each with its own busy and
+ * idle; the other requests that were waiting are answered as usual, in order.
+ *
+ * Two entry points for two threads: pyc_kernel_control on the control thread (the requests whose handler
+ * needs no Python, answered even while a cell runs), and pyc_kernel_handle on the main thread.
+ */
+#include "kernelint.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "fork.h"
+#include "log.h"
+
+typedef void (*handler_fn)(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+
+static const struct {
+    const char *type;
+    handler_fn fn;
+    bool control_thread;         /* answered in the control thread, without Python */
+} handlers[] = {
+    {"execute_request", pyc__on_execute, false},
+    {"kernel_info_request", pyc__on_kernel_info, true},
+    {"is_complete_request", pyc__on_is_complete, false},
+    {"complete_request", pyc__on_complete, false},
+    {"inspect_request", pyc__on_inspect, false},
+    {"comm_info_request", pyc__on_comm_info, false},
+    {"history_request", pyc__on_history, false},
+    {"comm_open", pyc__on_comm, false},
+    {"comm_msg", pyc__on_comm, false},
+    {"comm_close", pyc__on_comm, false},
+    {"connect_request", pyc__on_connect, false},
+    {"shutdown_request", pyc__on_shutdown, true},
+    {"interrupt_request", pyc__on_interrupt, true},
+    {"usage_request", pyc__on_usage, true},
+};
+
+static handler_fn
+find_handler(const char *type, bool *control_thread)
+{
+    for (size_t i = 0; i < sizeof handlers / sizeof handlers[0]; i++) {
+        if (strcmp(handlers[i].type, type) == 0) {
+            if (control_thread != NULL)
+                *control_thread = handlers[i].control_thread;
+            return handlers[i].fn;
+        }
+    }
+    return NULL;
+}
+
+/* Handles one request between busy and idle, on the main thread. */
+static void
+dispatch(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
+{
+    pyc__status(k, msg, "busy");
+    handler_fn fn = find_handler(msg->msg_type, NULL);
+    if (fn != NULL)
+        fn(k, chan, msg);
+    else
+        pyc_log("%s: unknown message type '%s' (no reply)", chan == PYC_CHAN_CONTROL ? "control" : "shell",
+                msg->msg_type);
+    if (k->just_forked)
+        return;                  /* a new child: the request was its parent's, and so is its idle */
+    pyc_streams_flush(k->streams);
+    pyc__status(k, msg, "idle");
+}
+
+bool
+pyc_kernel_control(void *ctx, pyc_msg_t *msg)
+{
+    pyc_kernel_t *k = ctx;
+    bool in_control = false;
+    handler_fn fn = find_handler(msg->msg_type, &in_control);
+    /* A resource indicator polling usage_request does not keep an idle kernel alive. */
+    if (strcmp(msg->msg_type, "usage_request") != 0)
+        pyc_guard_activity(k->guard);
+    if (fn == NULL || !in_control)
+        return false;
+    pyc__status(k, msg, "busy");
+    fn(k, PYC_CHAN_CONTROL, msg);
+    pyc__status(k, msg, "idle");
+    pyc_msg_destroy(&msg);
+    return true;
+}
+
+void
+pyc__abort_queue(pyc_kernel_t *k)
+{
+    k->aborting = true;
+    pyc_msg_t *m;
+    while ((m = k->io->next_pending(k->io)) != NULL) {
+        pyc_msg_t **grown = realloc(k->queued, (k->n_queued + 1) * sizeof *grown);
+        if (grown == NULL) {
+            pyc_log("shell: dropped message: out of memory while aborting");
+            pyc_msg_destroy(&m);
+            continue;
+        }
+        k->queued = grown;
+        k->queued[k->n_queued++] = m;
+    }
+}
+
+void
+pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
+{
+    pyc_guard_activity(k->guard);
+    pyc__set_parent(k, msg);
+    k->current = msg;
+    dispatch(k, chan, msg);
+    k->current = NULL;
+    pyc_guard_activity(k->guard);
+    if (k->just_forked) {
+        /* The request's frames are the parent's ZeroMQ messages: leave them alone in the child. */
+        k->just_forked = false;
+        pyc_fork_keep_inherited(msg);
+        return;
+    }
+    pyc_msg_destroy(&msg);
+    if (!k->aborting)
+        return;
+    for (size_t i = 0; i < k->n_queued; i++) {
+        pyc_msg_t *next = k->queued[i];
+        pyc__set_parent(k, next);
+        k->current = next;
+        dispatch(k, PYC_CHAN_SHELL, next);
+        k->current = NULL;
+        pyc_msg_destroy(&next);
+    }
+    free(k->queued);
+    k->queued = NULL;
+    k->n_queued = 0;
+    k->aborting = false;
+}

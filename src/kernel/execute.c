@@ -1,0 +1,362 @@
+/*
+ * execute.c -- execute_request: the cell's limits and isolation, history, execute_input, running the cell
+ * under its deadline, the outcome, the abort of queued requests after an error, and the reply.  Also replay
+ * of a checkpoint (which runs cells the same way), the session's checkpoint, and the callbacks of the guard,
+ * the thread that keeps the time limits.
+ *
+ * A cell is bracketed by pyc_guard_cell_begin and pyc_guard_cell_end (run_cell).  When the guard decides that
+ * an interrupted cell will not stop, it takes over the cell's end (guard_stuck: it tells the client and ends
+ * the process), and the main thread, if it ever comes back, must not touch the channels again: run_cell then
+ * never returns.
+ */
+#include "kernelint.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static bool
+get_bool(json_t *obj, const char *key, bool dflt)
+{
+    json_t *v = json_object_get(obj, key);
+    return json_is_boolean(v) ? json_is_true(v) : dflt;
+}
+
+pyc_checkpoint_t *
+pyc__checkpoint(pyc_kernel_t *k)
+{
+    /* Made on first use: the interpreter's version goes into the file's header. */
+    if (k->checkpoint == NULL && k->checkpoint_dir != NULL) {
+        pyc_error_t err;
+        k->checkpoint = pyc_checkpoint_new(k->checkpoint_dir, k->session_id, pyc_py_version(), &err);
+        if (k->checkpoint == NULL) {
+            pyc_log("%s; checkpoints are off", err.text);
+            free(k->checkpoint_dir);
+            k->checkpoint_dir = NULL;
+        }
+    }
+    return k->checkpoint;
+}
+
+/* Appends a successful cell to the session's checkpoint; a failure is logged once. */
+static void
+checkpoint_cell(pyc_kernel_t *k, int count, const char *code)
+{
+    pyc_error_t err;
+    if (pyc__checkpoint(k) == NULL)
+        return;
+    if (pyc_checkpoint_add(k->checkpoint, count, code, &err) < 0) {
+        if (!k->checkpoint_failed)
+            pyc_log("%s (checkpoints are off until it works)", err.text);
+        k->checkpoint_failed = true;
+    } else {
+        k->checkpoint_failed = false;
+    }
+}
+
+/* Runs code as the cell described by k->cell, in the kernel or (isolated) in a forked child, between the
+ * guard's begin and end.  Returns the limit that stopped it (PYC_GUARD_NONE when none did).  Never returns
+ * when the guard has taken the cell's end over: the process is about to end, and the channels are its. */
+static int
+run_cell(pyc_kernel_t *k, const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_result_t *res,
+         json_t **iso_md)
+{
+    int why = PYC_GUARD_NONE;
+    pyc_guard_cell_begin(k->guard, k->cell.timeout);
+    if (k->cell.isolated) {
+        pyc__run_isolated(k, code, opts, res, iso_md);     /* the guard keeps its deadline */
+    } else {
+        atomic_store(&k->executing, 1);
+        pyc_py_enter();
+        pyc_py_execute(code, opts, res);
+        pyc_py_leave();
+        atomic_store(&k->executing, 0);
+    }
+    if (!pyc_guard_cell_end(k->guard, &why)) {
+        for (;;)
+            pause();
+    }
+    return why;
+}
+
+/* Answers an execute_request that cannot be run (no code, bad limits) with the error BadRequest. */
+static void
+reply_bad_request(pyc_kernel_t *k, int chan, const pyc_msg_t *msg, const char *why)
+{
+    json_t *error = json_pack("{s:s, s:s, s:[o]}", "ename", "BadRequest", "evalue", why, "traceback",
+                              json_sprintf("BadRequest: %s", why));
+    json_t *md = pyc__reply_metadata("error");
+    json_object_set_new(md, "pyc", json_pack("{s:s, s:s}", "outcome", "bad_request", "state", "intact"));
+    pyc__reply(k, chan, msg, "execute_reply", md, pyc__execute_error_content(error, k->execution_count, NULL, NULL));
+    json_decref(error);
+}
+
+/* Records the cell in the history (a batch, committed when the kernel is idle). */
+static void
+history_add(pyc_kernel_t *k, int count, const char *code)
+{
+    pyc_error_t err;
+    if (pyc__history(k) == NULL)
+        return;
+    if (!k->history_batch && pyc_history_batch(k->history, true, &err) == 0)
+        k->history_batch = true;
+    if (pyc_history_add(k->history, count, code, NULL, &err) < 0)
+        pyc_log("%s", err.text);
+}
+
+void
+pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    json_t *c = msg->content;
+    json_t *code_v = json_object_get(c, "code");
+    pyc_cell_limits_t cl;
+    pyc_error_t lerr;
+    const char *bad = NULL, *code = json_string_value(code_v);
+    double iso_timeout = 0;
+    int isolated = 0;
+    if (!json_is_string(code_v))
+        bad = "execute_request content lacks a string 'code'";
+    else if (pyc_limits_for_cell(&k->limits, json_object_get(msg->metadata, "pyc"), &cl, &lerr) < 0 ||
+             (isolated = pyc__isolation_of(msg, &code, &iso_timeout, &lerr)) < 0)
+        bad = lerr.text;
+    pyc_cellclock_start(&k->cell.clock);
+    if (bad != NULL) {
+        reply_bad_request(k, chan, msg, bad);
+        return;
+    }
+    bool silent = get_bool(c, "silent", false);
+    bool store_history = silent ? false : get_bool(c, "store_history", true);
+    bool stop_on_error = get_bool(c, "stop_on_error", true);
+    json_t *uexpr = json_object_get(c, "user_expressions");
+
+    if (k->aborting) {
+        pyc__abort_reply(k, chan, msg);
+        return;
+    }
+    if (store_history)
+        k->execution_count++;
+    int count = k->execution_count;
+    if (store_history)
+        history_add(k, count, json_string_value(code_v));
+    if (!silent)
+        pyc__publish(k, msg, "execute_input", json_pack("{s:O, s:i}", "code", code_v, "execution_count", count));
+
+    pyc_py_exec_opts_t opts = {
+        .silent = silent,
+        .store_history = store_history,
+        .allow_stdin = get_bool(c, "allow_stdin", true),
+        .execution_count = count,
+        .user_expressions = json_is_object(uexpr) ? uexpr : NULL,
+    };
+    pyc_py_exec_result_t res = {0};
+    k->allow_stdin = opts.allow_stdin;
+    pyc_streams_flush(k->streams);
+    if (silent)
+        pyc_streams_set_discard(k->streams, true);
+    json_t *iso_md = NULL;
+    k->cell.chan = chan;
+    k->cell.count = count;
+    k->cell.silent = silent;
+    k->cell.isolated = isolated;
+    k->cell.timeout = isolated ? pyc_limits_tighter(cl.timeout, iso_timeout) : cl.timeout;
+    pyc_outgate_set(&k->out, true, cl.output_bytes, cl.output_messages);
+    pyc__memory_reserve(k, true);
+    unsigned irq0 = pyc_py_interrupt_count();
+    int why = run_cell(k, code, &opts, &res, &iso_md);
+    pyc_streams_flush(k->streams);
+    pyc_outgate_set(&k->out, false, 0, 0);
+    if (silent)
+        pyc_streams_set_discard(k->streams, false);
+
+    bool interrupted = pyc_py_interrupt_count() != irq0 || why != PYC_GUARD_NONE;
+    const char *outcome = res.ok ? "ok" : "error";
+    if (iso_md != NULL)
+        outcome = json_string_value(json_object_get(iso_md, "outcome"));
+    if (why != PYC_GUARD_NONE) {
+        pyc_limit_stop_t stop = {why, false, k->cell.isolated, k->cell.timeout, k->limits.lifetime,
+                                 k->limits.cell_grace};
+        json_t *e = pyc_outcome_limit_error(&stop, json_object_get(res.error, "traceback"));
+        json_decref(res.error);
+        res.error = e;
+        res.ok = false;
+        outcome = why == PYC_GUARD_LIFETIME ? "lifetime" : "timeout";
+    } else if (!res.ok && interrupted && iso_md == NULL) {
+        outcome = "interrupted";
+    }
+    bool memory_hit = !res.ok && k->limits.memory > 0 && pyc_outcome_is_memory_error(res.error);
+    if (memory_hit)
+        pyc__memory_reserve(k, false);          /* room for the C side to report it; taken again next cell */
+    char notice[512];
+    if (!silent && pyc_outgate_notice(&k->out, notice, sizeof notice) > 0)
+        pyc__publish(k, msg, "stream", json_pack("{s:s, s:s}", "name", "stderr", "text", notice));
+    if (res.ok && !silent && store_history)
+        checkpoint_cell(k, count, code);   /* without a %%isolate line: replay runs it in the kernel */
+
+    if (!res.ok && stop_on_error && !silent)
+        pyc__abort_queue(k);     /* before the reply: a request sent after the client saw it is not aborted */
+    json_t *content;
+    if (res.ok) {
+        content = json_pack("{s:s, s:i, s:o, s:o}", "status", "ok", "execution_count", count, "user_expressions",
+                            res.user_expressions != NULL ? json_incref(res.user_expressions) : json_object(),
+                            "payload", res.payload != NULL ? json_incref(res.payload) : json_array());
+    } else {
+        if (!silent)
+            pyc__publish(k, msg, "error", json_deep_copy(res.error));
+        content = pyc__execute_error_content(res.error, count, res.user_expressions, res.payload);
+    }
+    json_t *md = pyc__reply_metadata(res.ok ? "ok" : "error");
+    double wall, cpu;
+    pyc_cellclock_read(&k->cell.clock, &wall, &cpu);
+    pyc_outcome_t o = {
+        .outcome = outcome != NULL ? outcome : "error",
+        .interrupted = interrupted,
+        .why = why,
+        .memory_hit = memory_hit,
+        .kernel_ending = atomic_load(&k->quit) != 0,
+        .output = pyc_outgate_stats(&k->out),
+        .wall = wall,
+        .cpu = cpu,
+    };
+    json_t *pmd = pyc_outcome_metadata(&o);
+    if (iso_md != NULL) {
+        json_object_del(iso_md, "outcome");
+        json_object_update(pmd, iso_md);
+        json_decref(iso_md);
+    }
+    json_object_set_new(md, "pyc", pmd);
+    pyc__reply(k, chan, msg, "execute_reply", md, content);
+    json_decref(res.error);
+    json_decref(res.user_expressions);
+    json_decref(res.payload);
+}
+
+/* ---- replay ------------------------------------------------------------------------------------------- */
+
+int
+pyc_kernel_replay(pyc_kernel_t *k, const char *path, pyc_error_t *err)
+{
+    char **cells;
+    size_t n, done = 0;
+    if (pyc_checkpoint_load(path, &cells, &n, err) < 0)
+        return -1;
+    json_t *failure = json_null();
+    pyc_streams_flush(k->streams);
+    pyc_streams_set_discard(k->streams, true);   /* nobody is listening yet; the cells ran before */
+    for (; done < n; done++) {
+        pyc_py_exec_opts_t opts = {.silent = true, .store_history = false, .allow_stdin = false};
+        pyc_py_exec_result_t res = {0};
+        /* Each replayed cell has the kernel's deadline, like any cell (a stuck one ends the kernel). */
+        k->cell = (pyc__cell_t){.count = (int)done + 1, .silent = true, .timeout = k->limits.cell_timeout};
+        pyc_cellclock_start(&k->cell.clock);
+        run_cell(k, cells[done], &opts, &res, NULL);
+        if (!res.ok) {
+            const char *en = json_string_value(json_object_get(res.error, "ename"));
+            const char *ev = json_string_value(json_object_get(res.error, "evalue"));
+            pyc_log("replay of %s: cell %zu of %zu failed (%s: %s); the other %zu were not run", path, done + 1,
+                    n, en != NULL ? en : "?", ev != NULL ? ev : "", n - done - 1);
+            failure = json_pack("{s:I, s:s, s:s}", "cell", (json_int_t)(done + 1), "ename", en != NULL ? en : "",
+                                "evalue", ev != NULL ? ev : "");
+        } else {
+            checkpoint_cell(k, (int)done + 1, cells[done]);
+        }
+        json_decref(res.error);
+        json_decref(res.user_expressions);
+        json_decref(res.payload);
+        if (!res.ok)
+            break;
+    }
+    pyc_streams_flush(k->streams);
+    pyc_streams_set_discard(k->streams, false);
+    pyc_guard_activity(k->guard);      /* the idle clock starts when the kernel can first be asked */
+    json_decref(k->replayed);
+    k->replayed = json_pack("{s:s, s:I, s:I, s:o}", "file", path, "cells", (json_int_t)n, "ran",
+                            (json_int_t)done, "error", failure);
+    if (json_is_null(failure))
+        pyc_log("replayed %zu cells from %s", n, path);
+    pyc_checkpoint_free_cells(cells, n);
+    return json_is_null(failure) ? 0 : pyc_error_set(err, "replay of %s stopped at cell %zu", path, done + 1);
+}
+
+/* ---- the guard's callbacks (guard thread) ------------------------------------------------------------- */
+
+static void
+guard_interrupt(void *ctx, int why)
+{
+    pyc_kernel_t *k = ctx;
+    pyc_log("cell %d ran past its %s; interrupting it", k->cell.count, pyc_outcome_limit_names[why]);
+    pthread_kill(k->main_thread, SIGINT);
+}
+
+static void
+guard_expire(void *ctx, int why)
+{
+    pyc_kernel_t *k = ctx;
+    if (why == PYC_GUARD_IDLE)
+        pyc_log("no request for %g s (the idle timeout); shutting down", k->limits.idle_timeout);
+    else
+        pyc_log("the kernel's lifetime of %g s is over; shutting down", k->limits.lifetime);
+    pyc__quit(k);
+}
+
+/* A cell did not stop after its interrupt: tell the client, then end the process.  The main thread is stuck
+ * in the cell and will never send again (pyc_guard_cell_end fails for it), which is what makes sending its
+ * reply on shell from this thread safe. */
+static void
+guard_stuck(void *ctx, int why)
+{
+    pyc_kernel_t *k = ctx;
+    const pyc_msg_t *msg = k->current;
+    pyc_log("cell %d did not stop within %g s of being interrupted; ending the kernel (its state is lost)",
+            k->cell.count, k->limits.cell_grace);
+    pyc_streams_flush(k->streams);
+    pyc_outgate_stop(&k->out);   /* whatever the stuck cell or its threads print now goes nowhere */
+    if (msg != NULL) {
+        pyc_limit_stop_t stop = {why, true, k->cell.isolated, k->cell.timeout, k->limits.lifetime,
+                                 k->limits.cell_grace};
+        json_t *err = pyc_outcome_limit_error(&stop, NULL);
+        char notice[512];
+        if (!k->cell.silent) {
+            if (pyc_outgate_notice(&k->out, notice, sizeof notice) > 0)
+                pyc__publish(k, msg, "stream", json_pack("{s:s, s:s}", "name", "stderr", "text", notice));
+            pyc__publish(k, msg, "error", json_deep_copy(err));
+        }
+        json_t *md = pyc__reply_metadata("error");
+        double wall, cpu;
+        pyc_cellclock_read(&k->cell.clock, &wall, &cpu);
+        pyc_outcome_t o = {
+            .outcome = why == PYC_GUARD_LIFETIME ? "lifetime" : "timeout",
+            .interrupted = true,
+            .why = why,
+            .lost = true,
+            .output = pyc_outgate_stats(&k->out),
+            .wall = wall,
+            .cpu = cpu,
+        };
+        json_object_set_new(md, "pyc", pyc_outcome_metadata(&o));
+        pyc__reply(k, k->cell.chan, msg, "execute_reply", md,
+                   pyc__execute_error_content(err, k->cell.count, NULL, NULL));
+        json_decref(err);
+        pyc__status(k, msg, "idle");
+    }
+    pyc__end_children(k);
+    k->hard_exit(k->hard_exit_ctx, 3);
+}
+
+static void
+guard_overdue(void *ctx)
+{
+    pyc_kernel_t *k = ctx;
+    pyc_log("shutdown took longer than its grace of %g s; exiting without finishing it",
+            k->limits.shutdown_grace);
+    pyc__end_children(k);
+    k->hard_exit(k->hard_exit_ctx, 0);
+}
+
+pyc_guard_callbacks_t
+pyc__guard_callbacks(pyc_kernel_t *k)
+{
+    return (pyc_guard_callbacks_t){guard_interrupt, guard_stuck, guard_expire, guard_overdue, k, NULL};
+}

@@ -1,0 +1,132 @@
+/*
+ * host.c -- the interpreter's callbacks into the kernel (py.h's pyc_py_host_t): stream text, displays and
+ * comm messages out to iopub through the output cap, and input() over the stdin channel.
+ *
+ * Streams and displays may come from any thread Python code runs on (user threads print too), and from the
+ * stream flusher; they are published with the current parent (publish.c).  input() runs on the main thread
+ * with the GIL released by the caller.
+ */
+#include "kernelint.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+void
+pyc__stream_publish(void *ctx, int which, const char *text, size_t n)
+{
+    pyc_kernel_t *k = ctx;
+    pyc_buf_t b;
+    n = pyc_outgate_admit(&k->out, n, text);
+    if (n == 0)
+        return;
+    pyc_buf_init(&b, SIZE_MAX / 2);
+    if (pyc_buf_reserve(&b, n + 48) < 0 ||
+        pyc_buf_adds(&b, which == PYC_STDOUT ? "{\"name\":\"stdout\",\"text\":" : "{\"name\":\"stderr\",\"text\":") < 0 ||
+        pyc_buf_add_json_string(&b, text, n) < 0 || pyc_buf_add(&b, "}", 1) < 0) {
+        pyc_buf_free(&b);
+        pyc_log("could not publish %zu bytes of output (out of memory)", n);
+        return;
+    }
+    size_t len;
+    char *content = pyc_buf_detach(&b, &len);
+    pyc__publish_current(k, "stream", content, len, NULL, NULL, 0);
+}
+
+static void
+host_publish_ex(void *ctx, const char *msg_type, json_t *content, json_t *metadata, pyc_outframe_t *buffers,
+                size_t nbuf)
+{
+    pyc_kernel_t *k = ctx;
+    pyc_streams_flush(k->streams);
+    char *text = json_dumps(content, JSON_COMPACT);
+    char *md = metadata != NULL ? json_dumps(metadata, JSON_COMPACT) : NULL;
+    json_decref(content);
+    json_decref(metadata);
+    size_t total = text != NULL ? strlen(text) : 0;
+    for (size_t i = 0; i < nbuf; i++)
+        total += buffers[i].size;
+    if (text == NULL || (pyc_outgate_counts(msg_type) && pyc_outgate_admit(&k->out, total, NULL) == 0)) {
+        if (text == NULL)
+            pyc_log("could not encode the content of %s", msg_type);
+        free(text);
+        free(md);
+        for (size_t i = 0; i < nbuf; i++)
+            pyc_outframe_drop(&buffers[i]);   /* taken over: lent Python buffers must be given back */
+        return;
+    }
+    pyc__publish_current(k, msg_type, text, strlen(text), md, buffers, nbuf);
+    free(md);
+}
+
+static void
+host_publish(void *ctx, const char *msg_type, json_t *content)
+{
+    host_publish_ex(ctx, msg_type, content, NULL, NULL, 0);
+}
+
+static void
+host_stream_write(void *ctx, int which, const char *data, size_t n)
+{
+    pyc_kernel_t *k = ctx;
+    pyc_streams_write(k->streams, which, data, n);
+}
+
+static void
+host_stream_flush(void *ctx)
+{
+    pyc_kernel_t *k = ctx;
+    pyc_streams_flush(k->streams);
+}
+
+static int
+host_input(void *ctx, const char *prompt, bool password, char **out, pyc_error_t *err)
+{
+    pyc_kernel_t *k = ctx;
+    const pyc_msg_t *req = k->current;
+    *out = NULL;
+    if (req == NULL || !k->allow_stdin)
+        return pyc_error_set(err, "input() is not available: the frontend does not support stdin "
+                                  "(allow_stdin is false)");
+    pyc_streams_flush(k->streams);
+    const pyc_frame_t *h = pyc__header_frame(req);
+    json_t *content = json_pack("{s:s, s:b}", "prompt", prompt, "password", password);
+    char *text = content != NULL ? json_dumps(content, JSON_COMPACT) : NULL;
+    json_decref(content);
+    if (text == NULL || pyc__send_frames(k, PYC_CHAN_STDIN, req->idents, req->n_idents, "input_request", h->data,
+                                         h->size, NULL, text, strlen(text), true, NULL, 0) < 0)
+        return pyc_error_set(err, "could not send input_request");
+    for (;;) {
+        if (pyc_py_interrupt_pending())
+            return 1;
+        if (atomic_load(&k->quit))
+            return pyc_error_set(err, "the kernel is shutting down");
+        pyc_msg_t *m = k->io->recv_stdin(k->io, 100);
+        if (m == NULL)
+            continue;
+        if (strcmp(m->msg_type, "input_reply") != 0) {
+            pyc_log("stdin: ignored %s while waiting for input_reply", m->msg_type);
+            pyc_msg_destroy(&m);
+            continue;
+        }
+        json_t *v = json_object_get(m->content, "value");
+        *out = strdup(json_is_string(v) ? json_string_value(v) : "");
+        pyc_msg_destroy(&m);
+        if (*out == NULL)
+            return pyc_error_code(err, PYC_ENOMEM, "out of memory");
+        return 0;
+    }
+}
+
+void
+pyc_kernel_py_host(pyc_kernel_t *k, pyc_py_host_t *host)
+{
+    host->ctx = k;
+    host->publish = host_publish;
+    host->publish_ex = host_publish_ex;
+    host->stream_write = host_stream_write;
+    host->stream_flush = host_stream_flush;
+    host->input = host_input;
+}

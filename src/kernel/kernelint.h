@@ -1,0 +1,231 @@
+/*
+ * kernelint.h -- what the files of the kernel object share among themselves (never included outside
+ * src/kernel/): the struct, the running cell, and the pyc__ functions each file offers the others.
+ *
+ * The files, by concern (kernel.h has the threads and locks they rely on):
+ *   kernel.c    life cycle, the kernel_info document, the fork of the whole kernel, idle work
+ *   dispatch.c  the handler table, busy/idle around every request, the abort queue
+ *   publish.c   the only code that builds, signs and sends messages; parent tracking; reply builders
+ *   host.c      the interpreter's callbacks: streams, displays and input() over stdin
+ *   execute.c   execute_request, the one run_cell (execute and replay), checkpoints, the guard's callbacks
+ *   isolate.c   fork-isolated cells and their record protocol
+ *   children.c  the table of forked sessions and the pyc.fork comm target
+ *   handlers.c  every other request: kernel_info, complete, inspect, is_complete, comms, history, connect,
+ *               shutdown, interrupt, usage
+ *   memcap.c    the memory cap (RLIMIT_DATA) and the reserve kept for the kernel's own C work
+ */
+#ifndef PYC_KERNELINT_H
+#define PYC_KERNELINT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "checkpoint.h"
+#include "guard.h"
+#include "history.h"
+#include "kernel.h"
+#include "limit.h"
+#include "msg.h"
+#include "outcome.h"
+#include "outgate.h"
+#include "py.h"
+#include "usage.h"
+
+/* A forked session: its pid, its connection file (removed when it ends), and whether it outlives us. */
+typedef struct pyc__child {
+    pid_t pid;
+    char *file;                  /* owned */
+    bool outlive;
+} pyc__child_t;
+
+/* The cell being run.  Written by the main thread before pyc_guard_cell_begin takes the guard's lock and
+ * read by the guard thread only after it (the stuck-cell report), so the lock orders them. */
+typedef struct pyc__cell {
+    int chan;                    /* the channel its request came on */
+    int count;                   /* its execution_count */
+    bool silent;
+    bool isolated;               /* it runs in a forked child (isolate.c) */
+    double timeout;              /* its deadline in seconds; 0: none */
+    pyc_cellclock_t clock;
+} pyc__cell_t;
+
+struct pyc_kernel {
+    /* Set at creation (and again in a forked child); read by every thread. */
+    pyc_io_t *io;                /* borrowed */
+    pyc_auth_t *auth;            /* borrowed */
+    pyc_connfile_t cf;           /* a copy without the key (key NULL): ports for connect_reply */
+    void (*wake_main)(void *ctx);
+    void *wake_ctx;
+    char session[PYC_MSG_ID_LEN + 1];
+    char *username_json;         /* owned: the JSON-encoded username of every header */
+    pyc_streams_t *streams;      /* owned */
+    pthread_t main_thread;
+    int (*fork_child)(void *ctx, bool outlive, json_t **info, pyc_error_t *err);
+    void *fork_ctx;
+    int max_children;
+    pyc_limits_t limits;
+    void (*hard_exit)(void *ctx, int code);
+    void *hard_exit_ctx;
+
+    /* Any thread, under parent_lock: the parent of iopub messages that have no request of their own. */
+    pthread_mutex_t parent_lock;
+    char *parent;                /* owned: the header frame of the request being handled */
+    size_t parent_len;
+
+    /* Main thread only. */
+    int execution_count;
+    bool aborting;               /* after an error with stop_on_error: abort queued execute requests */
+    pyc_msg_t **queued;          /* owned: the requests that were waiting when the error happened */
+    size_t n_queued;
+    const pyc_msg_t *current;    /* borrowed: the request being handled (also read by the guard thread) */
+    bool allow_stdin;
+    char *kernel_info;           /* owned: the kernel_info_reply content, made by pyc_kernel_starting */
+    pyc_history_t *history;      /* owned; opened on first use (pyc__history); NULL when it could not be */
+    bool history_tried;
+    bool history_batch;          /* a batch of history rows is open (committed when idle) */
+    pyc__child_t *children;      /* owned: live forked sessions, reaped when idle */
+    int n_children;
+    bool just_forked;            /* this process is a child that has not finished the fork request */
+    pyc__cell_t cell;
+    void *mem_reserve;           /* address space kept back for the kernel's own C work under a memory cap */
+    pyc_checkpoint_t *checkpoint;/* owned; made on first use (pyc__checkpoint); NULL when off */
+    char *checkpoint_dir;        /* owned; NULL when checkpoints are off */
+    char *session_id;            /* owned: the checkpoint's name */
+    bool checkpoint_failed;      /* logged once */
+    json_t *replayed;            /* owned: what --replay did, for kernel_info; NULL when nothing was */
+
+    /* Shared between threads, each guarded as its comment says. */
+    atomic_int executing;        /* a cell runs: interrupts go to the main thread */
+    atomic_int quit;
+    atomic_int restart;
+    pyc_guard_t *guard;          /* owned: the time limits' thread; thread-safe */
+    pyc_outgate_t out;           /* the running cell's output cap; its own lock */
+    pthread_mutex_t usage_lock;  /* guards usage (control thread and any other) */
+    pyc_usage_state_t usage;
+};
+
+/* ---- publish.c ------------------------------------------------------------------------------------------ */
+
+/* The header frame of a received message: the frame after the signature. */
+const pyc_frame_t *pyc__header_frame(const pyc_msg_t *msg);
+
+/* Builds, signs and sends one message.  content is taken over when content_owned is true (it must then be a
+ * malloc'd block); buffers[0..nbuf) are taken over in every case as pyc_io_t.send takes frames.  Returns 0 or
+ * -1; the message is lost on -1 (out of memory, or the channel closed), with a log line.  Any thread. */
+int pyc__send_frames(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_idents, const char *msg_type,
+                     const void *parent, size_t parent_len, const char *metadata, char *content, size_t content_len,
+                     bool content_owned, pyc_outframe_t *buffers, size_t nbuf);
+
+/* Replies to a request on the channel it came from; metadata (may be NULL) and content are stolen. */
+int pyc__reply(pyc_kernel_t *k, int chan, const pyc_msg_t *req, const char *msg_type, json_t *metadata,
+               json_t *content);
+
+/* Publishes on iopub with req as the parent; content is stolen. */
+int pyc__publish(pyc_kernel_t *k, const pyc_msg_t *req, const char *msg_type, json_t *content);
+
+/* Publishes with the current parent (pyc__set_parent): content text (taken over) and metadata (copied, may
+ * be NULL), and buffers taken over as pyc__send_frames takes them.  Any thread. */
+void pyc__publish_current(pyc_kernel_t *k, const char *msg_type, char *text, size_t len, const char *metadata,
+                          pyc_outframe_t *buffers, size_t nbuf);
+
+/* Publishes status execution_state with parent req (NULL: none, for "starting"). */
+void pyc__status(pyc_kernel_t *k, const pyc_msg_t *req, const char *state);
+
+/* Makes msg the parent of iopub messages that have no request of their own (streams, displays), after
+ * publishing what earlier requests left pending. */
+void pyc__set_parent(pyc_kernel_t *k, const pyc_msg_t *msg);
+
+/* The metadata of a reply: {"started", "dependencies_met", "status"}.  A new reference. */
+json_t *pyc__reply_metadata(const char *status);
+
+/* The content of an execute_reply for a cell that failed: error's ename, evalue and traceback with status
+ * "error", the execution_count, user_expressions and payload (each borrowed, NULL for empty).  The one builder
+ * of the three ways a cell fails (an error of its own, a bad request, a stuck cell).  A new reference. */
+json_t *pyc__execute_error_content(json_t *error, int count, json_t *user_expressions, json_t *payload);
+
+/* The content of a reply to a request that lacks what it must have: status error, ename BadRequest. */
+json_t *pyc__bad_request(const char *what);
+
+/* Answers a request with status "aborted" (after an earlier error with stop_on_error). */
+void pyc__abort_reply(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+
+/* ---- host.c --------------------------------------------------------------------------------------------- */
+
+/* The streams' publish callback (stream.h): stream text of the current parent, through the output cap. */
+void pyc__stream_publish(void *ctx, int which, const char *text, size_t n);
+
+/* ---- execute.c ------------------------------------------------------------------------------------------ */
+
+void pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+
+/* The guard's callbacks for this kernel (they run on the guard thread). */
+pyc_guard_callbacks_t pyc__guard_callbacks(pyc_kernel_t *k);
+
+/* The session's checkpoint, made on first use; NULL when checkpoints are off or it could not be made. */
+pyc_checkpoint_t *pyc__checkpoint(pyc_kernel_t *k);
+
+/* ---- isolate.c ------------------------------------------------------------------------------------------ */
+
+/* Reads the isolation a request asks for: metadata {"pyc": {"isolate": "fork"}}, or a first line
+ * "%%isolate [S]" (removed from *code; S, a duration, goes into *timeout, else 0).  Returns 1 when the cell
+ * is to run isolated, 0 when not, -1 with err for a bad duration. */
+int pyc__isolation_of(const pyc_msg_t *msg, const char **code, double *timeout, pyc_error_t *err);
+
+/* Runs a cell in a forked child (see isolate.c).  Fills res like pyc_py_execute, and *md_out with what
+ * happened (merged into metadata.pyc of the reply, with its "outcome"). */
+void pyc__run_isolated(pyc_kernel_t *k, const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_result_t *res,
+                       json_t **md_out);
+
+/* ---- children.c ----------------------------------------------------------------------------------------- */
+
+/* Reaps the forked sessions that ended and removes their connection files. */
+void pyc__reap_children(pyc_kernel_t *k);
+
+/* The kernel is ending: children not asked to outlive it end now, and their connection files go.  Safe on
+ * the guard thread (signals and unlink only). */
+void pyc__end_children(pyc_kernel_t *k);
+
+/* Forgets every child (a forked child: its parent's children are not its own). */
+void pyc__forget_children(pyc_kernel_t *k);
+
+/* The comm target pyc.fork. */
+void pyc__on_fork(pyc_kernel_t *k, const pyc_msg_t *msg);
+
+/* ---- handlers.c ----------------------------------------------------------------------------------------- */
+
+void pyc__on_kernel_info(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+void pyc__on_is_complete(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+void pyc__on_complete(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+void pyc__on_inspect(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+void pyc__on_comm(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+void pyc__on_comm_info(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+void pyc__on_history(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+void pyc__on_connect(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+void pyc__on_shutdown(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+void pyc__on_interrupt(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+void pyc__on_usage(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+
+/* Asks the main thread to stop the running cell, if any (SIGINT).  Any thread. */
+void pyc__interrupt_main(pyc_kernel_t *k);
+
+/* Asks the kernel to shut down: sets quit, interrupts a running cell and wakes the main loop.  Any thread. */
+void pyc__quit(pyc_kernel_t *k);
+
+/* ---- dispatch.c ----------------------------------------------------------------------------------------- */
+
+/* After a cell failed with stop_on_error: takes the requests already waiting on shell, so that they are
+ * aborted (execute) or answered (the rest) after this request, in order. */
+void pyc__abort_queue(pyc_kernel_t *k);
+
+/* ---- memcap.c ------------------------------------------------------------------------------------------- */
+
+/* Under a memory cap: keeps (true) or gives back (false) the reserve. */
+void pyc__memory_reserve(pyc_kernel_t *k, bool keep);
+
+/* ---- kernel.c ------------------------------------------------------------------------------------------- */
+
+/* The history, opened on first use; NULL when it is off. */
+pyc_history_t *pyc__history(pyc_kernel_t *k);
+
+#endif

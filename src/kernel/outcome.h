@@ -1,0 +1,65 @@
+/*
+ * outcome.h -- what happened to a cell, as the kernel tells it: metadata.pyc of every execute_reply (README,
+ * "Limits and outcomes"), the error of a cell stopped by a limit, and the clocks behind wall_time and
+ * cpu_time.
+ *
+ * Pure functions of their arguments (the clocks aside), so that the truthfulness of every outcome can be
+ * unit-tested without a kernel.
+ */
+#ifndef PYC_OUTCOME_H
+#define PYC_OUTCOME_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include "outgate.h"
+
+/* Wall and CPU clocks at the start of a cell. */
+typedef struct pyc_cellclock {
+    struct timespec wall, cpu;
+    double children_cpu;         /* CPU seconds of children reaped before the cell */
+} pyc_cellclock_t;
+
+void pyc_cellclock_start(pyc_cellclock_t *c);
+
+/* Wall and CPU seconds since pyc_cellclock_start; CPU includes the children reaped meanwhile (an isolated
+ * cell's process is one). */
+void pyc_cellclock_read(const pyc_cellclock_t *c, double *wall, double *cpu);
+
+/* The name of each limit in metadata.pyc.limit, indexed by PYC_GUARD_* (NULL for PYC_GUARD_NONE). */
+extern const char *const pyc_outcome_limit_names[4];
+
+/* What stopped a cell, for its error. */
+typedef struct pyc_limit_stop {
+    int why;                     /* PYC_GUARD_DEADLINE or PYC_GUARD_LIFETIME */
+    bool stuck;                  /* it did not stop within its grace: the kernel is ending */
+    bool isolated;               /* it ran in a forked child, which was killed */
+    double cell_timeout;         /* its deadline, seconds */
+    double lifetime, grace;      /* the kernel's */
+} pyc_limit_stop_t;
+
+/* The error of a cell stopped by a limit: ename CellTimeout (its deadline) or KernelLifetimeEnded.  traceback
+ * (borrowed, may be NULL) is where an in-kernel cell was when it was stopped; its KeyboardInterrupt line is
+ * replaced by the limit's own.  A new reference. */
+json_t *pyc_outcome_limit_error(const pyc_limit_stop_t *s, json_t *traceback);
+
+/* Everything metadata.pyc says. */
+typedef struct pyc_outcome {
+    const char *outcome;         /* ok, error, interrupted, timeout, lifetime, aborted, bad_request, died */
+    bool interrupted;            /* an interrupt reached the cell */
+    int why;                     /* PYC_GUARD_*: the limit that stopped it */
+    bool memory_hit;             /* it raised MemoryError under a memory cap */
+    bool lost;                   /* the kernel is ending and its state is lost */
+    bool kernel_ending;          /* the kernel shuts down after this reply */
+    pyc_outgate_stats_t output;
+    double wall, cpu;
+} pyc_outcome_t;
+
+/* metadata.pyc of an execute_reply (a new reference). */
+json_t *pyc_outcome_metadata(const pyc_outcome_t *o);
+
+/* True when a cell's error ({"ename", ...}, borrowed) is a MemoryError. */
+bool pyc_outcome_is_memory_error(json_t *error);
+
+#endif

@@ -1,0 +1,64 @@
+/*
+ * outgate.h -- the per-cell output cap (README, "Limits and outcomes"): counts what a cell publishes and
+ * decides what may still go out.
+ *
+ * Every output message of the running cell (stream text, displays, results; pyc_outgate_counts says which
+ * types) is admitted here before it is sent.  Once the cap of bytes or of messages is reached, everything
+ * else of that cell is dropped, so that output never resumes with a gap in it; stream text, which can be cut,
+ * is cut exactly at the byte limit on a whole UTF-8 character.  At the end of the cell the kernel publishes
+ * one notice that says how much was dropped (pyc_outgate_notice).
+ *
+ * The gate is pure bookkeeping: no I/O, no Python, no time.  Output comes from the stream flusher, the main
+ * thread and Python threads at once, so every call takes the gate's lock (see the lock order in kernel.h).
+ */
+#ifndef PYC_OUTGATE_H
+#define PYC_OUTGATE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct pyc_outgate {
+    pthread_mutex_t lock;
+    bool active;                 /* an execute request is running */
+    bool dropping;               /* the cap was reached: everything else of this cell is dropped */
+    size_t max_bytes, max_msgs;  /* 0: no cap */
+    size_t bytes, msgs, dropped_bytes, dropped_msgs;
+} pyc_outgate_t;
+
+/* A copy of the counts, taken under the lock. */
+typedef struct pyc_outgate_stats {
+    size_t bytes, msgs, dropped_bytes, dropped_msgs;
+    size_t max_bytes, max_msgs;
+} pyc_outgate_stats_t;
+
+void pyc_outgate_init(pyc_outgate_t *g);
+void pyc_outgate_destroy(pyc_outgate_t *g);
+
+/* True for the message types the cap counts: what a cell prints and displays.  Comm messages (widgets,
+ * transfers) are not output in this sense and always go out. */
+bool pyc_outgate_counts(const char *msg_type);
+
+/* Counts an output message of `bytes` against the running cell's cap.  Returns how many of its bytes may go
+ * out: all of them, none (the message is dropped), or -- for stream text, which can be cut (text not NULL)
+ * -- the part that fits, ending on a whole UTF-8 character.  Outside a cell everything is admitted. */
+size_t pyc_outgate_admit(pyc_outgate_t *g, size_t bytes, const char *text);
+
+/* Starts a cell's count with its caps (0: none), or ends it (active false).  The caller flushes output
+ * first, so that nothing of the previous request is counted against this one. */
+void pyc_outgate_set(pyc_outgate_t *g, bool active, size_t max_bytes, size_t max_msgs);
+
+/* Drops everything from now on until the next pyc_outgate_set (a stuck cell that the kernel is ending). */
+void pyc_outgate_stop(pyc_outgate_t *g);
+
+pyc_outgate_stats_t pyc_outgate_stats(pyc_outgate_t *g);
+
+/* Writes the notice of a cell whose output was capped into text (cap bytes) and returns its length; returns
+ * 0 (text untouched) when nothing was dropped. */
+size_t pyc_outgate_notice(pyc_outgate_t *g, char *text, size_t cap);
+
+/* Held across fork(2) by pyc_kernel_fork, so that a child never inherits the lock taken. */
+void pyc_outgate_lock(pyc_outgate_t *g);
+void pyc_outgate_unlock(pyc_outgate_t *g);
+
+#endif

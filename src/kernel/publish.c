@@ -1,0 +1,198 @@
+/*
+ * publish.c -- the only code of the kernel that builds, signs and sends messages: replies, iopub messages,
+ * status, and the parent that iopub messages without a request of their own carry.
+ *
+ * Messages are assembled as text: the parent header is the request's own header frame, passed through byte
+ * for byte; the header is printed by msg.c; contents come from jansson or, for stream text, from the JSON
+ * string encoder in buf.c.  Up to 16 frames are assembled on the stack.
+ *
+ * Thread safety: everything here may run on any thread (the control thread, the stream flusher, Python
+ * threads, the guard); it reads only fields that are fixed while the kernel runs, and the parent, which
+ * parent_lock guards.
+ */
+#include "kernelint.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "wire.h"
+
+const pyc_frame_t *
+pyc__header_frame(const pyc_msg_t *msg)
+{
+    return &msg->idents[msg->n_idents + 2];
+}
+
+int
+pyc__send_frames(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_idents, const char *msg_type,
+                 const void *parent, size_t parent_len, const char *metadata, char *content, size_t content_len,
+                 bool content_owned, pyc_outframe_t *buffers, size_t nbuf)
+{
+    pyc_buf_t hdr;
+    char sig[PYC_AUTH_MAX_HEX + 1];
+    pyc_outframe_t stack_frames[16];
+    pyc_outframe_t *f = stack_frames;
+    size_t n = n_idents + 6 + nbuf;
+    int rc = -1;
+
+    pyc_buf_init(&hdr, 4096);
+    if (n > sizeof stack_frames / sizeof stack_frames[0]) {
+        f = malloc(n * sizeof *f);
+        if (f == NULL)
+            goto out;
+    }
+    if (pyc_msg_header(&hdr, msg_type, k->session, k->username_json, NULL) < 0)
+        goto out;
+    if (metadata == NULL)
+        metadata = "{}";
+    pyc_frame_t dicts[4] = {
+        {hdr.data, hdr.len},
+        {parent != NULL ? parent : "{}", parent != NULL ? parent_len : 2},
+        {metadata, strlen(metadata)},
+        {content, content_len},
+    };
+    if (pyc_wire_sign(k->auth, dicts, sig) < 0)
+        goto out;
+    for (size_t i = 0; i < n_idents; i++)
+        f[i] = (pyc_outframe_t){idents[i].data, idents[i].size, NULL, NULL};
+    f[n_idents] = (pyc_outframe_t){PYC_WIRE_DELIM, PYC_WIRE_DELIM_LEN, NULL, NULL};
+    f[n_idents + 1] = (pyc_outframe_t){sig, strlen(sig), NULL, NULL};
+    size_t hlen;
+    char *h = pyc_buf_detach(&hdr, &hlen);
+    f[n_idents + 2] = (pyc_outframe_t){h, hlen, h, NULL};
+    f[n_idents + 3] = (pyc_outframe_t){dicts[1].data, dicts[1].size, NULL, NULL};
+    f[n_idents + 4] = (pyc_outframe_t){metadata, dicts[2].size, NULL, NULL};
+    f[n_idents + 5] = (pyc_outframe_t){content, content_len, content_owned ? content : NULL, NULL};
+    for (size_t i = 0; i < nbuf; i++) {
+        f[n_idents + 6 + i] = buffers[i];
+        buffers[i] = (pyc_outframe_t){NULL, 0, NULL, NULL};
+    }
+    content_owned = false;       /* the io owns it now, whatever happens */
+    rc = k->io->send(k->io, chan, f, n);
+out:
+    if (rc < 0)
+        pyc_log("could not send %s (out of memory or channel closed)", msg_type);
+    if (content_owned)
+        free(content);
+    for (size_t i = 0; i < nbuf; i++)
+        pyc_outframe_drop(&buffers[i]);   /* not reached the io: failed before */
+    pyc_buf_free(&hdr);
+    if (f != stack_frames)
+        free(f);
+    return rc;
+}
+
+/* Sends a JSON content (stolen) with optional metadata (stolen). */
+static int
+send_json(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_idents, const char *msg_type,
+          const void *parent, size_t parent_len, json_t *metadata, json_t *content)
+{
+    char *md = metadata != NULL ? json_dumps(metadata, JSON_COMPACT) : NULL;
+    char *text = json_dumps(content, JSON_COMPACT);
+    json_decref(metadata);
+    json_decref(content);
+    if (text == NULL) {
+        free(md);
+        pyc_log("could not encode the content of %s", msg_type);
+        return -1;
+    }
+    int rc = pyc__send_frames(k, chan, idents, n_idents, msg_type, parent, parent_len, md, text, strlen(text),
+                              true, NULL, 0);
+    free(md);
+    return rc;
+}
+
+int
+pyc__reply(pyc_kernel_t *k, int chan, const pyc_msg_t *req, const char *msg_type, json_t *metadata,
+           json_t *content)
+{
+    const pyc_frame_t *h = pyc__header_frame(req);
+    return send_json(k, chan, req->idents, req->n_idents, msg_type, h->data, h->size, metadata, content);
+}
+
+int
+pyc__publish(pyc_kernel_t *k, const pyc_msg_t *req, const char *msg_type, json_t *content)
+{
+    const pyc_frame_t *h = pyc__header_frame(req);
+    pyc_frame_t topic = {msg_type, strlen(msg_type)};
+    return send_json(k, PYC_CHAN_IOPUB, &topic, 1, msg_type, h->data, h->size, NULL, content);
+}
+
+void
+pyc__status(pyc_kernel_t *k, const pyc_msg_t *req, const char *state)
+{
+    char text[64];
+    int n = snprintf(text, sizeof text, "{\"execution_state\":\"%s\"}", state);
+    pyc_frame_t topic = {"status", 6};
+    const void *p = req != NULL ? pyc__header_frame(req)->data : NULL;
+    size_t plen = req != NULL ? pyc__header_frame(req)->size : 0;
+    pyc__send_frames(k, PYC_CHAN_IOPUB, &topic, 1, "status", p, plen, NULL, text, (size_t)n, false, NULL, 0);
+}
+
+void
+pyc__set_parent(pyc_kernel_t *k, const pyc_msg_t *msg)
+{
+    const pyc_frame_t *h = pyc__header_frame(msg);
+    char *copy = malloc(h->size);
+    if (copy == NULL)
+        return;
+    memcpy(copy, h->data, h->size);
+    pyc_streams_flush(k->streams);   /* earlier output keeps its own parent */
+    pthread_mutex_lock(&k->parent_lock);
+    free(k->parent);
+    k->parent = copy;
+    k->parent_len = h->size;
+    pthread_mutex_unlock(&k->parent_lock);
+}
+
+void
+pyc__publish_current(pyc_kernel_t *k, const char *msg_type, char *text, size_t len, const char *metadata,
+                     pyc_outframe_t *buffers, size_t nbuf)
+{
+    pyc_frame_t topic = {msg_type, strlen(msg_type)};
+    pthread_mutex_lock(&k->parent_lock);
+    pyc__send_frames(k, PYC_CHAN_IOPUB, &topic, 1, msg_type, k->parent, k->parent_len, metadata, text, len, true,
+                     buffers, nbuf);
+    pthread_mutex_unlock(&k->parent_lock);
+}
+
+json_t *
+pyc__reply_metadata(const char *status_text)
+{
+    char date[PYC_MSG_DATE_LEN + 1];
+    pyc_msg_now(date);
+    return json_pack("{s:s, s:b, s:s}", "started", date, "dependencies_met", 1, "status", status_text);
+}
+
+json_t *
+pyc__execute_error_content(json_t *error, int count, json_t *user_expressions, json_t *payload)
+{
+    json_t *content = json_is_object(error) ? json_deep_copy(error) : json_object();
+    json_object_set_new(content, "status", json_string("error"));
+    json_object_set_new(content, "execution_count", json_integer(count));
+    json_object_set_new(content, "user_expressions",
+                        user_expressions != NULL ? json_incref(user_expressions) : json_object());
+    json_object_set_new(content, "payload", payload != NULL ? json_incref(payload) : json_array());
+    return content;
+}
+
+json_t *
+pyc__bad_request(const char *what)
+{
+    return json_pack("{s:s, s:s, s:s, s:[]}", "status", "error", "ename", "BadRequest", "evalue", what,
+                     "traceback");
+}
+
+void
+pyc__abort_reply(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    char type[128];
+    const char *us = strrchr(msg->msg_type, '_');
+    size_t base = us != NULL ? (size_t)(us - msg->msg_type) : strlen(msg->msg_type);
+    snprintf(type, sizeof type, "%.*s_reply", (int)(base < 100 ? base : 100), msg->msg_type);
+    json_t *md = pyc__reply_metadata("aborted");
+    if (strcmp(type, "execute_reply") == 0)
+        json_object_set_new(md, "pyc", json_pack("{s:s, s:s}", "outcome", "aborted", "state", "intact"));
+    pyc__reply(k, chan, msg, type, md, json_pack("{s:s}", "status", "aborted"));
+}

@@ -1,0 +1,142 @@
+/*
+ * test_outcome.c -- cmocka tests for outcome.c: metadata.pyc for every kind of end, and the error of a cell
+ * stopped by a limit (in the kernel, isolated, stuck), with its traceback.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <string.h>
+#include <unistd.h>
+
+#include "guard.h"
+#include "outcome.h"
+
+static const char *
+str(json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+static void
+test_metadata_of_an_ok_cell(void **state)
+{
+    (void)state;
+    pyc_outcome_t o = {.outcome = "ok", .output = {.bytes = 12, .msgs = 2}, .wall = 0.5, .cpu = 0.25};
+    json_t *m = pyc_outcome_metadata(&o);
+    assert_string_equal(str(m, "outcome"), "ok");
+    assert_false(json_is_true(json_object_get(m, "interrupted")));
+    assert_false(json_is_true(json_object_get(m, "timed_out")));
+    assert_true(json_is_null(json_object_get(m, "limit")));
+    assert_false(json_is_true(json_object_get(m, "output_dropped")));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(m, "output"), "bytes")), 12);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(m, "output"), "messages")), 2);
+    assert_false(json_is_true(json_object_get(m, "memory_cap_hit")));
+    assert_string_equal(str(m, "state"), "intact");
+    assert_false(json_is_true(json_object_get(m, "kernel_ending")));
+    assert_true(json_real_value(json_object_get(m, "wall_time")) == 0.5);
+    assert_true(json_real_value(json_object_get(m, "cpu_time")) == 0.25);
+    assert_int_equal(json_object_size(m), 11);
+    json_decref(m);
+}
+
+static void
+test_metadata_of_limits_and_losses(void **state)
+{
+    (void)state;
+    pyc_outcome_t o = {.outcome = "timeout", .interrupted = true, .why = PYC_GUARD_DEADLINE,
+                       .output = {.dropped_bytes = 1}};
+    json_t *m = pyc_outcome_metadata(&o);
+    assert_true(json_is_true(json_object_get(m, "timed_out")));
+    assert_string_equal(str(m, "limit"), "deadline");
+    assert_true(json_is_true(json_object_get(m, "output_dropped")));
+    json_decref(m);
+    o = (pyc_outcome_t){.outcome = "lifetime", .why = PYC_GUARD_LIFETIME, .lost = true};
+    m = pyc_outcome_metadata(&o);
+    assert_string_equal(str(m, "limit"), "lifetime");
+    assert_string_equal(str(m, "state"), "lost");
+    assert_true(json_is_true(json_object_get(m, "kernel_ending")));   /* lost implies ending */
+    json_decref(m);
+    o = (pyc_outcome_t){.outcome = "ok", .kernel_ending = true, .memory_hit = true};
+    m = pyc_outcome_metadata(&o);
+    assert_string_equal(str(m, "state"), "intact");
+    assert_true(json_is_true(json_object_get(m, "kernel_ending")));
+    assert_true(json_is_true(json_object_get(m, "memory_cap_hit")));
+    json_decref(m);
+}
+
+static void
+test_limit_error_in_the_kernel(void **state)
+{
+    (void)state;
+    json_t *tb = json_pack("[s, s, s]", "Traceback (most recent call last):", "  File \"<cell>\", line 1",
+                           "KeyboardInterrupt");
+    pyc_limit_stop_t s = {.why = PYC_GUARD_DEADLINE, .cell_timeout = 1.5, .grace = 5};
+    json_t *e = pyc_outcome_limit_error(&s, tb);
+    assert_string_equal(str(e, "ename"), "CellTimeout");
+    assert_non_null(strstr(str(e, "evalue"), "ran past its deadline of 1.5 s"));
+    assert_non_null(strstr(str(e, "evalue"), "the kernel goes on"));
+    json_t *t = json_object_get(e, "traceback");
+    /* where the cell was, without the KeyboardInterrupt line, then the limit's own line */
+    assert_int_equal(json_array_size(t), 3);
+    assert_string_equal(json_string_value(json_array_get(t, 1)), "  File \"<cell>\", line 1");
+    assert_int_equal(strncmp(json_string_value(json_array_get(t, 2)), "CellTimeout: the cell ran past", 30), 0);
+    json_decref(e);
+    json_decref(tb);
+}
+
+static void
+test_limit_error_isolated_and_stuck(void **state)
+{
+    (void)state;
+    json_t *tb = json_pack("[s]", "KeyboardInterrupt");
+    pyc_limit_stop_t s = {.why = PYC_GUARD_DEADLINE, .isolated = true, .cell_timeout = 2, .grace = 5};
+    json_t *e = pyc_outcome_limit_error(&s, tb);
+    assert_non_null(strstr(str(e, "evalue"), "the isolated cell ran past its deadline of 2 s"));
+    assert_non_null(strstr(str(e, "evalue"), "its process was killed"));
+    assert_int_equal(json_array_size(json_object_get(e, "traceback")), 1);   /* the child's is not shown */
+    json_decref(e);
+    s = (pyc_limit_stop_t){.why = PYC_GUARD_LIFETIME, .stuck = true, .lifetime = 60, .grace = 3};
+    e = pyc_outcome_limit_error(&s, NULL);
+    assert_string_equal(str(e, "ename"), "KernelLifetimeEnded");
+    assert_non_null(strstr(str(e, "evalue"), "lifetime of 60 s ended"));
+    assert_non_null(strstr(str(e, "evalue"), "did not stop within 3 s"));
+    assert_non_null(strstr(str(e, "evalue"), "state is lost"));
+    json_decref(e);
+    json_decref(tb);
+}
+
+static void
+test_memory_error_and_clock(void **state)
+{
+    (void)state;
+    json_t *e = json_pack("{s:s}", "ename", "MemoryError");
+    assert_true(pyc_outcome_is_memory_error(e));
+    json_decref(e);
+    e = json_pack("{s:s}", "ename", "ValueError");
+    assert_false(pyc_outcome_is_memory_error(e));
+    json_decref(e);
+    assert_false(pyc_outcome_is_memory_error(NULL));
+    pyc_cellclock_t c;
+    pyc_cellclock_start(&c);
+    usleep(2000);
+    double wall, cpu;
+    pyc_cellclock_read(&c, &wall, &cpu);
+    assert_true(wall >= 0.002 && wall < 5);
+    assert_true(cpu >= 0 && cpu <= wall + 0.1);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_metadata_of_an_ok_cell),
+        cmocka_unit_test(test_metadata_of_limits_and_losses),
+        cmocka_unit_test(test_limit_error_in_the_kernel),
+        cmocka_unit_test(test_limit_error_isolated_and_stuck),
+        cmocka_unit_test(test_memory_error_and_clock),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
