@@ -21,6 +21,7 @@ import pyctest  # noqa: E402
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "pyc_only: behaviour that only pyc promises (skips for other kernels)")
+    config.addinivalue_line("markers", "slow: load tests, whole notebooks and soak tests: make check-slow only")
     try:
         pyctest.setup_environment()
     except (RuntimeError, ValueError) as e:

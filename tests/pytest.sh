@@ -1,6 +1,11 @@
 #!/bin/sh
-# Runs the pytest suites (tests/integration, tests/clients) against the built pyc-kernel.
-# `make check` exports PYC_KERNEL, PYC_PYTHON, PYC_SRCDIR and PYTEST_ARGS.
+# Runs the pytest suites (tests/integration, tests/clients, tests/cli) against the built pyc-kernel and pyc.
+# `make check` exports PYC_KERNEL, PYC_CLI, PYC_PYTHON, PYC_SRCDIR and PYTEST_ARGS (tests/env.am).
+#
+# The suites run in PYC_TEST_JOBS processes (pytest-xdist, default 2; each module's tests stay in one
+# process, which keeps a module's shared kernel).  Tests marked "slow" -- load tests, whole notebooks, soak
+# tests -- run only when PYC_TEST_SLOW=1 (`make check-slow`), and then only they run.
+#
 # Calibration against ipykernel:
 #   PYC_TEST_ARGV='["/usr/bin/python3","-m","ipykernel_launcher","-f","{connection_file}"]' tests/pytest.sh
 set -u
@@ -23,19 +28,31 @@ PYTHONDONTWRITEBYTECODE=1
 export PYTHONDONTWRITEBYTECODE
 
 # Screenshots and other artifacts of the client tests.
-PYC_ARTIFACTS_DIR=${PYC_ARTIFACTS_DIR:-$(pwd)/tests/artifacts}
+PYC_ARTIFACTS_DIR=${PYC_ARTIFACTS_DIR:-$(pwd)/artifacts}
 export PYC_ARTIFACTS_DIR
 mkdir -p "$PYC_ARTIFACTS_DIR"
 
-# The in-interpreter package's own tests (a fake _pyc module; no kernel), unless PYTEST_ARGS narrows the run.
+if [ "${PYC_TEST_SLOW:-}" = 1 ]; then
+    mark=slow
+else
+    mark="not slow"
+fi
+jobs=${PYC_TEST_JOBS:-2}
+parallel=""
+if [ "$jobs" -gt 1 ] && "$python" -c "import xdist" 2>/dev/null; then
+    parallel="-n $jobs --dist loadfile"
+fi
+
+# The in-interpreter package's own tests (a fake _pyc module; no kernel), in the default run unless
+# PYTEST_ARGS narrows it.
 rc_py=0
-if [ -z "${PYTEST_ARGS:-}" ]; then
+if [ -z "${PYTEST_ARGS:-}" ] && [ "$mark" != slow ]; then
     "$python" -m pytest -p no:cacheprovider -q --timeout=120 "$srcdir/tests/python"
     rc_py=$?
 fi
 
-# shellcheck disable=SC2086 # PYTEST_ARGS is a list of words
-"$python" -m pytest -p no:cacheprovider -q -ra --timeout=120 ${PYTEST_ARGS:-} \
+# shellcheck disable=SC2086 # PYTEST_ARGS and parallel are lists of words
+"$python" -m pytest -p no:cacheprovider -q -ra --timeout=180 $parallel -m "$mark" ${PYTEST_ARGS:-} \
     "$srcdir/tests/integration" "$srcdir/tests/clients" "$srcdir/tests/cli"
 rc=$?
 if [ "$rc" -eq 5 ]; then

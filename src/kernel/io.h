@@ -1,8 +1,9 @@
 /*
  * io.h -- the interface between the kernel logic and the sockets.
  *
- * kernel.c never sees a ZeroMQ object: it hands finished frames to an io and asks it for queued requests.
- * server.c implements the interface over ZeroMQ; unit tests can implement it with arrays.
+ * The kernel object never sees a ZeroMQ object: it hands finished frames to an io and asks it for queued
+ * requests.  server.c implements the interface over ZeroMQ; tests/unit/kernel/test_dispatch.c with arrays,
+ * and an isolated cell's child with a pipe to its parent (isolate.c).
  */
 #ifndef PYC_IO_H
 #define PYC_IO_H
@@ -15,9 +16,11 @@
 typedef struct pyc_io pyc_io_t;
 
 struct pyc_io {
-    /* Sends a multipart message on a channel (PYC_CHAN_*).  Thread-safe for iopub and control (queued to
-     * the thread that owns the socket); shell and stdin only from the main thread.  Owned blocks and lent
-     * bytes are taken over even when sending fails.  Returns 0 or -1. */
+    /* Sends a multipart message on a channel (PYC_CHAN_*).  Any thread for iopub (sent by the caller under
+     * the io's iopub lock) and control (queued to the control thread); shell and stdin only from the main
+     * thread -- or, once, from the guard thread with the reply of a stuck cell, after the guard's
+     * compare-and-swap has made sure that the main thread never sends again (guard.h).  Owned blocks and
+     * lent bytes are taken over even when sending fails.  Returns 0 or -1. */
     int (*send)(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n);
 
     /* Main thread: returns the next well-formed request already waiting on the shell channel, or NULL

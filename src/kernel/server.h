@@ -1,12 +1,14 @@
 /*
  * server.h -- the five ZeroMQ channels and the threads that own them.
  *
- * Threads (DESIGN.md section 2):
+ * Threads (kernel.h has the whole table):
  *   main      owns shell and stdin; asks pyc_server_next for the next request, with the GIL released.
  *   control   owns control; hands each request to a callback that answers what needs no Python
- *             (kernel_info, interrupt, shutdown) and forwards the rest to the main thread.
- *   iopub     owns iopub; sends what any thread queued, in queue order.
+ *             (kernel_info, interrupt, shutdown, usage) and forwards the rest to the main thread; sends
+ *             the replies other threads queue for control.
  *   heartbeat echoes on a ROUTER socket through zmq_proxy.
+ * iopub has no thread of its own: whichever thread makes an iopub message sends it, under the iopub lock
+ * (a PUB socket without a high-water mark never blocks), which also orders the messages.
  * Threads inherit the signal mask of the thread that creates them: create the server with SIGINT and
  * SIGTERM blocked, so that signals reach only the main thread.  Only this module and fork touch ZeroMQ.
  *
@@ -36,7 +38,7 @@ typedef bool (*pyc_control_fn)(void *ctx, pyc_msg_t *msg);
  * back into cf.  auth is borrowed and must outlive the server. */
 pyc_server_t *pyc_server_new(pyc_connfile_t *cf, pyc_auth_t *auth, pyc_error_t *err);
 
-/* Starts the control, iopub and heartbeat threads. */
+/* Starts the control and heartbeat threads. */
 int pyc_server_start(pyc_server_t *srv, pyc_control_fn on_control, void *ctx, pyc_error_t *err);
 
 /* The io interface for kernel.c. */

@@ -14,7 +14,7 @@
 #include "msg.h"
 
 json_t *
-pyc_py_to_json(PyObject *obj)
+pyc__py_to_json(PyObject *obj)
 {
     if (obj == Py_None)
         return json_null();
@@ -50,7 +50,7 @@ pyc_py_to_json(PyObject *obj)
                 json_decref(o);
                 return NULL;
             }
-            json_t *v = pyc_py_to_json(value);
+            json_t *v = pyc__py_to_json(value);
             const char *kp = PyUnicode_AsUTF8(ks);
             if (v == NULL || kp == NULL) {
                 Py_DECREF(ks);
@@ -67,7 +67,7 @@ pyc_py_to_json(PyObject *obj)
         json_t *a = json_array();
         Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
         for (Py_ssize_t i = 0; i < n; i++) {
-            json_t *v = pyc_py_to_json(PySequence_Fast_GET_ITEM(obj, i));
+            json_t *v = pyc__py_to_json(PySequence_Fast_GET_ITEM(obj, i));
             if (v == NULL) {
                 json_decref(a);
                 return NULL;
@@ -79,13 +79,13 @@ pyc_py_to_json(PyObject *obj)
     PyObject *s = PyObject_Str(obj);
     if (s == NULL)
         return NULL;
-    json_t *r = pyc_py_to_json(s);
+    json_t *r = pyc__py_to_json(s);
     Py_DECREF(s);
     return r;
 }
 
 PyObject *
-pyc_py_from_json(json_t *j)
+pyc__py_from_json(json_t *j)
 {
     switch (json_typeof(j)) {
     case JSON_OBJECT: {
@@ -95,7 +95,7 @@ pyc_py_from_json(json_t *j)
         if (d == NULL)
             return NULL;
         json_object_foreach(j, key, value) {
-            PyObject *v = pyc_py_from_json(value);
+            PyObject *v = pyc__py_from_json(value);
             if (v == NULL || PyDict_SetItemString(d, key, v) < 0) {
                 Py_XDECREF(v);
                 Py_DECREF(d);
@@ -110,7 +110,7 @@ pyc_py_from_json(json_t *j)
         if (l == NULL)
             return NULL;
         for (size_t i = 0; i < json_array_size(j); i++) {
-            PyObject *v = pyc_py_from_json(json_array_get(j, i));
+            PyObject *v = pyc__py_from_json(json_array_get(j, i));
             if (v == NULL) {
                 Py_DECREF(l);
                 return NULL;
@@ -148,10 +148,10 @@ py_publish(PyObject *self, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|OO:publish", kwlist, &msg_type, &content, &metadata,
                                      &buffers))
         return NULL;
-    json_t *c = pyc_py_to_json(content);
+    json_t *c = pyc__py_to_json(content);
     if (c == NULL)
         return NULL;
-    json_t *md = metadata != Py_None ? pyc_py_to_json(metadata) : NULL;
+    json_t *md = metadata != Py_None ? pyc__py_to_json(metadata) : NULL;
     if (metadata != Py_None && md == NULL) {
         json_decref(c);
         return NULL;
@@ -159,7 +159,7 @@ py_publish(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_ssize_t nbuf = 0;
     PyObject *seq = NULL;
     pyc_outframe_t *frames = NULL;
-    pyc_py_release_lent();       /* what earlier sends gave back: a loop of sends holds one at a time */
+    pyc__py_release_lent();       /* what earlier sends gave back: a loop of sends holds one at a time */
     if (buffers != Py_None) {
         seq = PySequence_Fast(buffers, "buffers must be a list of bytes-like objects");
         if (seq == NULL)
@@ -171,21 +171,21 @@ py_publish(PyObject *self, PyObject *args, PyObject *kwargs)
             goto fail;
         }
         for (Py_ssize_t i = 0; i < nbuf; i++) {
-            if (pyc_py_lend(PySequence_Fast_GET_ITEM(seq, i), &frames[i]) < 0) {
+            if (pyc__py_lend(PySequence_Fast_GET_ITEM(seq, i), &frames[i]) < 0) {
                 nbuf = i;
                 goto fail;
             }
         }
     }
     /* Takes over the frames, sent or not. */
-    pyc_py_host.publish_ex(pyc_py_host.ctx, msg_type, c, md, frames, (size_t)nbuf);
+    pyc__py_host.publish_ex(pyc__py_host.ctx, msg_type, c, md, frames, (size_t)nbuf);
     PyMem_Free(frames);
     Py_XDECREF(seq);
     Py_RETURN_NONE;
 fail:
     for (Py_ssize_t i = 0; i < nbuf; i++)
         pyc_outframe_drop(&frames[i]);
-    pyc_py_release_lent();
+    pyc__py_release_lent();
     PyMem_Free(frames);
     Py_XDECREF(seq);
     json_decref(c);
@@ -194,15 +194,15 @@ fail:
 }
 
 void
-pyc_py_report(const char *what)
+pyc__py_report(const char *what)
 {
-    json_t *e = pyc_py_error_content();
+    json_t *e = pyc__py_error_content();
     char line[512];
     int n = snprintf(line, sizeof line, "pyc: %s failed: %s: %s\n", what,
                      json_string_value(json_object_get(e, "ename")), json_string_value(json_object_get(e, "evalue")));
     json_decref(e);
     if (n > 0)
-        pyc_py_host.stream_write(pyc_py_host.ctx, 1, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        pyc__py_host.stream_write(pyc__py_host.ctx, 1, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
 static int
@@ -233,11 +233,11 @@ mime_value(const char *mime, PyObject *v)
         PyObject *s = PyUnicode_FromEncodedObject(v, "utf-8", "replace");
         if (s == NULL)
             return NULL;
-        json_t *j = pyc_py_to_json(s);
+        json_t *j = pyc__py_to_json(s);
         Py_DECREF(s);
         return j;
     }
-    return pyc_py_to_json(v);
+    return pyc__py_to_json(v);
 }
 
 static const struct {
@@ -268,12 +268,12 @@ add_repr(json_t *data, json_t *md, const char *mime, PyObject *r)
         return;
     json_t *j = mime_value(mime, value);
     if (j == NULL) {
-        pyc_py_report(mime);
+        pyc__py_report(mime);
         return;
     }
     json_object_set_new(data, mime, j);
     if (meta != NULL && meta != Py_None) {
-        json_t *m = pyc_py_to_json(meta);
+        json_t *m = pyc__py_to_json(meta);
         if (m != NULL)
             json_object_set_new(md, mime, m);
         else
@@ -282,15 +282,15 @@ add_repr(json_t *data, json_t *md, const char *mime, PyObject *r)
 }
 
 int
-pyc_py_format(PyObject *obj, json_t **data_out, json_t **md_out)
+pyc__py_format(PyObject *obj, json_t **data_out, json_t **md_out)
 {
     json_t *data = json_object(), *md = json_object();
     PyObject *r = PyObject_Repr(obj);
     if (r == NULL) {
-        pyc_py_report("repr()");
+        pyc__py_report("repr()");
         json_object_set_new(data, "text/plain", json_string("<object whose repr() failed>"));
     } else {
-        json_object_set_new(data, "text/plain", pyc_py_to_json(r));
+        json_object_set_new(data, "text/plain", pyc__py_to_json(r));
         Py_DECREF(r);
     }
     /* Classes have the repr methods as plain functions; only instances are asked. */
@@ -299,7 +299,7 @@ pyc_py_format(PyObject *obj, json_t **data_out, json_t **md_out)
                                ? PyObject_CallMethod(obj, "_repr_mimebundle_", "OO", Py_None, Py_None)
                                : NULL;
         if (bundle == NULL && PyErr_Occurred())
-            pyc_py_report("_repr_mimebundle_");
+            pyc__py_report("_repr_mimebundle_");
         if (bundle != NULL && bundle != Py_None) {
             PyObject *bdata = bundle, *bmeta = NULL;
             if (PyTuple_Check(bundle) && PyTuple_GET_SIZE(bundle) == 2) {
@@ -319,11 +319,11 @@ pyc_py_format(PyObject *obj, json_t **data_out, json_t **md_out)
                     if (j != NULL)
                         json_object_set_new(data, mime, j);
                     else
-                        pyc_py_report(mime);
+                        pyc__py_report(mime);
                 }
             }
             if (bmeta != NULL && PyDict_Check(bmeta)) {
-                json_t *m = pyc_py_to_json(bmeta);
+                json_t *m = pyc__py_to_json(bmeta);
                 if (m != NULL)
                     json_object_update(md, m);
                 json_decref(m);
@@ -342,7 +342,7 @@ pyc_py_format(PyObject *obj, json_t **data_out, json_t **md_out)
             PyObject *res = PyObject_CallNoArgs(meth);
             Py_DECREF(meth);
             if (res == NULL) {
-                pyc_py_report(repr_methods[i].method);
+                pyc__py_report(repr_methods[i].method);
                 continue;
             }
             add_repr(data, md, repr_methods[i].mime, res);
@@ -364,14 +364,14 @@ displayhook(PyObject *self, PyObject *obj)
     PyObject *builtins = PyEval_GetBuiltins();
     if (builtins != NULL && PyDict_SetItemString(builtins, "_", obj) < 0)
         return NULL;
-    if (pyc_py_cell.silent)
+    if (pyc__py_cell.silent)
         Py_RETURN_NONE;
     json_t *data, *md;
-    if (pyc_py_format(obj, &data, &md) < 0)
+    if (pyc__py_format(obj, &data, &md) < 0)
         return NULL;
-    json_t *content = json_pack("{s:i, s:o, s:o}", "execution_count", pyc_py_cell.execution_count, "data", data,
+    json_t *content = json_pack("{s:i, s:o, s:o}", "execution_count", pyc__py_cell.execution_count, "data", data,
                                 "metadata", md);
-    pyc_py_host.publish(pyc_py_host.ctx, "execute_result", content);
+    pyc__py_host.publish(pyc__py_host.ctx, "execute_result", content);
     Py_RETURN_NONE;
 }
 
@@ -381,31 +381,31 @@ display_content(PyObject *obj, PyObject *metadata, PyObject *transient, PyObject
 {
     json_t *data, *md;
     if (raw && PyDict_Check(obj)) {
-        data = pyc_py_to_json(obj);
+        data = pyc__py_to_json(obj);
         md = json_object();
         if (data == NULL) {
             json_decref(md);
             return NULL;
         }
-    } else if (pyc_py_format(obj, &data, &md) < 0) {
+    } else if (pyc__py_format(obj, &data, &md) < 0) {
         return NULL;
     }
     if (metadata != NULL && metadata != Py_None) {
-        json_t *m = pyc_py_to_json(metadata);
+        json_t *m = pyc__py_to_json(metadata);
         if (m == NULL)
             PyErr_Clear();
         else if (json_is_object(m))
             json_object_update(md, m);
         json_decref(m);
     }
-    json_t *tr = transient != NULL && transient != Py_None ? pyc_py_to_json(transient) : json_object();
+    json_t *tr = transient != NULL && transient != Py_None ? pyc__py_to_json(transient) : json_object();
     if (!json_is_object(tr)) {
         PyErr_Clear();
         json_decref(tr);
         tr = json_object();
     }
     if (display_id != NULL && display_id != Py_None) {
-        json_t *id = pyc_py_to_json(display_id);
+        json_t *id = pyc__py_to_json(display_id);
         if (id != NULL)
             json_object_set_new(tr, "display_id", id);
         else
@@ -455,13 +455,13 @@ display(PyObject *self, PyObject *args, PyObject *kwargs)
             return NULL;
         display_id = new_id;
     }
-    if (!(pyc_py_cell.silent && pyc_py_cell.running)) {
+    if (!(pyc__py_cell.silent && pyc__py_cell.running)) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
             json_t *content = display_content(PyTuple_GET_ITEM(args, i), kwarg(kwargs, "metadata"),
                                               kwarg(kwargs, "transient"), display_id, is_raw);
             if (content == NULL)
                 goto out;
-            pyc_py_host.publish(pyc_py_host.ctx, "display_data", content);
+            pyc__py_host.publish(pyc__py_host.ctx, "display_data", content);
         }
     }
     if (display_id != NULL && display_id != Py_None)
@@ -484,14 +484,14 @@ update_display(PyObject *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_TypeError, "update_display(obj, display_id=ID) takes one object and a display_id");
         return NULL;
     }
-    if (pyc_py_cell.silent && pyc_py_cell.running)
+    if (pyc__py_cell.silent && pyc__py_cell.running)
         Py_RETURN_NONE;
     json_t *content = display_content(PyTuple_GET_ITEM(args, 0), kwarg(kwargs, "metadata"),
                                       kwarg(kwargs, "transient"), display_id,
                                       raw != NULL && PyObject_IsTrue(raw) == 1);
     if (content == NULL)
         return NULL;
-    pyc_py_host.publish(pyc_py_host.ctx, "update_display_data", content);
+    pyc__py_host.publish(pyc__py_host.ctx, "update_display_data", content);
     Py_RETURN_NONE;
 }
 
@@ -504,11 +504,11 @@ clear_output(PyObject *self, PyObject *args, PyObject *kwargs)
     int wait = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:clear_output", kwlist, &wait))
         return NULL;
-    pyc_py_host.publish(pyc_py_host.ctx, "clear_output", json_pack("{s:b}", "wait", wait));
+    pyc__py_host.publish(pyc__py_host.ctx, "clear_output", json_pack("{s:b}", "wait", wait));
     Py_RETURN_NONE;
 }
 
-PyMethodDef pyc_py_display_methods[] = {
+PyMethodDef pyc__py_display_methods[] = {
     {"displayhook", (PyCFunction)displayhook, METH_O, "Publish the value of a cell's last expression."},
     {"display", (PyCFunction)(void (*)(void))display, METH_VARARGS | METH_KEYWORDS,
      "display(*objs, metadata=None, transient=None, display_id=None, raw=False): publish rich output."},

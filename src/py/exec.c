@@ -15,7 +15,7 @@
 #include <string.h>
 
 static unsigned long cell_serial;
-json_t *pyc_py_payload;          /* payloads of the running cell (add_payload), or NULL */
+json_t *pyc__py_payload;          /* payloads of the running cell (add_payload), or NULL */
 static PyObject *event_loop;     /* asyncio loop for top-level await, made on first use */
 /* ---- errors ---------------------------------------------------------------------------------------- */
 
@@ -50,7 +50,7 @@ append_lines(json_t *arr, PyObject *list)
 }
 
 json_t *
-pyc_py_error_content(void)
+pyc__py_error_content(void)
 {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
@@ -299,12 +299,12 @@ after_cell(void)
 {
     PyObject *type, *value, *tb;
     PyObject *modules = PyImport_GetModuleDict();
-    if (pyc_py_finder == NULL || PyDict_GetItemString(modules, "matplotlib") == NULL)
+    if (pyc__py_finder == NULL || PyDict_GetItemString(modules, "matplotlib") == NULL)
         return;
     PyErr_Fetch(&type, &value, &tb);
-    PyObject *r = PyObject_CallMethod(pyc_py_finder, "after_cell", NULL);
+    PyObject *r = PyObject_CallMethod(pyc__py_finder, "after_cell", NULL);
     if (r == NULL)
-        pyc_py_report("showing figures");
+        pyc__py_report("showing figures");
     Py_XDECREF(r);
     PyErr_Restore(type, value, tb);
 }
@@ -313,12 +313,12 @@ after_cell(void)
 static json_t *
 support_reply(PyObject *r)
 {
-    json_t *out = r != NULL && PyDict_Check(r) ? pyc_py_to_json(r) : NULL;
+    json_t *out = r != NULL && PyDict_Check(r) ? pyc__py_to_json(r) : NULL;
     Py_XDECREF(r);
     if (out == NULL) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_TypeError, "support function did not return a dict");
-        out = pyc_py_error_content();
+        out = pyc__py_error_content();
         json_object_set_new(out, "status", json_string("error"));
     }
     return out;
@@ -348,10 +348,10 @@ void
 pyc_py_comm(const pyc_msg_t *msg)
 {
     const char *msg_type = msg->msg_type;
-    PyObject *c = pyc_py_from_json(msg->content), *md = pyc_py_from_json(msg->metadata);
+    PyObject *c = pyc__py_from_json(msg->content), *md = pyc__py_from_json(msg->metadata);
     /* Writable views of the received frames, not copies, so that unpickled NumPy arrays use the memory as it
      * is (zerocopy.c). */
-    PyObject *bufs = c != NULL && md != NULL ? pyc_py_msg_buffers(msg) : NULL;
+    PyObject *bufs = c != NULL && md != NULL ? pyc__py_msg_buffers(msg) : NULL;
     PyObject *r = NULL;
     if (bufs != NULL) {
         PyObject *args = Py_BuildValue("(sOOO)", msg_type, c, md, bufs);
@@ -359,7 +359,7 @@ pyc_py_comm(const pyc_msg_t *msg)
         Py_XDECREF(args);
     }
     if (r == NULL)
-        pyc_py_report(msg_type);
+        pyc__py_report(msg_type);
     Py_XDECREF(r);
     Py_XDECREF(c);
     Py_XDECREF(md);
@@ -373,7 +373,7 @@ pyc_py_comm_info(json_t *content)
     PyObject *args = Py_BuildValue("(s)", json_is_string(target) ? json_string_value(target) : NULL);
     PyObject *r = args != NULL ? call_support("pyc._comm", "comm_info", args) : NULL;
     Py_XDECREF(args);
-    json_t *comms = r != NULL && PyDict_Check(r) ? pyc_py_to_json(r) : NULL;
+    json_t *comms = r != NULL && PyDict_Check(r) ? pyc__py_to_json(r) : NULL;
     Py_XDECREF(r);
     if (comms == NULL) {
         PyErr_Clear();
@@ -395,13 +395,13 @@ eval_user_expressions(json_t *exprs, PyObject *globals)
             continue;
         PyObject *r = PyRun_String(json_string_value(value), Py_eval_input, globals, globals);
         if (r == NULL) {
-            json_t *e = pyc_py_error_content();
+            json_t *e = pyc__py_error_content();
             json_object_set_new(e, "status", json_string("error"));
             json_object_set_new(out, key, e);
             continue;
         }
         json_t *data, *md;
-        pyc_py_format(r, &data, &md);
+        pyc__py_format(r, &data, &md);
         Py_DECREF(r);
         json_object_set_new(out, key, json_pack("{s:s, s:o, s:o}", "status", "ok", "data", data, "metadata", md));
     }
@@ -412,10 +412,10 @@ eval_user_expressions(json_t *exprs, PyObject *globals)
 static void
 discard_late_interrupt(void)
 {
-    pyc_py_executing = 0;
+    pyc__py_executing = 0;
     if (PyErr_CheckSignals() < 0)
         PyErr_Clear();
-    pyc_py_interrupted = 0;
+    pyc__py_interrupted = 0;
 }
 
 void
@@ -427,16 +427,16 @@ pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_res
     res->ok = true;
     res->error = NULL;
     res->user_expressions = NULL;
-    pyc_py_cell = (pyc_py_cell_t){
+    pyc__py_cell = (pyc__py_cell_t){
         .running = 1,
         .silent = opts->silent,
         .allow_stdin = opts->allow_stdin,
         .execution_count = opts->execution_count,
     };
-    pyc_py_interrupted = 0;
-    pyc_py_executing = 1;
-    json_decref(pyc_py_payload);
-    pyc_py_payload = json_array();
+    pyc__py_interrupted = 0;
+    pyc__py_executing = 1;
+    json_decref(pyc__py_payload);
+    pyc__py_payload = json_array();
     int rc = globals != NULL ? run_cell(code, globals) : -1;
     if (rc == -2 && strpbrk(code, "!%?") != NULL)
         rc = run_transformed(code, globals);
@@ -445,16 +445,16 @@ pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_res
         res->ok = false;
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_RuntimeError, "the kernel lost its __main__ module");
-        res->error = pyc_py_error_content();
+        res->error = pyc__py_error_content();
     }
     if (res->ok)
         res->user_expressions = eval_user_expressions(opts->user_expressions, globals);
     else
         res->user_expressions = json_object();
     discard_late_interrupt();
-    res->payload = pyc_py_payload;
-    pyc_py_payload = NULL;
-    pyc_py_cell.running = 0;
+    res->payload = pyc__py_payload;
+    pyc__py_payload = NULL;
+    pyc__py_cell.running = 0;
 }
 
 json_t *
@@ -495,7 +495,7 @@ read_line(PyObject *prompt_obj, bool password)
             return NULL;
         }
     }
-    if (!pyc_py_cell.running || !pyc_py_cell.allow_stdin) {
+    if (!pyc__py_cell.running || !pyc__py_cell.allow_stdin) {
         Py_XDECREF(ps);
         PyObject *mod = PyImport_ImportModule("_pyc");
         PyObject *exc = mod != NULL ? PyObject_GetAttrString(mod, "StdinNotImplementedError") : NULL;
@@ -514,7 +514,7 @@ read_line(PyObject *prompt_obj, bool password)
         return PyErr_NoMemory();
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = pyc_py_host.input(pyc_py_host.ctx, prompt_copy, password, &line, &err);
+    rc = pyc__py_host.input(pyc__py_host.ctx, prompt_copy, password, &line, &err);
     Py_END_ALLOW_THREADS
     free(prompt_copy);
     if (rc == 1) {
@@ -568,18 +568,18 @@ py_add_payload(PyObject *self, PyObject *arg)
         PyErr_SetString(PyExc_TypeError, "add_payload() takes a dict");
         return NULL;
     }
-    if (pyc_py_payload == NULL) {
+    if (pyc__py_payload == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "add_payload() outside a cell");
         return NULL;
     }
-    json_t *j = pyc_py_to_json(arg);
+    json_t *j = pyc__py_to_json(arg);
     if (j == NULL)
         return NULL;
-    json_array_append_new(pyc_py_payload, j);
+    json_array_append_new(pyc__py_payload, j);
     Py_RETURN_NONE;
 }
 
-PyMethodDef pyc_py_input_methods[] = {
+PyMethodDef pyc__py_input_methods[] = {
     {"add_payload", (PyCFunction)py_add_payload, METH_O, "Add a payload to the current execute_reply."},
     {"input", (PyCFunction)py_input, METH_VARARGS, "input(prompt='') -> str, asked of the frontend."},
     {"getpass", (PyCFunction)(void (*)(void))py_getpass, METH_VARARGS | METH_KEYWORDS,
@@ -595,7 +595,7 @@ isolate_call(const char *func, PyObject *args, PyObject **out, pyc_error_t *err)
     *out = call_support("pyc._isolate", func, args);
     if (*out != NULL)
         return 0;
-    json_t *e = pyc_py_error_content();
+    json_t *e = pyc__py_error_content();
     pyc_error_set(err, "pyc._isolate.%s: %s: %s", func, json_string_value(json_object_get(e, "ename")),
                   json_string_value(json_object_get(e, "evalue")));
     json_decref(e);
@@ -631,8 +631,8 @@ isolate_unpack(PyObject *r, int with_blob, char **blob, size_t *len, json_t **me
         memcpy(*blob, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
         *len = (size_t)PyBytes_GET_SIZE(b);
     }
-    *merged = pyc_py_to_json(PyTuple_GET_ITEM(r, base));
-    *skipped = pyc_py_to_json(PyTuple_GET_ITEM(r, base + 1));
+    *merged = pyc__py_to_json(PyTuple_GET_ITEM(r, base));
+    *skipped = pyc__py_to_json(PyTuple_GET_ITEM(r, base + 1));
     Py_DECREF(r);
     if (*merged == NULL || *skipped == NULL) {
         PyErr_Clear();
@@ -669,8 +669,8 @@ pyc_py_isolate_merge(const void *blob, size_t len, json_t **merged, json_t **ski
 void
 pyc_py_interrupt_arm(void)
 {
-    pyc_py_interrupted = 0;
-    pyc_py_executing = 1;
+    pyc__py_interrupted = 0;
+    pyc__py_executing = 1;
 }
 
 void

@@ -16,16 +16,16 @@
 #include <string.h>
 #include <unistd.h>
 
-pyc_py_host_t pyc_py_host;
-pyc_py_cell_t pyc_py_cell;
-volatile sig_atomic_t pyc_py_interrupted;
-volatile sig_atomic_t pyc_py_executing;
+pyc_py_host_t pyc__py_host;
+pyc__py_cell_t pyc__py_cell;
+volatile sig_atomic_t pyc__py_interrupted;
+volatile sig_atomic_t pyc__py_executing;
 /* SIGINTs that reached a running cell (an interrupt_request, a signal from the client, a deadline). */
 static atomic_uint interrupt_count;
 
 static PyThreadState *main_ts;
 static char version[32];
-PyObject *pyc_py_finder;         /* the finder object below, kept for the after-cell hook */
+PyObject *pyc__py_finder;         /* the finder object below, kept for the after-cell hook */
 
 /* The boot code (kernel/python/_pyc_boot.py, compiled into the program with the package) installs the
  * finder that serves the `pyc` package; see that file for what else the finder does. */
@@ -72,9 +72,9 @@ install_finder(const pyc_embedded_file_t *files)
     if (r == NULL)
         goto out;
     Py_DECREF(r);
-    pyc_py_finder = PyDict_GetItemString(g, "finder");
-    Py_XINCREF(pyc_py_finder);
-    rc = pyc_py_finder != NULL ? 0 : -1;
+    pyc__py_finder = PyDict_GetItemString(g, "finder");
+    Py_XINCREF(pyc__py_finder);
+    rc = pyc__py_finder != NULL ? 0 : -1;
 out:
     Py_XDECREF(code);
     Py_XDECREF(d);
@@ -86,8 +86,8 @@ static void
 on_sigint(int sig)
 {
     (void)sig;
-    if (pyc_py_executing) {
-        pyc_py_interrupted = 1;
+    if (pyc__py_executing) {
+        pyc__py_interrupted = 1;
         atomic_fetch_add(&interrupt_count, 1);
         PyErr_SetInterrupt();
     }
@@ -102,7 +102,7 @@ pyc_py_interrupt_count(void)
 bool
 pyc_py_interrupt_pending(void)
 {
-    return pyc_py_interrupted != 0;
+    return pyc__py_interrupted != 0;
 }
 
 static struct PyModuleDef pyc_module_def;
@@ -110,17 +110,17 @@ static struct PyModuleDef pyc_module_def;
 static PyObject *
 module_init(void)
 {
-    return pyc_py_module_init();
+    return pyc__py_module_init();
 }
 
 PyObject *
-pyc_py_module_init(void)
+pyc__py_module_init(void)
 {
     static PyMethodDef methods[16];
     size_t n = 0;
-    for (PyMethodDef *m = pyc_py_display_methods; m->ml_name != NULL; m++)
+    for (PyMethodDef *m = pyc__py_display_methods; m->ml_name != NULL; m++)
         methods[n++] = *m;
-    for (PyMethodDef *m = pyc_py_input_methods; m->ml_name != NULL; m++)
+    for (PyMethodDef *m = pyc__py_input_methods; m->ml_name != NULL; m++)
         methods[n++] = *m;
     methods[n] = (PyMethodDef){NULL, NULL, 0, NULL};
     pyc_module_def = (struct PyModuleDef){
@@ -139,7 +139,7 @@ pyc_py_module_init(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (pyc_py_stream_ready(m) < 0 || pyc_py_zerocopy_ready(m) < 0) {
+    if (pyc__py_stream_ready(m) < 0 || pyc__py_zerocopy_ready(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }
@@ -155,8 +155,8 @@ install_hooks(pyc_error_t *err)
     int rc = -1;
     if (mod == NULL)
         goto out;
-    out = pyc_py_stream_new(0);
-    errs = pyc_py_stream_new(1);
+    out = pyc__py_stream_new(0);
+    errs = pyc__py_stream_new(1);
     hook = PyObject_GetAttrString(mod, "displayhook");
     if (out == NULL || errs == NULL || hook == NULL)
         goto out;
@@ -204,7 +204,7 @@ pyc_py_init(const pyc_py_config_t *cfg, const pyc_py_host_t *host, pyc_error_t *
     PyStatus st;
     PyConfig config;
 
-    pyc_py_host = *host;
+    pyc__py_host = *host;
     if (PyImport_AppendInittab("_pyc", module_init) < 0)
         return pyc_error_set(err, "could not register the _pyc module");
 
@@ -251,7 +251,7 @@ void
 pyc_py_enter(void)
 {
     PyEval_RestoreThread(main_ts);
-    pyc_py_release_lent();       /* exports ZeroMQ gave back while Python was left (zerocopy.c) */
+    pyc__py_release_lent();       /* exports ZeroMQ gave back while Python was left (zerocopy.c) */
 }
 
 void
@@ -285,8 +285,8 @@ pyc_py_fork_done(pid_t pid)
 {
     if (pid == 0) {
         PyOS_AfterFork_Child();
-        pyc_py_interrupted = 0;
-        pyc_py_executing = 0;
+        pyc__py_interrupted = 0;
+        pyc__py_executing = 0;
     } else {
         PyOS_AfterFork_Parent();
     }

@@ -1,6 +1,6 @@
 /*
- * pyint.h -- what the files of src/py share among themselves.  Includes Python.h; never include it
- * outside src/py.
+ * pyint.h -- what the files of src/py share among themselves (the pyc__py_ names; py.h has the public
+ * pyc_py_ ones).  Includes Python.h; never include it outside src/py.
  */
 #ifndef PYC_PYINT_H
 #define PYC_PYINT_H
@@ -12,69 +12,69 @@
 #include "py.h"
 
 /* The kernel's callbacks, copied at init. */
-extern pyc_py_host_t pyc_py_host;
+extern pyc_py_host_t pyc__py_host;
 
 /* State of the cell being run, read by the displayhook and input(). */
-typedef struct pyc_py_cell {
+typedef struct pyc__py_cell {
     int running;                 /* a cell is executing */
     int silent;
     int allow_stdin;
     int execution_count;
-} pyc_py_cell_t;
-extern pyc_py_cell_t pyc_py_cell;
+} pyc__py_cell_t;
+extern pyc__py_cell_t pyc__py_cell;
 
 /* Set by the SIGINT handler while a cell runs. */
-extern volatile sig_atomic_t pyc_py_interrupted;
-extern volatile sig_atomic_t pyc_py_executing;
+extern volatile sig_atomic_t pyc__py_interrupted;
+extern volatile sig_atomic_t pyc__py_executing;
 
 /* The finder of the embedded pyc package (init.c); its after_cell() runs after every cell. */
-extern PyObject *pyc_py_finder;
+extern PyObject *pyc__py_finder;
 
 /* The payload list of the running cell's execute_reply (exec.c). */
-extern json_t *pyc_py_payload;
+extern json_t *pyc__py_payload;
 
 /* The _pyc builtin module (streams, displayhook, display, input); registered before init. */
-PyObject *pyc_py_module_init(void);
+PyObject *pyc__py_module_init(void);
 
 /* Creates a stream object writing to stdout (0) or stderr (1). */
-PyObject *pyc_py_stream_new(int which);
-int pyc_py_stream_ready(PyObject *module);
+PyObject *pyc__py_stream_new(int which);
+int pyc__py_stream_ready(PyObject *module);
 
 /* Converts a Python value to JSON (dict with str keys, list, tuple, str, int, float, bool, None; anything
  * else by str()).  Returns a new reference, or NULL with a Python error set. */
-json_t *pyc_py_to_json(PyObject *obj);
+json_t *pyc__py_to_json(PyObject *obj);
 
 /* Writes the current Python exception as one line "pyc: <what> failed: <ename>: <evalue>" to the cell's
  * stderr and clears it: for failures of the kernel's own helpers (a repr method, a comm callback, the
  * figure flush) that must not become the cell's error. */
-void pyc_py_report(const char *what);
+void pyc__py_report(const char *what);
 
 /* Converts JSON to Python objects; a new reference or NULL with a Python error set. */
-PyObject *pyc_py_from_json(json_t *j);
+PyObject *pyc__py_from_json(json_t *j);
 
 /* The MIME bundle of obj: data with at least text/plain, and metadata.  Both new references.  Returns 0, or
  * -1 with a Python error set. */
-int pyc_py_format(PyObject *obj, json_t **data, json_t **metadata);
+int pyc__py_format(PyObject *obj, json_t **data, json_t **metadata);
 
 /* Formats the current Python exception as {"ename", "evalue", "traceback"} and clears it.  Frames before
  * the first frame of a cell are dropped from the traceback. */
-json_t *pyc_py_error_content(void);
+json_t *pyc__py_error_content(void);
 
 /* Buffers shared with ZeroMQ without a copy (zerocopy.c).  All with the GIL held.
- * pyc_py_lend makes *frame a self-contained outgoing frame from the bytes of obj (a contiguous bytes-like
+ * pyc__py_lend makes *frame a self-contained outgoing frame from the bytes of obj (a contiguous bytes-like
  * object): from 64 KiB on they are lent (a buffer export kept until ZeroMQ is done with them), smaller ones
  * are copied.  Returns 0, or -1 with a Python error set (*frame is then empty).
- * pyc_py_release_lent releases the exports ZeroMQ has given back; cheap when there are none.
- * pyc_py_msg_buffers returns a new list with a writable memoryview of each of msg's buffers, sharing the
+ * pyc__py_release_lent releases the exports ZeroMQ has given back; cheap when there are none.
+ * pyc__py_msg_buffers returns a new list with a writable memoryview of each of msg's buffers, sharing the
  * received memory from 64 KiB on (copied below, or when the storage cannot be held), or NULL with an error.
- * pyc_py_zerocopy_ready adds _pyc.FrameBuffer to the module; returns 0 or -1 with an error. */
-int pyc_py_lend(PyObject *obj, pyc_outframe_t *frame);
-void pyc_py_release_lent(void);
-PyObject *pyc_py_msg_buffers(const pyc_msg_t *msg);
-int pyc_py_zerocopy_ready(PyObject *module);
+ * pyc__py_zerocopy_ready adds _pyc.FrameBuffer to the module; returns 0 or -1 with an error. */
+int pyc__py_lend(PyObject *obj, pyc_outframe_t *frame);
+void pyc__py_release_lent(void);
+PyObject *pyc__py_msg_buffers(const pyc_msg_t *msg);
+int pyc__py_zerocopy_ready(PyObject *module);
 
 /* Methods of the _pyc module defined in display.c and exec.c. */
-extern PyMethodDef pyc_py_display_methods[];
-extern PyMethodDef pyc_py_input_methods[];
+extern PyMethodDef pyc__py_display_methods[];
+extern PyMethodDef pyc__py_input_methods[];
 
 #endif

@@ -20,7 +20,7 @@ typedef struct {
 static PyTypeObject stream_type;
 
 PyObject *
-pyc_py_stream_new(int which)
+pyc__py_stream_new(int which)
 {
     stream_t *s = PyObject_New(stream_t, &stream_type);
     if (s == NULL)
@@ -49,7 +49,7 @@ stream_write(stream_t *self, PyObject *arg)
         Py_ssize_t n;
         const char *p = PyUnicode_AsUTF8AndSize(arg, &n);
         if (p != NULL) {
-            pyc_py_host.stream_write(pyc_py_host.ctx, self->which, p, (size_t)n);
+            pyc__py_host.stream_write(pyc__py_host.ctx, self->which, p, (size_t)n);
             return PyLong_FromSsize_t(PyUnicode_GET_LENGTH(arg));
         }
         /* Lone surrogates cannot be UTF-8: write them escaped rather than fail. */
@@ -57,7 +57,7 @@ stream_write(stream_t *self, PyObject *arg)
         PyObject *b = PyUnicode_AsEncodedString(arg, "utf-8", "backslashreplace");
         if (b == NULL)
             return NULL;
-        pyc_py_host.stream_write(pyc_py_host.ctx, self->which, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
+        pyc__py_host.stream_write(pyc__py_host.ctx, self->which, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
         Py_DECREF(b);
         return PyLong_FromSsize_t(PyUnicode_GET_LENGTH(arg));
     }
@@ -68,7 +68,7 @@ stream_write(stream_t *self, PyObject *arg)
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    pyc_py_host.stream_write(pyc_py_host.ctx, self->which, view.buf, (size_t)view.len);
+    pyc__py_host.stream_write(pyc__py_host.ctx, self->which, view.buf, (size_t)view.len);
     Py_ssize_t len = view.len;
     PyBuffer_Release(&view);
     return PyLong_FromSsize_t(len);
@@ -99,7 +99,7 @@ static PyObject *
 stream_flush(stream_t *self, PyObject *unused)
 {
     (void)unused;
-    pyc_py_host.stream_flush(pyc_py_host.ctx);
+    pyc__py_host.stream_flush(pyc__py_host.ctx);
     Py_RETURN_NONE;
 }
 
@@ -143,7 +143,7 @@ stream_get_buffer(stream_t *self, void *closure)
         return NULL;
     }
     if (self->buffer == NULL) {
-        stream_t *b = (stream_t *)pyc_py_stream_new(self->which);
+        stream_t *b = (stream_t *)pyc__py_stream_new(self->which);
         if (b == NULL)
             return NULL;
         b->binary = 1;
@@ -221,7 +221,7 @@ static PyTypeObject stream_type = {
 };
 
 int
-pyc_py_stream_ready(PyObject *module)
+pyc__py_stream_ready(PyObject *module)
 {
     if (PyType_Ready(&stream_type) < 0)
         return -1;

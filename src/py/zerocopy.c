@@ -59,7 +59,7 @@ lent_return(pyc_releaser_t *r)
 }
 
 void
-pyc_py_release_lent(void)
+pyc__py_release_lent(void)
 {
     pthread_mutex_lock(&returned_lock);
     lent_t *all = returned;
@@ -74,7 +74,7 @@ pyc_py_release_lent(void)
 }
 
 int
-pyc_py_lend(PyObject *obj, pyc_outframe_t *frame)
+pyc__py_lend(PyObject *obj, pyc_outframe_t *frame)
 {
     *frame = (pyc_outframe_t){"", 0, NULL, NULL};
     lent_t *l = malloc(sizeof *l);
@@ -194,7 +194,7 @@ buffer_view(const pyc_msg_t *msg, const pyc_frame_t *b)
 }
 
 PyObject *
-pyc_py_msg_buffers(const pyc_msg_t *msg)
+pyc__py_msg_buffers(const pyc_msg_t *msg)
 {
     PyObject *list = PyList_New((Py_ssize_t)msg->n_buffers);
     if (list == NULL)
@@ -211,7 +211,7 @@ pyc_py_msg_buffers(const pyc_msg_t *msg)
 }
 
 int
-pyc_py_zerocopy_ready(PyObject *module)
+pyc__py_zerocopy_ready(PyObject *module)
 {
     static int registered;
     if (!registered) {
