@@ -57,12 +57,6 @@ now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-void
-pyc_client_shutdown(void)
-{
-    /* Nothing is global any more: every connection is closed by its client. */
-}
-
 static pyc_zmtp_t *
 open_conn(const pyc_connfile_t *cf, int chan, int type, const char *identity, pyc_error_t *err)
 {
