@@ -85,9 +85,10 @@ cli_state_t cli_silent_state(const pyc_session_file_t *sf);
 pyc_client_t *cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with_stdin, int *rc);
 
 /* Takes the lock of NAME (flock on pyc-NAME.lock), waiting up to timeout_ms for another `pyc` that holds it,
- * and writes `why` ("new", "fork", "kill") into it for `pyc ls`.  Returns the lock's fd; -1 (printed) when it
- * cannot; -2 (printed) when a SIGINT came (cli_catch_sigint) before the lock was had. */
-int cli_lock(const char *name, int timeout_ms, const char *why);
+ * and writes `why` ("new", "fork", "kill") into it for `pyc ls`.  Returns 0 with *fd the lock's descriptor,
+ * or the exit code (printed): PYC_EXIT_INTERRUPTED when a SIGINT came (cli_catch_sigint) before the lock was
+ * had, PYC_EXIT_CONNECTION when it cannot be had. */
+int cli_lock(const char *name, int timeout_ms, const char *why, int *fd);
 
 /* True when some process holds NAME's lock now; why (cap bytes) gets what its holder said it does ("new",
  * "fork", "kill"), or "" when it did not say. */

@@ -180,16 +180,17 @@ cli_state_t
 cli_session_state(const char *name, pyc_session_file_t *sf, int hb_ms, pyc_error_t *err)
 {
     char path[4096];
+    pyc_error_t lerr = {0};
     memset(sf, 0, sizeof *sf);
     if (cli_session_path(path, sizeof path, name, ".json") < 0) {
         pyc_error_set(err, "no runtime dir");
         return CLI_BROKEN;
     }
-    int r = pyc_session_file_load(path, sf, err);
-    if (r == -2)
-        return CLI_MISSING;
-    if (r < 0)
-        return CLI_BROKEN;
+    if (pyc_session_file_load(path, sf, &lerr) < 0) {
+        if (err != NULL)
+            *err = lerr;
+        return lerr.code == PYC_ENOENT ? CLI_MISSING : CLI_BROKEN;
+    }
     if (sf->pid > 0 && !pyc_proc_is(sf->pid, sf->pid_start))
         return CLI_STALE;
     if (hb_ms > 0) {
@@ -264,18 +265,19 @@ cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with
 }
 
 int
-cli_lock(const char *name, int timeout_ms, const char *why)
+cli_lock(const char *name, int timeout_ms, const char *why, int *lock_fd)
 {
     char path[4096];
+    *lock_fd = -1;
     if (cli_session_path(path, sizeof path, name, ".lock") < 0)
-        return -1;
+        return PYC_EXIT_CONNECTION;
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
         /* Ctrl-C while waiting gives up before anything was done (the caller catches SIGINT first). */
         if (cli_sigint_count > 0) {
             cli_err("interrupted while waiting for another pyc working on session %s; nothing was done", name);
-            return -2;
+            return PYC_EXIT_INTERRUPTED;
         }
         int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
         struct stat a, b;
@@ -284,12 +286,12 @@ cli_lock(const char *name, int timeout_ms, const char *why)
                 cli_err("%s is a symbolic link, not a lock file of pyc's; refused (remove it)", path);
             else
                 cli_err("cannot open %s: %s", path, strerror(errno));
-            return -1;
+            return PYC_EXIT_CONNECTION;
         }
         if (fstat(fd, &a) < 0 || !S_ISREG(a.st_mode) || a.st_uid != geteuid()) {
             cli_err("%s is not a regular file of yours; refused (remove it)", path);
             close(fd);
-            return -1;
+            return PYC_EXIT_CONNECTION;
         }
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
             if (lstat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
@@ -297,7 +299,8 @@ cli_lock(const char *name, int timeout_ms, const char *why)
                 int n = snprintf(note, sizeof note, "%s %ld\n", why, (long)getpid());
                 if (ftruncate(fd, 0) == 0 && n > 0 && pwrite(fd, note, (size_t)n, 0) < 0)
                     cli_err("cannot write %s: %s", path, strerror(errno));   /* only `ls` reads it */
-                return fd;
+                *lock_fd = fd;
+                return 0;
             }
             close(fd);           /* removed by its last holder meanwhile: lock the new one */
             continue;
@@ -306,13 +309,13 @@ cli_lock(const char *name, int timeout_ms, const char *why)
         close(fd);
         if (e != EWOULDBLOCK && e != EINTR) {
             cli_err("cannot lock %s: %s", path, strerror(e));
-            return -1;
+            return PYC_EXIT_CONNECTION;
         }
         clock_gettime(CLOCK_MONOTONIC, &now);
         long waited = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
         if (waited >= timeout_ms) {
             cli_err("another pyc has been working on session %s for %ld s; try again later", name, waited / 1000);
-            return -1;
+            return PYC_EXIT_CONNECTION;
         }
         usleep(5000);
     }

@@ -386,9 +386,9 @@ cli_new(int argc, char **argv)
         return PYC_EXIT_CONNECTION;
     cli_catch_sigint();
 
-    int lock = cli_lock(name, LOCK_WAIT_MS, "new");
-    if (lock < 0)
-        return lock == -2 ? PYC_EXIT_INTERRUPTED : PYC_EXIT_CONNECTION;
+    int lock;
+    if ((rc = cli_lock(name, LOCK_WAIT_MS, "new", &lock)) != 0)
+        return rc;
     cli_state_t st = cli_session_state(name, &old, 1000, &err);
     if (st == CLI_LIVE && a.value[0] == NULL) {
         cli_err("session %s already exists (kernel pid %ld); it is left as it is (pyc new --replace %s discards it)",
@@ -556,9 +556,9 @@ kill_one(const char *name)
         cli_err("%s", err.text);
         return PYC_EXIT_USAGE;
     }
-    int lock = cli_lock(name, LOCK_WAIT_MS, "kill");
-    if (lock < 0)
-        return lock == -2 ? PYC_EXIT_INTERRUPTED : PYC_EXIT_CONNECTION;
+    int lock;
+    if ((rc = cli_lock(name, LOCK_WAIT_MS, "kill", &lock)) != 0)
+        return rc;
     cli_state_t st = cli_session_state(name, &sf, 1000, &err);
     switch (st) {
     case CLI_MISSING:

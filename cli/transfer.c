@@ -268,10 +268,8 @@ cli_fork(int argc, char **argv)
     }
     int nlocked = 0;
     for (; nlocked < n; nlocked++) {
-        if ((locks[nlocked] = cli_lock(names[nlocked], 120000, "fork")) < 0) {
-            rc = locks[nlocked] == -2 ? PYC_EXIT_INTERRUPTED : PYC_EXIT_CONNECTION;
+        if ((rc = cli_lock(names[nlocked], 120000, "fork", &locks[nlocked])) != 0)
             goto unlock;
-        }
         pyc_session_file_t old;
         cli_state_t st = cli_session_state(names[nlocked], &old, 1000, &err);
         if (st == CLI_LIVE || st == CLI_UNRESPONSIVE) {

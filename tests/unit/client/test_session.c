@@ -135,7 +135,8 @@ test_file_write_and_load(void **state)
     sf.pid_start = 123456;
     sf.created = 1700000001.25;
 
-    assert_int_equal(pyc_session_file_load(path, &back, &err), -2);
+    assert_int_equal(pyc_session_file_load(path, &back, &err), -1);
+    assert_int_equal(err.code, PYC_ENOENT);
     assert_int_equal(pyc_session_file_write(path, &sf, &err), 0);
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
@@ -166,11 +167,13 @@ test_file_write_and_load(void **state)
     snprintf(other, sizeof other, "%s/pyc-link.json", dir);
     assert_int_equal(symlink(path, other), 0);
     expect_refused(pyc_session_file_load(other, &back, &err), &err, "symbolic link");
+    assert_int_equal(err.code, PYC_EINVAL);
     unlink(other);
     snprintf(other, sizeof other, "%s/pyc-fifo.json", dir);
     assert_int_equal(mkfifo(other, 0600), 0);
     alarm(10);
     expect_refused(pyc_session_file_load(other, &back, &err), &err, "not a regular file");
+    assert_int_equal(err.code, PYC_EINVAL);
     alarm(0);
     unlink(other);
 
