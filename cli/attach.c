@@ -64,9 +64,9 @@ static pyc_msg_t *
 shell_reply(const char *id, int ms)
 {
     pyc_error_t err;
-    double deadline = cli_now() + ms / 1000.0;
+    double deadline = pyc_now_s() + ms / 1000.0;
     for (;;) {
-        double left = deadline - cli_now();
+        double left = deadline - pyc_now_s();
         pyc_msg_t *m;
         int chan;
         if (left <= 0)

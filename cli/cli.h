@@ -15,6 +15,7 @@
 
 #include "args.h"
 #include "client.h"
+#include "clock.h"
 #include "session.h"
 
 /* Exit codes.  Every failure prints one line starting "pyc: " on stderr first. */
@@ -103,9 +104,6 @@ void cli_unlock(const char *name, int fd, bool remove);
  * still names the very process recorded.  The caller holds the lock.  Returns 0, or -1 when the kernel could
  * not be ended (printed). */
 int cli_session_end(const char *name, pyc_session_file_t *sf, cli_state_t state, int grace_ms);
-
-/* Seconds since the epoch, as a double. */
-double cli_now(void);
 
 /* ---- output of a request --------------------------------------------------------------------------------- */
 

@@ -23,7 +23,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "paths.h"
@@ -40,14 +39,6 @@ cli_err(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
-}
-
-double
-cli_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static void
@@ -271,8 +262,7 @@ cli_lock(const char *name, int timeout_ms, const char *why, int *lock_fd)
     *lock_fd = -1;
     if (cli_session_path(path, sizeof path, name, ".lock") < 0)
         return PYC_EXIT_CONNECTION;
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t t0 = pyc_now_ns();
     for (;;) {
         /* Ctrl-C while waiting gives up before anything was done (the caller catches SIGINT first). */
         if (cli_sigint_count > 0) {
@@ -311,8 +301,7 @@ cli_lock(const char *name, int timeout_ms, const char *why, int *lock_fd)
             cli_err("cannot lock %s: %s", path, strerror(e));
             return PYC_EXIT_CONNECTION;
         }
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long waited = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+        long waited = pyc_ms_since(t0);
         if (waited >= timeout_ms) {
             cli_err("another pyc has been working on session %s for %ld s; try again later", name, waited / 1000);
             return PYC_EXIT_CONNECTION;

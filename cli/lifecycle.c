@@ -248,7 +248,7 @@ start_once(const char *name, const char *kernel, pyc_session_file_t *sf, double 
 
     sf->pid = pid;
     sf->pid_start = pyc_proc_start(pid);
-    sf->created = cli_now();
+    sf->created = pyc_wall_s();
     if (pyc_session_file_write(path, sf, &err) < 0) {
         cli_err("%s", err.text);
         goto out;
@@ -276,7 +276,7 @@ start_once(const char *name, const char *kernel, pyc_session_file_t *sf, double 
         cli_err("%s", err.text);
         goto out;
     }
-    double deadline = cli_now() + timeout;
+    double deadline = pyc_now_s() + timeout;
     for (;;) {
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid) {
@@ -300,7 +300,7 @@ start_once(const char *name, const char *kernel, pyc_session_file_t *sf, double 
             rc = PYC_EXIT_INTERRUPTED;
             goto out;
         }
-        if (cli_now() > deadline) {
+        if (pyc_now_s() > deadline) {
             cli_err("the kernel did not answer within %g s", timeout);
             show_log_tail(log);
             goto out;
@@ -697,7 +697,7 @@ cli_ls(int argc, char **argv)
     }
     if (a.value[0] == NULL && n > 0)
         printf("%-24s %8s  %-12s  %s\n", "NAME", "PID", "STATE", "AGE");
-    double now = cli_now();
+    double now = pyc_wall_s();
     for (size_t i = 0; i < n; i++) {
         const char *state = st[i] == CLI_LIVE           ? "live"
                             : st[i] == CLI_UNRESPONSIVE ? "unresponsive"

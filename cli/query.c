@@ -201,14 +201,14 @@ send_silent(pyc_client_t *cl, json_t *uexpr, char *id)
     return r;
 }
 
-/* Waits until ms have passed since t0 (seconds, cli_now) for the reply to `id` on chan; NULL when none came,
+/* Waits until ms have passed since t0 (seconds, pyc_now_s) for the reply to `id` on chan; NULL when none came,
  * with *rc set when the wait failed (the kernel is gone, or Ctrl-C). */
 static pyc_msg_t *
 reply_within(pyc_client_t *cl, int chan, const char *id, double t0, int ms, int *rc)
 {
     pyc_error_t err;
     for (;;) {
-        double left = ms - (cli_now() - t0) * 1000;
+        double left = ms - (pyc_now_s() - t0) * 1000;
         pyc_msg_t *m;
         int c;
         if (left <= 0)
@@ -286,7 +286,7 @@ cli_status(int argc, char **argv)
         goto done;
     }
     rc = PYC_EXIT_OK;
-    usage = reply_within(cl, PYC_CHAN_CONTROL, id, cli_now(), USAGE_WAIT_MS, &rc);
+    usage = reply_within(cl, PYC_CHAN_CONTROL, id, pyc_now_s(), USAGE_WAIT_MS, &rc);
     if (rc != PYC_EXIT_OK)
         goto done;
     json_t *pm = usage != NULL ? json_object_get(usage->content, "pyc") : NULL;
@@ -299,7 +299,7 @@ cli_status(int argc, char **argv)
             rc = PYC_EXIT_CONNECTION;
             goto done;
         }
-        probe = reply_within(cl, PYC_CHAN_SHELL, id, cli_now(), BUSY_PROBE_MS, &rc);
+        probe = reply_within(cl, PYC_CHAN_SHELL, id, pyc_now_s(), BUSY_PROBE_MS, &rc);
         if (rc != PYC_EXIT_OK)
             goto done;
         state = probe != NULL ? "idle" : "busy";
@@ -308,7 +308,7 @@ cli_status(int argc, char **argv)
     if (json_is_number(json_object_get(pm, "uptime")))
         uptime = json_incref(json_object_get(pm, "uptime"));
     else if (sf.created > 0)
-        uptime = json_real(cli_now() - sf.created);
+        uptime = json_real(pyc_wall_s() - sf.created);
 
     json_t *memory = json_object();
     unsigned long long rss, pss;

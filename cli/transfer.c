@@ -73,10 +73,10 @@ comm_request(pyc_client_t *cl, const char *session, const char *target, json_t *
         return NULL;
     }
     pyc_buf_init(&said, 1 << 16);
-    double t0 = cli_now(), deadline = t0 + timeout_s;
+    double t0 = pyc_now_s(), deadline = t0 + timeout_s;
     bool noted = timeout_s > 0;
     while (answer == NULL) {
-        double left = timeout_s > 0 ? deadline - cli_now() : t0 + BUSY_NOTE_S - cli_now();
+        double left = timeout_s > 0 ? deadline - pyc_now_s() : t0 + BUSY_NOTE_S - pyc_now_s();
         if (timeout_s > 0 && left <= 0) {
             cli_err("%s: no answer to the %s request within %g s (is a long cell running? pyc status %s says)",
                     session, target, timeout_s, session);
@@ -176,7 +176,7 @@ adopt_child(const char *name, json_t *child, const char *runtime_dir)
     for (int waited = 0; sf.pid > 1 && (sf.pid_start = pyc_proc_start(sf.pid)) == 0 && waited < PID_START_WAIT_MS;
          waited += 10)
         usleep(10000);
-    sf.created = cli_now();
+    sf.created = pyc_wall_s();
     if (sf.pid_start == 0) {
         cli_err("fork: the child for %s (pid %ld) is gone, or its /proc entry cannot be read; not adopted", name,
                 sf.pid);

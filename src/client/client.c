@@ -16,10 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "session.h"
 #include "zmtp.h"
 
@@ -27,8 +27,10 @@
 #define WATCH_SLICE_MS 250
 
 /* After the control reply to the handshake's kernel_info has come, how long its iopub status may lag before
- * the subscription counts as not yet live and the request is sent again. */
-#define SYNC_LAG_MS 3
+ * the subscription counts as not yet live and the request is sent again; and how long the handshake waits
+ * for that reply before asking again. */
+#define SYNC_LAG_S 0.003
+#define SYNC_RETRY_S 0.1
 
 /* Signatures remembered to refuse a replayed message (auth.h). */
 #define CLIENT_REPLAY_WINDOW 256
@@ -48,14 +50,6 @@ struct pyc_client {
 };
 
 static const char *const chan_names[PYC_CHAN_COUNT] = {"shell", "iopub", "stdin", "control", "hb"};
-
-static double
-now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static pyc_zmtp_t *
 open_conn(const pyc_connfile_t *cf, int chan, int type, const char *identity, pyc_error_t *err)
@@ -224,7 +218,7 @@ deliver(pyc_client_t *self, pyc_msg_t **out, int *chan)
 int
 pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, pyc_error_t *err)
 {
-    double deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
+    double deadline = timeout_ms >= 0 ? pyc_now_s() + timeout_ms / 1e3 : 0;
 
     *out = NULL;
     for (;;) {
@@ -233,8 +227,8 @@ pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, 
             return PYC_RECV_MSG;
         long wait = -1;
         if (timeout_ms >= 0) {
-            double left = deadline - now_ms();
-            wait = left > 0 ? (long)(left + 0.999) : 0;
+            double left_ms = (deadline - pyc_now_s()) * 1e3;
+            wait = left_ms > 0 ? (long)(left_ms + 0.999) : 0;
         }
         if (self->watch_pid > 0 && (wait < 0 || wait > WATCH_SLICE_MS))
             wait = WATCH_SLICE_MS;
@@ -274,7 +268,7 @@ pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, 
             pyc_error_set(err, "the kernel (pid %ld) is gone", self->watch_pid);
             return PYC_RECV_ERROR;
         }
-        if (timeout_ms >= 0 && now_ms() >= deadline)
+        if (timeout_ms >= 0 && pyc_now_s() >= deadline)
             return PYC_RECV_TIMEOUT;
     }
 }
@@ -289,21 +283,21 @@ pyc_client_is_child_of(const pyc_msg_t *msg, const char *id)
 int
 pyc_client_sync_iopub(pyc_client_t *self, int timeout_ms, pyc_error_t *err)
 {
-    double deadline = now_ms() + timeout_ms;
+    double deadline = pyc_now_s() + timeout_ms / 1e3;
     for (;;) {
         char id[PYC_MSG_ID_LEN + 1];
         if (pyc_client_send(self, PYC_CHAN_CONTROL, "kernel_info_request", NULL, NULL, NULL, NULL, 0, id, err) < 0)
             return PYC_RECV_ERROR;
-        double sent = now_ms(), replied = 0;
+        double sent = pyc_now_s(), replied = 0;
         for (;;) {
-            double t = now_ms(), until = replied > 0 ? replied + SYNC_LAG_MS : sent + 100;
+            double t = pyc_now_s(), until = replied > 0 ? replied + SYNC_LAG_S : sent + SYNC_RETRY_S;
             if (until > deadline)
                 until = deadline;
             if (t >= until)
                 break;
             pyc_msg_t *m;
             int chan;
-            int r = pyc_client_recv(self, (int)(until - t + 0.999), &m, &chan, err);
+            int r = pyc_client_recv(self, (int)((until - t) * 1e3 + 0.999), &m, &chan, err);
             if (r != PYC_RECV_MSG) {
                 if (r == PYC_RECV_TIMEOUT)
                     continue;
@@ -314,10 +308,10 @@ pyc_client_sync_iopub(pyc_client_t *self, int timeout_ms, pyc_error_t *err)
                 return PYC_RECV_MSG;
             }
             if (chan == PYC_CHAN_CONTROL && pyc_client_is_child_of(m, id))
-                replied = now_ms();
+                replied = pyc_now_s();
             pyc_msg_destroy(&m);
         }
-        if (now_ms() >= deadline)
+        if (pyc_now_s() >= deadline)
             return PYC_RECV_TIMEOUT;
     }
 }
@@ -327,17 +321,17 @@ pyc_client_request(pyc_client_t *self, int chan, const char *msg_type, json_t *c
                    pyc_msg_t **reply, pyc_error_t *err)
 {
     char id[PYC_MSG_ID_LEN + 1];
-    double deadline = now_ms() + timeout_ms;
+    double deadline = pyc_now_s() + timeout_ms / 1e3;
     *reply = NULL;
     if (pyc_client_send(self, chan, msg_type, content, NULL, NULL, NULL, 0, id, err) < 0)
         return PYC_RECV_ERROR;
     for (;;) {
-        double left = deadline - now_ms();
-        if (left <= 0)
+        double left_ms = (deadline - pyc_now_s()) * 1e3;
+        if (left_ms <= 0)
             return PYC_RECV_TIMEOUT;
         pyc_msg_t *m;
         int c;
-        int r = pyc_client_recv(self, (int)(left + 0.999), &m, &c, err);
+        int r = pyc_client_recv(self, (int)(left_ms + 0.999), &m, &c, err);
         if (r != PYC_RECV_MSG)
             return r;
         if (c == chan && pyc_client_is_child_of(m, id)) {
@@ -374,12 +368,12 @@ pyc_client_heartbeat(const pyc_connfile_t *const *cfs, size_t n, int timeout_ms,
             pyc_zmtp_destroy(&conns[i]);
         waiting += conns[i] != NULL;
     }
-    double deadline = now_ms() + timeout_ms;
+    double deadline = pyc_now_s() + timeout_ms / 1e3;
     while (waiting > 0) {
-        double left = deadline - now_ms();
-        if (left <= 0)
+        double left_ms = (deadline - pyc_now_s()) * 1e3;
+        if (left_ms <= 0)
             break;
-        long wait = (long)(left + 0.999);
+        long wait = (long)(left_ms + 0.999);
         nfds_t k = 0;
         for (size_t i = 0; i < n; i++) {
             if (conns[i] == NULL || alive[i])

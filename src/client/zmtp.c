@@ -27,10 +27,10 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 
 #define FLAG_MORE 0x01
 #define FLAG_LONG 0x02
@@ -65,14 +65,6 @@ static const char *const peers_of[N_TYPES][4] = {
 
 /* The storage of every empty frame: data pointers are never NULL. */
 static unsigned char empty_frame[1];
-
-static double
-now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* Copies up to cap - 1 bytes of s[0..n) into out as printable ASCII ('?' for anything else), for error
  * sentences that quote the peer. */
@@ -556,7 +548,7 @@ struct pyc_zmtp {
     } addr;
     socklen_t addrlen;
     int fd, state;
-    double retry_at;
+    double retry_at;             /* C_WAIT: when to connect again, in pyc_now_s seconds */
     int retry_ms;
     unsigned char hs[HS_MAX];    /* our greeting and READY, written first on every connection */
     size_t hs_len, hs_off;
@@ -716,7 +708,7 @@ lost(pyc_zmtp_t *self)
     if (self->state == C_UP)
         drop_partial(self);
     self->state = C_WAIT;
-    self->retry_at = now_ms() + self->retry_ms;
+    self->retry_at = pyc_now_s() + self->retry_ms / 1e3;
     self->retry_ms = self->retry_ms * 2 < RETRY_MAX_MS ? self->retry_ms * 2 : RETRY_MAX_MS;
     pyc_zmtp_dec_reset(self->dec);
 }
@@ -1021,8 +1013,8 @@ pyc_zmtp_wake_ms(const pyc_zmtp_t *self)
 {
     if (self->state != C_WAIT)
         return -1;
-    double left = self->retry_at - now_ms();
-    return left > 0 ? (int)(left + 0.999) : 0;
+    double left_ms = (self->retry_at - pyc_now_s()) * 1e3;
+    return left_ms > 0 ? (int)(left_ms + 0.999) : 0;
 }
 
 /* Acts on one decoded event.  Returns 0 or -1 (failed for good). */
@@ -1129,7 +1121,7 @@ pyc_zmtp_handle(pyc_zmtp_t *self, short revents, pyc_error_t *err)
             *err = self->failure;
         return -1;
     case C_WAIT:
-        if (now_ms() >= self->retry_at)
+        if (pyc_now_s() >= self->retry_at)
             return try_connect(self, err);
         return 0;
     case C_CONNECTING: {
