@@ -1,5 +1,5 @@
 /*
- * fuzz_zmtp.c -- libFuzzer target for the ZMTP decoder of zmtp.c (what a peer's bytes go through).
+ * fuzz_zmtp.c -- libFuzzer target for the ZMTP decoder of zmtp_codec.c (what a peer's bytes go through).
  *
  * Input: byte 0 picks our socket type (its value mod 3) and, with bit 7, whether large bodies go through the
  * direct path (pyc_zmtp_dec_body/commit) as read_all does; byte 1 seeds the chunk sizes; the rest is the
