@@ -5,7 +5,13 @@
  *   1. the encoder against byte-exact vectors written out by hand from RFC 23 (greeting, READY, short and
  *      long frame headers), so a change of the wire bytes cannot go unnoticed;
  *   2. the decoder: a peer's handshake and messages fed whole, byte by byte, and through the direct-body
- *      path, and every malformed input refused with its sentence (one case per line in test_refusals).
+ *      path, and every malformed input refused with its sentence (one case per line in test_refusals);
+ *   3. the fuzz corpus as a refusal table, in the manner of jansson's test suites: every input in
+ *      tests/fuzz/corpus/zmtp (its format is fuzz_zmtp.c's: byte 0 picks our socket type, byte 1 is a seed,
+ *      the rest is the peer's stream) that has a NAME.err beside it must be refused with a sentence that
+ *      contains the first line of NAME.err, and every other input must be accepted.  The directory is found
+ *      through $PYC_SRCDIR (which `make check` exports), else from this program's place in an in-tree build;
+ *      without either the check is skipped with a message.
  *
  * The connection, against real libzmq peers and raw sockets, is test_zmtp.c.
  */
@@ -15,9 +21,14 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "zmtp.h"
 #include "zmtp_test.h"
@@ -399,9 +410,140 @@ test_decoder_args(void **state)
     pyc_zmtp_msg_destroy(NULL);
 }
 
+/* ---- 3. the corpus's refusal table ---------------------------------------------------------------------- */
+
+#define CORPUS_SUBDIR "tests/fuzz/corpus/zmtp"
+
+/* The caps fuzz_zmtp.c decodes with; bad-too-large and bad-too-many-frames pass them. */
+#define CORPUS_MAX_MSG 65536
+#define CORPUS_MAX_FRAMES 16
+
+/* Where this program lives, for finding the corpus in an in-tree build. */
+static char exe_dir[PATH_MAX];
+
+/* Finds the corpus directory; returns 0 with dir filled, or -1. */
+static int
+find_corpus(char *dir, size_t cap)
+{
+    const char *src = getenv("PYC_SRCDIR");
+    struct stat st;
+    if (src != NULL && src[0] != '\0') {
+        if ((size_t)snprintf(dir, cap, "%s/" CORPUS_SUBDIR, src) < cap && stat(dir, &st) == 0 &&
+            S_ISDIR(st.st_mode))
+            return 0;
+        fail_msg("PYC_SRCDIR is set but %s is not a directory", dir);
+    }
+    if (exe_dir[0] != '\0' && (size_t)snprintf(dir, cap, "%s/../../../" CORPUS_SUBDIR, exe_dir) < cap &&
+        stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+        return 0;
+    return -1;
+}
+
+/* Decodes a corpus input as fuzz_zmtp.c does (our type is byte 0 mod 3, the stream starts at byte 2), in
+ * pieces of `chunk` bytes.  Returns 0 when every byte was accepted, or -1 with the refusal in err. */
+static int
+decode_input(const unsigned char *data, size_t n, size_t chunk, pyc_error_t *err)
+{
+    pyc_zmtp_dec_t *dec = pyc_zmtp_dec_new(data[0] % 3, CORPUS_MAX_MSG, CORPUS_MAX_FRAMES, err);
+    int rc = 0;
+    assert_non_null(dec);
+    for (size_t off = 2; off < n && rc == 0;) {
+        size_t used;
+        pyc_zmtp_event_t ev;
+        size_t len = n - off < chunk ? n - off : chunk;
+        if (pyc_zmtp_dec_feed(dec, data + off, len, &used, &ev, err) < 0)
+            rc = -1;
+        else
+            off += used;
+        if (rc == 0 && ev.type == PYC_ZMTP_EV_MSG)
+            pyc_zmtp_msg_destroy(&ev.msg);
+    }
+    pyc_zmtp_dec_destroy(&dec);
+    return rc;
+}
+
+/* Reads all of path into a new buffer; *n gets its length. */
+static unsigned char *
+read_input(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        fail_msg("%s: %s", path, strerror(errno));
+    unsigned char *data = malloc(1 << 20);
+    assert_non_null(data);
+    *n = fread(data, 1, 1 << 20, f);
+    assert_int_equal(ferror(f), 0);
+    assert_true(feof(f));
+    fclose(f);
+    return data;
+}
+
+static void
+test_corpus_refusals(void **state)
+{
+    (void)state;
+    char dir[PATH_MAX], path[PATH_MAX], errpath[PATH_MAX], want[256];
+    int refusals = 0, accepted = 0;
+    if (find_corpus(dir, sizeof dir) < 0) {
+        print_message("the zmtp corpus was not found: set PYC_SRCDIR to the source tree; skipping\n");
+        skip();
+    }
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.' || (len > 4 && strcmp(e->d_name + len - 4, ".err") == 0))
+            continue;
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= sizeof path ||
+            (size_t)snprintf(errpath, sizeof errpath, "%s.err", path) >= sizeof errpath)
+            fail_msg("the path of %s is too long", e->d_name);
+        size_t n;
+        unsigned char *data = read_input(path, &n);
+        FILE *ef = fopen(errpath, "r");
+        pyc_error_t whole, bytes;
+        whole.text[0] = bytes.text[0] = '\0';
+        int rw = n >= 2 ? decode_input(data, n, n, &whole) : 0;
+        int rb = n >= 2 ? decode_input(data, n, 1, &bytes) : 0;
+        free(data);
+        if (ef == NULL) {
+            if (rw < 0 || rb < 0)
+                fail_msg("%s was refused (\"%s\"), but it has no %s.err saying so", e->d_name,
+                         rw < 0 ? whole.text : bytes.text, e->d_name);
+            accepted++;
+            continue;
+        }
+        if (fgets(want, sizeof want, ef) == NULL)
+            fail_msg("%s is empty", errpath);
+        fclose(ef);
+        want[strcspn(want, "\r\n")] = '\0';
+        if (want[0] == '\0')
+            fail_msg("%s: the first line is empty", errpath);
+        if (rw == 0 || rb == 0)
+            fail_msg("%s was accepted%s; expected \"%s\"", e->d_name, rw == 0 ? "" : " byte by byte", want);
+        if (strstr(whole.text, want) == NULL)
+            fail_msg("%s: refused with \"%s\", which does not contain \"%s\"", e->d_name, whole.text, want);
+        assert_string_equal(bytes.text, whole.text);
+        refusals++;
+    }
+    closedir(d);
+    print_message("zmtp corpus: %d inputs refused as their .err says, %d accepted\n", refusals, accepted);
+    assert_true(refusals >= 8);
+}
+
 int
 main(void)
 {
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash != NULL) {
+            *slash = '\0';
+            snprintf(exe_dir, sizeof exe_dir, "%s", exe);
+        }
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greeting_bytes),
         cmocka_unit_test(test_frame_headers),
@@ -411,6 +553,7 @@ main(void)
         cmocka_unit_test(test_decode_ping),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_decoder_args),
+        cmocka_unit_test(test_corpus_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
