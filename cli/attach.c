@@ -601,24 +601,10 @@ blank(const char *s)
 }
 
 int
-cli_attach(int argc, char **argv)
+cli_attach(const cli_args_t *a)
 {
-    cli_args_t a;
     int rc;
-    if (cli_parse("attach", argc, argv, NULL, 0, &a) < 0)
-        return PYC_EXIT_USAGE;
-    if (a.help) {
-        puts("usage: pyc attach NAME\n"
-             "A line REPL into session NAME: each complete block is one cell; Tab completes through the kernel;\n"
-             "Ctrl-C interrupts the running cell (or drops the block being typed); Ctrl-D detaches and leaves\n"
-             "the session running.");
-        return PYC_EXIT_OK;
-    }
-    if (a.npos != 1) {
-        cli_err("attach: usage: pyc attach NAME");
-        return PYC_EXIT_USAGE;
-    }
-    const char *name = a.pos[0];
+    const char *name = a->pos[0];
     cli_catch_sigint();
     pyc_session_file_t sf;
     the_client = cli_connect(name, &sf, true, true, &rc);

@@ -45,7 +45,8 @@ typedef pyc_args_t cli_args_t;
 #define CLI_MAX_POS PYC_ARGS_MAX_POS
 
 /* Parses argv[0..argc) (the words after the subcommand) with pyc_args_parse; prints the problem as
- * "pyc: CMD: ... (see pyc CMD --help)" and returns -1 when the words do not fit the specs. */
+ * "pyc: CMD: ... (see pyc CMD --help)" and returns -1 when the words do not fit the specs.  main.c calls it
+ * with the command table's specs. */
 int cli_parse(const char *cmd, int argc, char **argv, const cli_optspec_t *specs, int nspecs, cli_args_t *out);
 
 /* Parses a positive number of seconds; prints the problem and returns -1 on anything else. */
@@ -139,19 +140,57 @@ int cli_reply_exit(const pyc_msg_t *reply, bool interrupted);
 extern volatile sig_atomic_t cli_sigint_count;
 void cli_catch_sigint(void);
 
-/* ---- subcommands (argv: the words after the subcommand's name) -------------------------------------------- */
+/* ---- the command table (commands.c) ---------------------------------------------------------------------- */
 
-int cli_new(int argc, char **argv);
-int cli_kill(int argc, char **argv);
-int cli_ls(int argc, char **argv);
-int cli_run(int argc, char **argv);
-int cli_status(int argc, char **argv);
-int cli_vars(int argc, char **argv);
-int cli_complete(int argc, char **argv);
-int cli_int(int argc, char **argv);
-int cli_fork(int argc, char **argv);
-int cli_cp(int argc, char **argv);
-int cli_attach(int argc, char **argv);
+/* One subcommand, as redis's command table has them.  main.c parses the words after the command's name with
+ * its specs and calls fn only with words that fit: a bad option, --help and a wrong number of positional
+ * words are answered from the entry (exit 2, 0 and 2), so that each usage line is written once. */
+typedef struct cli_command {
+    const char *name;
+    int (*fn)(const cli_args_t *a);  /* runs the command with its parsed words; returns the exit code */
+    const char *synopsis;        /* what follows "pyc ": the positional words, then the options in brackets */
+    const char *summary;         /* its line in `pyc --help` */
+    const char *help;            /* what `pyc CMD --help` prints after "usage: pyc SYNOPSIS" */
+    const cli_optspec_t *specs;  /* its options, indexed by its CLI_<CMD>_* enum below; NULL when none */
+    int nspecs;
+    int min_pos, max_pos;        /* how many positional words it takes; max_pos -1: no limit */
+} cli_command_t;
+
+extern const cli_command_t cli_commands[];
+extern const size_t cli_ncommands;
+
+/* The entry of the command called name, or NULL. */
+const cli_command_t *cli_command_find(const char *name);
+
+/* Prints `pyc CMD --help` on stdout: "usage: pyc SYNOPSIS", then the help. */
+void cli_command_help(const cli_command_t *cmd);
+
+/* Prints "pyc: CMD: usage: pyc SYNOPSIS" and returns PYC_EXIT_USAGE, for words that the counts of the table
+ * cannot judge (kill takes names or --all, not both). */
+int cli_usage_error(const char *name);
+
+/* The options of each command, as indexes into cli_args_t.value (its argument, "" for a flag given, NULL
+ * when absent). */
+enum { CLI_NEW_REPLACE, CLI_NEW_KERNEL, CLI_NEW_JSON, CLI_NEW_TIMEOUT, CLI_NEW_NOPTS };
+enum { CLI_RUN_JSON, CLI_RUN_TIMEOUT, CLI_RUN_ISOLATE, CLI_RUN_NOPTS };
+enum { CLI_LS_JSON, CLI_LS_NOPTS };
+enum { CLI_COMPLETE_JSON, CLI_COMPLETE_NOPTS };
+enum { CLI_KILL_ALL, CLI_KILL_NOPTS };
+enum { CLI_FORK_JSON, CLI_FORK_NOPTS };
+enum { CLI_CP_TIMEOUT, CLI_CP_NOPTS };
+
+/* The commands (a->pos[0] is NAME wherever the synopsis starts with NAME). */
+int cli_new(const cli_args_t *a);
+int cli_kill(const cli_args_t *a);
+int cli_ls(const cli_args_t *a);
+int cli_run(const cli_args_t *a);
+int cli_status(const cli_args_t *a);
+int cli_vars(const cli_args_t *a);
+int cli_complete(const cli_args_t *a);
+int cli_int(const cli_args_t *a);
+int cli_fork(const cli_args_t *a);
+int cli_cp(const cli_args_t *a);
+int cli_attach(const cli_args_t *a);
 
 /* The execute loop shared by run and attach: sends code with the given metadata (may be NULL), prints the
  * output until both the reply and the idle status have come, forwards Ctrl-C as interrupt_request, and

@@ -350,10 +350,8 @@ out:
 }
 
 int
-cli_new(int argc, char **argv)
+cli_new(const cli_args_t *a)
 {
-    static const cli_optspec_t specs[] = {{"replace", false, 0}, {"kernel", true, 0}, {"json", false, 0}, {"timeout", true, 0}};
-    cli_args_t a;
     pyc_error_t err;
     double timeout = DEFAULT_START_TIMEOUT;
     char kernel[4096], path[4096];
@@ -361,26 +359,15 @@ cli_new(int argc, char **argv)
     pyc_session_file_t sf, old;
     int rc = PYC_EXIT_CONNECTION;
 
-    if (cli_parse("new", argc, argv, specs, 4, &a) < 0)
-        return PYC_EXIT_USAGE;
-    if (a.help) {
-        puts("usage: pyc new NAME [--replace] [--kernel PATH] [--timeout S] [--json]\n"
-             "Starts a detached pyc kernel as session NAME and prints its connection file.\n"
-             "A live or unresponsive NAME is refused (exit 4) unless --replace; a stale one is cleaned first.");
-        return PYC_EXIT_OK;
-    }
-    if (a.npos != 1) {
-        cli_err("new: usage: pyc new NAME [--replace] [--kernel PATH] [--timeout S] [--json]");
-        return PYC_EXIT_USAGE;
-    }
-    const char *name = a.pos[0];
+    const char *name = a->pos[0];
+    bool replace = a->value[CLI_NEW_REPLACE] != NULL;
     if (pyc_session_name_check(name, &err) < 0) {
         cli_err("%s", err.text);
         return PYC_EXIT_USAGE;
     }
-    if (a.value[3] != NULL && cli_seconds("--timeout", a.value[3], &timeout) < 0)
+    if (a->value[CLI_NEW_TIMEOUT] != NULL && cli_seconds("--timeout", a->value[CLI_NEW_TIMEOUT], &timeout) < 0)
         return PYC_EXIT_USAGE;
-    if (find_kernel(a.value[1], kernel, sizeof kernel) < 0)
+    if (find_kernel(a->value[CLI_NEW_KERNEL], kernel, sizeof kernel) < 0)
         return PYC_EXIT_CONNECTION;
     if (cli_session_path(path, sizeof path, name, ".json") < 0)
         return PYC_EXIT_CONNECTION;
@@ -390,14 +377,14 @@ cli_new(int argc, char **argv)
     if ((rc = cli_lock(name, LOCK_WAIT_MS, "new", &lock)) != 0)
         return rc;
     cli_state_t st = cli_session_state(name, &old, 1000, &err);
-    if (st == CLI_LIVE && a.value[0] == NULL) {
+    if (st == CLI_LIVE && !replace) {
         cli_err("session %s already exists (kernel pid %ld); it is left as it is (pyc new --replace %s discards it)",
                 name, old.pid, name);
         pyc_session_file_clear(&old);
         cli_unlock(name, lock, false);
         return PYC_EXIT_EXISTS;
     }
-    if (st == CLI_UNRESPONSIVE && a.value[0] == NULL) {
+    if (st == CLI_UNRESPONSIVE && !replace) {
         cli_err("session %s already exists, but its kernel (pid %ld) does not answer its heartbeat (is it "
                 "stopped?); it is left as it is (pyc kill %s ends it; pyc new --replace %s discards it)",
                 name, old.pid, name, name);
@@ -443,7 +430,7 @@ cli_new(int argc, char **argv)
         return rc;
     }
     cli_unlock(name, lock, false);
-    if (a.value[2] != NULL) {
+    if (a->value[CLI_NEW_JSON] != NULL) {
         json_t *j = json_pack("{s:s, s:I, s:s}", "name", name, "pid", (json_int_t)sf.pid, "connection_file", path);
         cli_print_json_line(j);
         json_decref(j);
@@ -590,24 +577,13 @@ kill_one(const char *name)
 }
 
 int
-cli_kill(int argc, char **argv)
+cli_kill(const cli_args_t *a)
 {
-    static const cli_optspec_t specs[] = {{"all", false, 0}};
-    cli_args_t a;
-    if (cli_parse("kill", argc, argv, specs, 1, &a) < 0)
-        return PYC_EXIT_USAGE;
-    if (a.help) {
-        puts("usage: pyc kill NAME... | pyc kill --all\n"
-             "Shuts the sessions' kernels down (SIGKILL after 5 s; at once for an unresponsive one) and removes\n"
-             "their files; cleans stale ones, and the log a failed pyc new left.");
-        return PYC_EXIT_OK;
-    }
-    if ((a.npos == 0) == (a.value[0] == NULL)) {
-        cli_err("kill: usage: pyc kill NAME... | pyc kill --all");
-        return PYC_EXIT_USAGE;
-    }
+    bool all = a->value[CLI_KILL_ALL] != NULL;
+    if ((a->npos == 0) != all)
+        return cli_usage_error("kill");   /* names, or --all: one of the two */
     int rc = PYC_EXIT_OK;
-    if (a.value[0] != NULL) {
+    if (all) {
         size_t n;
         char **names = list_names(&n, true);
         if (names == NULL)
@@ -620,8 +596,8 @@ cli_kill(int argc, char **argv)
         free_names(names, n);
         return rc;
     }
-    for (int i = 0; i < a.npos; i++) {
-        int r = kill_one(a.pos[i]);
+    for (int i = 0; i < a->npos; i++) {
+        int r = kill_one(a->pos[i]);
         if (r != PYC_EXIT_OK)
             rc = r;
     }
@@ -645,24 +621,9 @@ format_age(double s, char *out, size_t cap)
 }
 
 int
-cli_ls(int argc, char **argv)
+cli_ls(const cli_args_t *a)
 {
-    static const cli_optspec_t specs[] = {{"json", false, 0}};
-    cli_args_t a;
-    if (cli_parse("ls", argc, argv, specs, 1, &a) < 0)
-        return PYC_EXIT_USAGE;
-    if (a.help) {
-        puts("usage: pyc ls [--json]\n"
-             "Lists the sessions: NAME PID STATE AGE.  STATE is live (the heartbeat answers within 1 s),\n"
-             "unresponsive (the kernel's process is alive but its heartbeat is silent: stopped, or stuck),\n"
-             "stale (its kernel is gone), starting (a pyc new or fork is making it), ending (a pyc kill is\n"
-             "ending it), or busy (another pyc holds its lock).");
-        return PYC_EXIT_OK;
-    }
-    if (a.npos != 0) {
-        cli_err("ls: usage: pyc ls [--json]");
-        return PYC_EXIT_USAGE;
-    }
+    bool as_json = a->value[CLI_LS_JSON] != NULL;
     size_t n;
     char **names = list_names(&n, false);
     if (names == NULL)
@@ -695,7 +656,7 @@ cli_ls(int argc, char **argv)
         if (!alive[j])
             st[which[j]] = cli_silent_state(&sfs[which[j]]);
     }
-    if (a.value[0] == NULL && n > 0)
+    if (!as_json && n > 0)
         printf("%-24s %8s  %-12s  %s\n", "NAME", "PID", "STATE", "AGE");
     double now = pyc_wall_s();
     for (size_t i = 0; i < n; i++) {
@@ -721,7 +682,7 @@ cli_ls(int argc, char **argv)
                 created = (double)sb.st_mtime;
         }
         double age = created > 0 ? now - created : 0;
-        if (a.value[0] != NULL) {
+        if (as_json) {
             char path[4096];
             if (cli_session_path(path, sizeof path, names[i], ".json") < 0)
                 goto out;
@@ -742,7 +703,7 @@ cli_ls(int argc, char **argv)
             printf("%-24s %8s  %-12s  %s\n", names[i], pid, state, agetext);
         }
     }
-    if (a.value[0] != NULL)
+    if (as_json)
         cli_print_json_line(list);
     rc = PYC_EXIT_OK;
 out:

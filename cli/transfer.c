@@ -217,39 +217,24 @@ kill_children(json_t *children, size_t from)
 }
 
 int
-cli_fork(int argc, char **argv)
+cli_fork(const cli_args_t *a)
 {
-    static const cli_optspec_t specs[] = {{"json", false, 0}};
-    cli_args_t a;
     pyc_error_t err;
     int rc = PYC_EXIT_OK, locks[CLI_MAX_POS];
     char dir[4096];
+    bool as_json = a->value[CLI_FORK_JSON] != NULL;
 
-    if (cli_parse("fork", argc, argv, specs, 1, &a) < 0)
-        return PYC_EXIT_USAGE;
-    if (a.help) {
-        puts("usage: pyc fork NAME NEWNAME... [--json]\n"
-             "Forks session NAME's kernel into one child per NEWNAME, each a session of its own with a copy of\n"
-             "NAME's state (copy-on-write).  The children outlive NAME.  Prints their connection files.\n"
-             "A NEWNAME that is live (or unresponsive) is refused (exit 4).  The request waits for a running cell\n"
-             "to end, as long as the kernel lives; Ctrl-C stops waiting (exit 130).");
-        return PYC_EXIT_OK;
-    }
-    if (a.npos < 2) {
-        cli_err("fork: usage: pyc fork NAME NEWNAME... [--json]");
-        return PYC_EXIT_USAGE;
-    }
-    int n = a.npos - 1;
+    int n = a->npos - 1;
     const char *names[CLI_MAX_POS];
-    memcpy(names, &a.pos[1], (size_t)n * sizeof *names);
-    for (int i = 0; i < a.npos; i++) {
-        if (pyc_session_name_check(a.pos[i], &err) < 0) {
+    memcpy(names, &a->pos[1], (size_t)n * sizeof *names);
+    for (int i = 0; i < a->npos; i++) {
+        if (pyc_session_name_check(a->pos[i], &err) < 0) {
             cli_err("%s", err.text);
             return PYC_EXIT_USAGE;
         }
         for (int j = 0; j < i; j++) {
-            if (strcmp(a.pos[i], a.pos[j]) == 0) {
-                cli_err("fork: %s is named twice", a.pos[i]);
+            if (strcmp(a->pos[i], a->pos[j]) == 0) {
+                cli_err("fork: %s is named twice", a->pos[i]);
                 return PYC_EXIT_USAGE;
             }
         }
@@ -297,7 +282,7 @@ cli_fork(int argc, char **argv)
     }
 
     pyc_session_file_t sf;
-    pyc_client_t *cl = cli_connect(a.pos[0], &sf, true, false, &rc);
+    pyc_client_t *cl = cli_connect(a->pos[0], &sf, true, false, &rc);
     if (cl == NULL)
         goto unlock;
     if (cli_sigint_count > 0) {
@@ -308,7 +293,7 @@ cli_fork(int argc, char **argv)
         goto unlock;
     }
     json_t *data = json_pack("{s:i, s:b}", "n", n, "outlive", 1);
-    pyc_msg_t *answer = data != NULL ? comm_request(cl, a.pos[0], "pyc.fork", data, NULL, 0, 0, &rc) : NULL;
+    pyc_msg_t *answer = data != NULL ? comm_request(cl, a->pos[0], "pyc.fork", data, NULL, 0, 0, &rc) : NULL;
     json_decref(data);
     json_t *children = answer != NULL ? json_object_get(json_object_get(answer->content, "data"), "children") : NULL;
     if (rc != PYC_EXIT_OK) {
@@ -322,7 +307,7 @@ cli_fork(int argc, char **argv)
         json_t *list = json_array();
         /* Child i becomes the i-th name as given (names[] is the sorted copy used for locking). */
         for (int i = 0; i < n && rc == PYC_EXIT_OK; i++) {
-            const char *nm = a.pos[1 + i];
+            const char *nm = a->pos[1 + i];
             char path[4096];
             if (adopt_child(nm, json_array_get(children, (size_t)i), dir) < 0) {
                 kill_children(children, (size_t)i);
@@ -331,14 +316,14 @@ cli_fork(int argc, char **argv)
             }
             if (cli_session_path(path, sizeof path, nm, ".json") < 0)
                 continue;
-            if (a.value[0] != NULL)
+            if (as_json)
                 json_array_append_new(list, json_pack("{s:s, s:O, s:s}", "name", nm, "pid",
                                                       json_object_get(json_array_get(children, (size_t)i), "pid"),
                                                       "connection_file", path));
             else
                 puts(path);
         }
-        if (a.value[0] != NULL && rc == PYC_EXIT_OK)
+        if (as_json && rc == PYC_EXIT_OK)
             cli_print_json_line(list);
         json_decref(list);
     }
@@ -508,33 +493,16 @@ report_skipped(const char *session, const pyc_msg_t *answer)
 }
 
 int
-cli_cp(int argc, char **argv)
+cli_cp(const cli_args_t *a)
 {
-    static const cli_optspec_t specs[] = {{"timeout", true, 0}};
-    cli_args_t a;
     pyc_error_t err;
     pyc_side_t src, dst;
     double timeout = DEFAULT_TIMEOUT;
     int rc = PYC_EXIT_OK;
 
-    if (cli_parse("cp", argc, argv, specs, 1, &a) < 0)
+    if (a->value[CLI_CP_TIMEOUT] != NULL && cli_seconds("--timeout", a->value[CLI_CP_TIMEOUT], &timeout) < 0)
         return PYC_EXIT_USAGE;
-    if (a.help) {
-        puts("usage: pyc cp SRC DST [--timeout S]\n"
-             "Copies objects as pickles.  A side is SESSION:VAR (a variable), SESSION: (every picklable user\n"
-             "name, as one dict), a pickle file path, or - (stdin/stdout).  Names that cannot be pickled are\n"
-             "reported on stderr.  Examples: pyc cp work:df df.pkl; pyc cp df.pkl gpu:df; pyc cp work: other:\n"
-             "--timeout S (default 600): a kernel that does not answer a request in time (it is running a long\n"
-             "cell) ends the copy with exit 6.");
-        return PYC_EXIT_OK;
-    }
-    if (a.npos != 2) {
-        cli_err("cp: usage: pyc cp SRC DST [--timeout S]");
-        return PYC_EXIT_USAGE;
-    }
-    if (a.value[0] != NULL && cli_seconds("--timeout", a.value[0], &timeout) < 0)
-        return PYC_EXIT_USAGE;
-    if (pyc_side_parse(a.pos[0], &src, &err) < 0 || pyc_side_parse(a.pos[1], &dst, &err) < 0) {
+    if (pyc_side_parse(a->pos[0], &src, &err) < 0 || pyc_side_parse(a->pos[1], &dst, &err) < 0) {
         cli_err("cp: %s", err.text);
         return PYC_EXIT_USAGE;
     }
