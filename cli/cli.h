@@ -2,8 +2,10 @@
  * cli.h -- what the subcommands of the `pyc` program share: exit codes, option parsing, opening a session,
  * the per-name lock, and printing a cell's output.
  *
- * Files: main.c (dispatch, help), common.c (this header), lifecycle.c (new, kill, ls), query.c (run, status,
- * vars, complete, int), transfer.c (fork, cp), attach.c (the REPL).
+ * Files: main.c (dispatch), commands.c (the command table: synopses, help, options), common.c (errors,
+ * options, the runtime dir, sessions, locks), output.c (printing a request's output, the execute loop),
+ * new.c (new), sessions.c (kill, ls), query.c (run, status, vars, complete, int), transfer.c (fork, cp),
+ * attach.c (the REPL), lineedit.c (reading lines, readline loaded on demand).
  */
 #ifndef PYC_CLI_H
 #define PYC_CLI_H
@@ -85,6 +87,10 @@ cli_state_t cli_silent_state(const pyc_session_file_t *sf);
  * On failure prints why and returns NULL with *rc the exit code (NOSESSION, USAGE or CONNECTION).  sf holds
  * the session file on success (clear it after destroying the client). */
 pyc_client_t *cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with_stdin, int *rc);
+
+/* How long `new`, `fork` and `kill` wait for another `pyc` that holds the name's lock: 2 minutes, twice the
+ * time a `new` gives its kernel to answer by default. */
+#define CLI_LOCK_WAIT_MS 120000
 
 /* Takes the lock of NAME (flock on pyc-NAME.lock), waiting up to timeout_ms for another `pyc` that holds it,
  * and writes `why` ("new", "fork", "kill") into it for `pyc ls`.  Returns 0 with *fd the lock's descriptor,
@@ -199,8 +205,35 @@ int cli_attach(const cli_args_t *a);
 int cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_stdin, cli_output_t *o,
                 pyc_msg_t **reply_out);
 
-/* Reads a line from the terminal for an input_request (attach.c, readline when built with it).  Returns a
- * malloc'd line without its newline, or NULL at end of input. */
+/* ---- reading lines (lineedit.c) -------------------------------------------------------------------------- */
+
+/* Completes the line being typed for Tab: line is the whole line, point the cursor and start the beginning of
+ * the word before it (byte offsets).  Returns what readline's rl_completion_matches returns: NULL for no
+ * match, else a malloc'd, NULL-terminated array of malloc'd strings whose [0] replaces line[start..point)
+ * and whose others (if any) are the candidates to show. */
+typedef char **(*cli_complete_fn)(const char *line, int start, int point);
+
+/* What cli_line_read found. */
+enum { CLI_LINE_OK, CLI_LINE_EOF, CLI_LINE_CANCEL };
+
+/* True when lines are edited: pyc was built with readline and it loaded (it is loaded on the first call). */
+bool cli_line_editing(void);
+
+/* Sets up the REPL's line editing: Tab calls complete, and lines given to cli_line_remember are kept in the
+ * file history (NULL: none), read now and written by cli_line_end.  Does nothing without line editing. */
+void cli_line_begin(cli_complete_fn complete, const char *history);
+void cli_line_remember(const char *line);
+void cli_line_end(void);
+
+/* Shows prompt and reads one line: CLI_LINE_OK with *line malloc'd (without its newline), CLI_LINE_EOF at end
+ * of input (Ctrl-D), or CLI_LINE_CANCEL when Ctrl-C abandoned the line (printed as "^C").  With line editing
+ * the line comes pre-filled with indent (may be NULL), unless more input is already waiting (pasted text
+ * brings its own indentation). */
+int cli_line_read(const char *prompt, const char *indent, char **line);
+
+/* Reads a line from the terminal for an input_request: without echo when password.  Returns a malloc'd line
+ * without its newline, or NULL at end of input or after Ctrl-C (which cli_execute then forwards as an
+ * interrupt). */
 char *cli_read_input(const char *prompt, bool password);
 
 #endif

@@ -253,7 +253,7 @@ cli_fork(const cli_args_t *a)
     }
     int nlocked = 0;
     for (; nlocked < n; nlocked++) {
-        if ((rc = cli_lock(names[nlocked], 120000, "fork", &locks[nlocked])) != 0)
+        if ((rc = cli_lock(names[nlocked], CLI_LOCK_WAIT_MS, "fork", &locks[nlocked])) != 0)
             goto unlock;
         pyc_session_file_t old;
         cli_state_t st = cli_session_state(names[nlocked], &old, 1000, &err);
