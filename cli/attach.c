@@ -7,9 +7,10 @@
  * a block, as at Python's prompt, except inside an open bracket or triple-quoted string (block_open), where
  * it is part of the block.  Tab asks the kernel (complete_request) about the whole block up to the cursor.
  * Ctrl-C at the prompt, or while waiting for is_complete's answer, drops the block; while a cell runs it
- * sends interrupt_request.  When is_complete gets no answer within CLI_CONNECT_MS (the kernel is running
- * another client's cell), the block is not run: the prompt goes on without asking again, and an empty line
- * sends the block, which then waits for the kernel like any cell.  Ctrl-D (end of input) detaches: the session keeps running.  input() in a cell reads a line
+ * sends interrupt_request.  When is_complete gets no answer within cli_connect_ms() (10 s, unless
+ * PYC_CLI_CONNECT_MS says otherwise; the kernel is running another client's cell), the block is not run: the
+ * prompt goes on without asking again, and an empty line sends the block, which then waits for the kernel
+ * like any cell.  Ctrl-D (end of input) detaches: the session keeps running.  input() in a cell reads a line
  * from here.
  *
  * Lines are read by lineedit.c: with readline when pyc was built with it (and it loads), with line editing
@@ -195,7 +196,7 @@ enum { BLOCK_RUN, BLOCK_MORE, BLOCK_CANCEL, BLOCK_NO_ANSWER };
 
 /* Asks the kernel whether the block is a whole cell: BLOCK_RUN; BLOCK_MORE when it needs more lines, with
  * the suggested indent (malloc'd) in *indent; BLOCK_CANCEL when Ctrl-C came during the wait; BLOCK_NO_ANSWER
- * when no answer came within CLI_CONNECT_MS (or the request could not be sent: printed). */
+ * when no answer came within cli_connect_ms() (or the request could not be sent: printed). */
 static int
 ask_complete(const char *block, char **indent)
 {
@@ -212,7 +213,7 @@ ask_complete(const char *block, char **indent)
         return BLOCK_NO_ANSWER;
     }
     json_decref(req);
-    pyc_msg_t *reply = shell_reply(id, CLI_CONNECT_MS);
+    pyc_msg_t *reply = shell_reply(id, cli_connect_ms());
     if (reply == NULL)
         return cli_sigint_count > 0 ? BLOCK_CANCEL : BLOCK_NO_ANSWER;
     const char *status = json_string_value(json_object_get(reply->content, "status"));
@@ -365,9 +366,9 @@ cli_attach(const cli_args_t *a)
                 pyc_buf_reset(&the_block);
                 continue;
             case BLOCK_NO_ANSWER:
-                cli_err("the kernel did not say within %d s whether the block is complete (is another client's "
+                cli_err("the kernel did not say within %g s whether the block is complete (is another client's "
                         "cell running?); go on typing: an empty line sends the block, Ctrl-C drops it",
-                        CLI_CONNECT_MS / 1000);
+                        cli_connect_ms() / 1000.0);
                 ask = false;
                 break;
             }

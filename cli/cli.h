@@ -36,8 +36,13 @@ enum {
                                   * SIGPIPE); nothing is printed, and a cell is left running */
 };
 
-/* How long a request waits for the kernel where nothing says otherwise. */
+/* How long a request waits for the kernel where nothing says otherwise: the iopub handshake of cli_connect,
+ * the answer to `pyc int`, and attach's question whether a block is complete.  cli_connect_ms() is
+ * CLI_CONNECT_MS, or the number of milliseconds in the environment variable PYC_CLI_CONNECT_MS (a whole
+ * number from 1 to 3600000; anything else is ignored), read once.  The variable is for tests of a kernel that
+ * does not answer, which need not wait 10 s each. */
 #define CLI_CONNECT_MS 10000
+int cli_connect_ms(void);
 
 /* ---- options --------------------------------------------------------------------------------------------- */
 

@@ -61,6 +61,20 @@ cli_catch_sigint(void)
     sigaction(SIGINT, &sa, NULL);
 }
 
+int
+cli_connect_ms(void)
+{
+    static int ms;               /* 0 until the environment was read */
+    if (ms == 0) {
+        const char *text = getenv("PYC_CLI_CONNECT_MS");
+        char *end = NULL;
+        errno = 0;
+        long v = text != NULL && text[0] != '\0' ? strtol(text, &end, 10) : 0;
+        ms = end != NULL && *end == '\0' && errno == 0 && v >= 1 && v <= 3600000 ? (int)v : CLI_CONNECT_MS;
+    }
+    return ms;
+}
+
 /* ---- options --------------------------------------------------------------------------------------------- */
 
 int
@@ -236,7 +250,7 @@ cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with
     if (sync_iopub) {
         int r;
         err.text[0] = '\0';
-        while ((r = pyc_client_sync_iopub(cl, CLI_CONNECT_MS, &err)) == PYC_RECV_SIGNAL) {
+        while ((r = pyc_client_sync_iopub(cl, cli_connect_ms(), &err)) == PYC_RECV_SIGNAL) {
             if (cli_sigint_count > 0)
                 break;
         }
@@ -244,8 +258,8 @@ cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with
             if (r == PYC_RECV_SIGNAL)
                 cli_err("interrupted");
             else if (r == PYC_RECV_TIMEOUT)
-                cli_err("session %s: the kernel does not answer (no kernel_info_reply within %d s)", name,
-                        CLI_CONNECT_MS / 1000);
+                cli_err("session %s: the kernel does not answer (no kernel_info_reply within %g s)", name,
+                        cli_connect_ms() / 1000.0);
             else
                 cli_err("session %s: %s", name, err.text);
             pyc_client_destroy(&cl);

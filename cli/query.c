@@ -452,7 +452,7 @@ cli_int(const cli_args_t *a)
         return rc;
     pyc_error_t err;
     pyc_msg_t *reply = NULL;
-    int r = pyc_client_request(cl, PYC_CHAN_CONTROL, "interrupt_request", NULL, CLI_CONNECT_MS, &reply, &err);
+    int r = pyc_client_request(cl, PYC_CHAN_CONTROL, "interrupt_request", NULL, cli_connect_ms(), &reply, &err);
     if (r == PYC_RECV_MSG) {
         rc = PYC_EXIT_OK;
     } else {
