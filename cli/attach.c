@@ -121,7 +121,8 @@ complete(const char *line, int start, int point)
     req = json_pack("{s:s, s:I}", "code", code.data, "cursor_pos", (json_int_t)cursor);
     char id[PYC_MSG_ID_LEN + 1];
     pyc_error_t err;
-    if (req == NULL || pyc_client_send(the_client, PYC_CHAN_SHELL, "complete_request", req, NULL, NULL, NULL, 0, id, &err) < 0)
+    if (req == NULL ||
+        pyc_client_send(the_client, PYC_CHAN_SHELL, "complete_request", req, NULL, NULL, NULL, 0, id, &err) < 0)
         goto out;
     if ((reply = shell_reply(id, COMPLETE_WAIT_MS)) == NULL)
         goto out;
@@ -206,8 +207,10 @@ ask_complete(const char *block, char **indent)
     *indent = NULL;
     /* The block as typed, without the newline after its last line, as terminal frontends send it (pyc's
      * is_complete suggests no indent after a trailing newline). */
-    json_t *req = json_pack("{s:s%}", "code", block, strlen(block) - (strlen(block) > 0 && block[strlen(block) - 1] == '\n'));
-    if (req == NULL || pyc_client_send(the_client, PYC_CHAN_SHELL, "is_complete_request", req, NULL, NULL, NULL, 0, id, &err) < 0) {
+    size_t len = strlen(block);
+    json_t *req = json_pack("{s:s%}", "code", block, len - (len > 0 && block[len - 1] == '\n'));
+    if (req == NULL ||
+        pyc_client_send(the_client, PYC_CHAN_SHELL, "is_complete_request", req, NULL, NULL, NULL, 0, id, &err) < 0) {
         cli_err("cannot ask whether the block is complete: %s", req == NULL ? "out of memory" : err.text);
         json_decref(req);
         return BLOCK_NO_ANSWER;

@@ -268,7 +268,8 @@ start_once(const char *name, const char *kernel, pyc_session_file_t *sf, double 
 
     cl = pyc_client_new(&sf->cf, false, &err);
     char id[PYC_MSG_ID_LEN + 1];
-    if (cl == NULL || pyc_client_send(cl, PYC_CHAN_SHELL, "kernel_info_request", NULL, NULL, NULL, NULL, 0, id, &err) < 0) {
+    if (cl == NULL ||
+        pyc_client_send(cl, PYC_CHAN_SHELL, "kernel_info_request", NULL, NULL, NULL, NULL, 0, id, &err) < 0) {
         cli_err("%s", err.text);
         goto out;
     }

@@ -198,7 +198,8 @@ cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_std
                     pyc_msg_destroy(&reply);
                     return PYC_EXIT_INTERRUPTED;
                 }
-                if (pyc_client_send(cl, PYC_CHAN_CONTROL, "interrupt_request", NULL, NULL, NULL, NULL, 0, NULL, &err) < 0)
+                if (pyc_client_send(cl, PYC_CHAN_CONTROL, "interrupt_request", NULL, NULL, NULL, NULL, 0, NULL,
+                                    &err) < 0)
                     cli_err("%s", err.text);
             }
             if (r == PYC_RECV_SIGNAL)
@@ -238,7 +239,8 @@ cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_std
             if (line == NULL)
                 fputc('\n', stdout);
             if (rc_content == NULL ||
-                pyc_client_send(cl, PYC_CHAN_STDIN, "input_reply", rc_content, NULL, m->header, NULL, 0, NULL, &err) < 0)
+                pyc_client_send(cl, PYC_CHAN_STDIN, "input_reply", rc_content, NULL, m->header, NULL, 0, NULL,
+                                &err) < 0)
                 cli_err("cannot answer input(): %s", rc_content == NULL ? "the line is not valid UTF-8" : err.text);
             json_decref(rc_content);
             free(line);

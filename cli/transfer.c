@@ -299,8 +299,8 @@ cli_fork(const cli_args_t *a)
     if (rc != PYC_EXIT_OK) {
         kill_children(children, 0);
     } else if (!json_is_array(children) || json_array_size(children) != (size_t)n) {
-        cli_err("fork: the kernel reported %zu children, not %d", json_is_array(children) ? json_array_size(children) : 0,
-                n);
+        cli_err("fork: the kernel reported %zu children, not %d",
+                json_is_array(children) ? json_array_size(children) : 0, n);
         kill_children(children, 0);
         rc = PYC_EXIT_CONNECTION;
     } else {
@@ -569,9 +569,13 @@ cli_cp(const cli_args_t *a)
     }
     if ((dcl = cli_connect(dst.session, &dsf, true, false, &rc)) == NULL)
         goto out;
-    const char *name = dst.var[0] != '\0' ? dst.var : src.kind == PYC_SIDE_SESSION && src.var[0] != '\0' ? src.var : NULL;
-    data = name != NULL ? json_pack("{s:s, s:s, s:O, s:I}", "op", "put", "name", name, "sha256", digests, "nbytes", nbytes)
-                        : json_pack("{s:s, s:n, s:O, s:I}", "op", "put", "names", "sha256", digests, "nbytes", nbytes);
+    /* The name it gets: DST's variable, else SRC's; none for a whole namespace. */
+    const char *name = dst.var[0] != '\0' ? dst.var : NULL;
+    if (name == NULL && src.kind == PYC_SIDE_SESSION && src.var[0] != '\0')
+        name = src.var;
+    data = name != NULL
+               ? json_pack("{s:s, s:s, s:O, s:I}", "op", "put", "name", name, "sha256", digests, "nbytes", nbytes)
+               : json_pack("{s:s, s:n, s:O, s:I}", "op", "put", "names", "sha256", digests, "nbytes", nbytes);
     if (data == NULL) {
         cli_err("out of memory");
         rc = PYC_EXIT_ERROR;

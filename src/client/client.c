@@ -85,7 +85,8 @@ pyc_client_new(const pyc_connfile_t *cf, bool with_stdin, pyc_error_t *err)
     pyc_buf_init(&u, 4096);
     if (user == NULL || user[0] == '\0' || strlen(user) > 1000)
         user = "pyc";
-    if (pyc_buf_add_json_string(&u, user, strlen(user)) < 0 || (self->username_json = pyc_buf_detach(&u, NULL)) == NULL) {
+    if (pyc_buf_add_json_string(&u, user, strlen(user)) < 0 ||
+        (self->username_json = pyc_buf_detach(&u, NULL)) == NULL) {
         pyc_buf_free(&u);
         pyc_error_code(err, PYC_ENOMEM, "out of memory");
         goto fail;
@@ -146,10 +147,12 @@ pyc_client_send(pyc_client_t *self, int chan, const char *msg_type, json_t *cont
     pyc_zmtp_t *c = chan >= 0 && chan < PYC_CHAN_COUNT ? self->conn[chan] : NULL;
 
     if (c == NULL || chan == PYC_CHAN_IOPUB)
-        return pyc_error_set(err, "cannot send on the %s channel", chan >= 0 && chan < PYC_CHAN_COUNT ? chan_names[chan] : "unknown");
+        return pyc_error_set(err, "cannot send on the %s channel",
+                             chan >= 0 && chan < PYC_CHAN_COUNT ? chan_names[chan] : "unknown");
     pyc_buf_init(&header, 1 << 16);
     if (pyc_msg_header(&header, msg_type, self->session, self->username_json, id) < 0 ||
-        (dicts[0] = dump(parent)) == NULL || (dicts[1] = dump(metadata)) == NULL || (dicts[2] = dump(content)) == NULL) {
+        (dicts[0] = dump(parent)) == NULL || (dicts[1] = dump(metadata)) == NULL ||
+        (dicts[2] = dump(content)) == NULL) {
         pyc_error_set(err, "out of memory (or a string that is not UTF-8) making a %s", msg_type);
         goto out;
     }

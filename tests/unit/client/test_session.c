@@ -214,7 +214,8 @@ test_sides(void **state)
     assert_int_equal(s.kind, PYC_SIDE_STDIO);
 
     expect_refused(pyc_side_parse("", &s, &err), &err, "neither a file nor a session");
-    expect_refused(pyc_side_parse("Work:x", &s, &err), &err, "'Work' is not a session name (for a file, write ./Work:x)");
+    expect_refused(pyc_side_parse("Work:x", &s, &err), &err,
+                   "'Work' is not a session name (for a file, write ./Work:x)");
     expect_refused(pyc_side_parse(":x", &s, &err), &err, "is not a session name");
     expect_refused(pyc_side_parse("work:1x", &s, &err), &err, "'1x' is not a Python name");
     expect_refused(pyc_side_parse("work:a.b", &s, &err), &err, "'a.b' is not a Python name");
