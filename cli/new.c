@@ -125,8 +125,9 @@ show_log_tail(const char *log)
 }
 
 /* The environment of the kernel: ours without JPY_PARENT_PID (the kernel would end with the process it
- * names, and it must outlive us).  Made before fork, because the child of a process with threads (ZeroMQ's)
- * may only call async-signal-safe functions until it execs.  NULL when memory runs out. */
+ * names, and it must outlive us).  Made before fork, so that the child calls only async-signal-safe functions
+ * until it execs, as the child of a process with threads must (pyc makes none today).  NULL when memory runs
+ * out. */
 static char **
 kernel_environ(void)
 {

@@ -1,10 +1,10 @@
 /*
  * transfer.c -- `pyc fork` (comm target pyc.fork) and `pyc cp` (comm target pyc.pickle).
  *
- * Both speak the protocol of kernel/python/pyc_client.py: one comm_open on shell whose data is the request
- * and whose extra frames are the pickle of a put; the kernel answers with one comm_msg on that comm on iopub
- * (with the pickle's frames for a get), then comm_close.  A comm_close or the request's idle status before
- * any answer means the kernel has no such target.
+ * Both speak the protocol of the Python client (cli/python/pyc_client): one comm_open on shell whose data is
+ * the request and whose extra frames are the pickle of a put; the kernel answers with one comm_msg on that
+ * comm on iopub (with the pickle's frames for a get), then comm_close.  A comm_close or the request's idle
+ * status before any answer means the kernel has no such target.
  *
  * `cp` never unpickles: session to session forwards the frames as they came (the destination kernel checks
  * their SHA-256 digests against the signed content); session to file checks the digests here and writes one
@@ -583,7 +583,8 @@ cli_cp(const cli_args_t *a)
     }
     put = comm_request(dcl, dst.session, "pyc.pickle", data, bufs, nbufs, timeout, &rc);
 out:
-    /* The clients go first: ZeroMQ may still hold views of the frames and the file until their sockets close. */
+    /* The clients go first: their connections write the frames and the file from where they are (client.h),
+     * and may still hold views of them until they are closed. */
     pyc_client_destroy(&scl);
     pyc_client_destroy(&dcl);
     json_decref(data);

@@ -2,7 +2,7 @@
  * client.c -- the synchronous Jupyter client of the `pyc` command; see client.h.
  *
  * Costs that shaped it (pyc run, 2-core VM): the whole command is a few milliseconds, most of it process
- * start and TCP set-up, so the client speaks ZMTP itself (zmtp.c) instead of linking libzmq, whose loading
+ * start and TCP set-up, so the client speaks ZMTP itself (zmtp.h) instead of linking libzmq, whose loading
  * and I/O threads cost 3-4 ms of every run; it makes no thread, copies the few hundred bytes of a message's
  * dicts once and its buffers never, and waits in one poll(2) over all its connections.  The iopub handshake
  * (pyc_client_sync_iopub) re-asks as soon as the control reply has come and its iopub status has not,

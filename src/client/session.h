@@ -11,7 +11,7 @@
  * Two more files may sit beside it: pyc-NAME.lock (flock(2)ed while a `new`, `fork`, `kill` of NAME runs; its
  * holder writes which) and pyc-NAME.log (the kernel's stdout and stderr).
  *
- * Everything here is free of sockets; the parsers are pure and unit-tested (tests/unit/test_session.c).
+ * Everything here is free of sockets; the parsers are pure and unit-tested (tests/unit/client/test_session.c).
  */
 #ifndef PYC_SESSION_H
 #define PYC_SESSION_H
