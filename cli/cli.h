@@ -2,8 +2,10 @@
  * cli.h -- what the subcommands of the `pyc` program share: exit codes, option parsing, opening a session,
  * the per-name lock, and printing a cell's output.
  *
- * Files: main.c (dispatch, help), common.c (this header), lifecycle.c (new, kill, ls), query.c (run, status,
- * vars, complete, int), transfer.c (fork, cp), attach.c (the REPL).
+ * Files: main.c (dispatch), commands.c (the command table: synopses, help, options), common.c (errors,
+ * options, the runtime dir, sessions, locks), output.c (printing a request's output, the execute loop),
+ * new.c (new), sessions.c (kill, ls), query.c (run, status, vars, complete, int), transfer.c (fork, cp),
+ * attach.c (the REPL), lineedit.c (reading lines, readline loaded on demand).
  */
 #ifndef PYC_CLI_H
 #define PYC_CLI_H
@@ -15,6 +17,7 @@
 
 #include "args.h"
 #include "client.h"
+#include "clock.h"
 #include "session.h"
 
 /* Exit codes.  Every failure prints one line starting "pyc: " on stderr first. */
@@ -33,8 +36,13 @@ enum {
                                   * SIGPIPE); nothing is printed, and a cell is left running */
 };
 
-/* How long a request waits for the kernel where nothing says otherwise. */
+/* How long a request waits for the kernel where nothing says otherwise: the iopub handshake of cli_connect,
+ * the answer to `pyc int`, and attach's question whether a block is complete.  cli_connect_ms() is
+ * CLI_CONNECT_MS, or the number of milliseconds in the environment variable PYC_CLI_CONNECT_MS (a whole
+ * number from 1 to 3600000; anything else is ignored), read once.  The variable is for tests of a kernel that
+ * does not answer, which need not wait 10 s each. */
 #define CLI_CONNECT_MS 10000
+int cli_connect_ms(void);
 
 /* ---- options --------------------------------------------------------------------------------------------- */
 
@@ -44,7 +52,8 @@ typedef pyc_args_t cli_args_t;
 #define CLI_MAX_POS PYC_ARGS_MAX_POS
 
 /* Parses argv[0..argc) (the words after the subcommand) with pyc_args_parse; prints the problem as
- * "pyc: CMD: ... (see pyc CMD --help)" and returns -1 when the words do not fit the specs. */
+ * "pyc: CMD: ... (see pyc CMD --help)" and returns -1 when the words do not fit the specs.  main.c calls it
+ * with the command table's specs. */
 int cli_parse(const char *cmd, int argc, char **argv, const cli_optspec_t *specs, int nspecs, cli_args_t *out);
 
 /* Parses a positive number of seconds; prints the problem and returns -1 on anything else. */
@@ -84,10 +93,15 @@ cli_state_t cli_silent_state(const pyc_session_file_t *sf);
  * the session file on success (clear it after destroying the client). */
 pyc_client_t *cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with_stdin, int *rc);
 
+/* How long `new`, `fork` and `kill` wait for another `pyc` that holds the name's lock: 2 minutes, twice the
+ * time a `new` gives its kernel to answer by default. */
+#define CLI_LOCK_WAIT_MS 120000
+
 /* Takes the lock of NAME (flock on pyc-NAME.lock), waiting up to timeout_ms for another `pyc` that holds it,
- * and writes `why` ("new", "fork", "kill") into it for `pyc ls`.  Returns the lock's fd; -1 (printed) when it
- * cannot; -2 (printed) when a SIGINT came (cli_catch_sigint) before the lock was had. */
-int cli_lock(const char *name, int timeout_ms, const char *why);
+ * and writes `why` ("new", "fork", "kill") into it for `pyc ls`.  Returns 0 with *fd the lock's descriptor,
+ * or the exit code (printed): PYC_EXIT_INTERRUPTED when a SIGINT came (cli_catch_sigint) before the lock was
+ * had, PYC_EXIT_CONNECTION when it cannot be had. */
+int cli_lock(const char *name, int timeout_ms, const char *why, int *fd);
 
 /* True when some process holds NAME's lock now; why (cap bytes) gets what its holder said it does ("new",
  * "fork", "kill"), or "" when it did not say. */
@@ -102,9 +116,6 @@ void cli_unlock(const char *name, int fd, bool remove);
  * still names the very process recorded.  The caller holds the lock.  Returns 0, or -1 when the kernel could
  * not be ended (printed). */
 int cli_session_end(const char *name, pyc_session_file_t *sf, cli_state_t state, int grace_ms);
-
-/* Seconds since the epoch, as a double. */
-double cli_now(void);
 
 /* ---- output of a request --------------------------------------------------------------------------------- */
 
@@ -140,19 +151,57 @@ int cli_reply_exit(const pyc_msg_t *reply, bool interrupted);
 extern volatile sig_atomic_t cli_sigint_count;
 void cli_catch_sigint(void);
 
-/* ---- subcommands (argv: the words after the subcommand's name) -------------------------------------------- */
+/* ---- the command table (commands.c) ---------------------------------------------------------------------- */
 
-int cli_new(int argc, char **argv);
-int cli_kill(int argc, char **argv);
-int cli_ls(int argc, char **argv);
-int cli_run(int argc, char **argv);
-int cli_status(int argc, char **argv);
-int cli_vars(int argc, char **argv);
-int cli_complete(int argc, char **argv);
-int cli_int(int argc, char **argv);
-int cli_fork(int argc, char **argv);
-int cli_cp(int argc, char **argv);
-int cli_attach(int argc, char **argv);
+/* One subcommand, as redis's command table has them.  main.c parses the words after the command's name with
+ * its specs and calls fn only with words that fit: a bad option, --help and a wrong number of positional
+ * words are answered from the entry (exit 2, 0 and 2), so that each usage line is written once. */
+typedef struct cli_command {
+    const char *name;
+    int (*fn)(const cli_args_t *a);  /* runs the command with its parsed words; returns the exit code */
+    const char *synopsis;        /* what follows "pyc ": the positional words, then the options in brackets */
+    const char *summary;         /* its line in `pyc --help` */
+    const char *help;            /* what `pyc CMD --help` prints after "usage: pyc SYNOPSIS" */
+    const cli_optspec_t *specs;  /* its options, indexed by its CLI_<CMD>_* enum below; NULL when none */
+    int nspecs;
+    int min_pos, max_pos;        /* how many positional words it takes; max_pos -1: no limit */
+} cli_command_t;
+
+extern const cli_command_t cli_commands[];
+extern const size_t cli_ncommands;
+
+/* The entry of the command called name, or NULL. */
+const cli_command_t *cli_command_find(const char *name);
+
+/* Prints `pyc CMD --help` on stdout: "usage: pyc SYNOPSIS", then the help. */
+void cli_command_help(const cli_command_t *cmd);
+
+/* Prints "pyc: CMD: usage: pyc SYNOPSIS" and returns PYC_EXIT_USAGE, for words that the counts of the table
+ * cannot judge (kill takes names or --all, not both). */
+int cli_usage_error(const char *name);
+
+/* The options of each command, as indexes into cli_args_t.value (its argument, "" for a flag given, NULL
+ * when absent). */
+enum { CLI_NEW_REPLACE, CLI_NEW_KERNEL, CLI_NEW_JSON, CLI_NEW_TIMEOUT, CLI_NEW_NOPTS };
+enum { CLI_RUN_JSON, CLI_RUN_TIMEOUT, CLI_RUN_ISOLATE, CLI_RUN_NOPTS };
+enum { CLI_LS_JSON, CLI_LS_NOPTS };
+enum { CLI_COMPLETE_JSON, CLI_COMPLETE_NOPTS };
+enum { CLI_KILL_ALL, CLI_KILL_NOPTS };
+enum { CLI_FORK_JSON, CLI_FORK_NOPTS };
+enum { CLI_CP_TIMEOUT, CLI_CP_NOPTS };
+
+/* The commands (a->pos[0] is NAME wherever the synopsis starts with NAME). */
+int cli_new(const cli_args_t *a);
+int cli_kill(const cli_args_t *a);
+int cli_ls(const cli_args_t *a);
+int cli_run(const cli_args_t *a);
+int cli_status(const cli_args_t *a);
+int cli_vars(const cli_args_t *a);
+int cli_complete(const cli_args_t *a);
+int cli_int(const cli_args_t *a);
+int cli_fork(const cli_args_t *a);
+int cli_cp(const cli_args_t *a);
+int cli_attach(const cli_args_t *a);
 
 /* The execute loop shared by run and attach: sends code with the given metadata (may be NULL), prints the
  * output until both the reply and the idle status have come, forwards Ctrl-C as interrupt_request, and
@@ -161,8 +210,35 @@ int cli_attach(int argc, char **argv);
 int cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_stdin, cli_output_t *o,
                 pyc_msg_t **reply_out);
 
-/* Reads a line from the terminal for an input_request (attach.c, readline when built with it).  Returns a
- * malloc'd line without its newline, or NULL at end of input. */
+/* ---- reading lines (lineedit.c) -------------------------------------------------------------------------- */
+
+/* Completes the line being typed for Tab: line is the whole line, point the cursor and start the beginning of
+ * the word before it (byte offsets).  Returns what readline's rl_completion_matches returns: NULL for no
+ * match, else a malloc'd, NULL-terminated array of malloc'd strings whose [0] replaces line[start..point)
+ * and whose others (if any) are the candidates to show. */
+typedef char **(*cli_complete_fn)(const char *line, int start, int point);
+
+/* What cli_line_read found. */
+enum { CLI_LINE_OK, CLI_LINE_EOF, CLI_LINE_CANCEL };
+
+/* True when lines are edited: pyc was built with readline and it loaded (it is loaded on the first call). */
+bool cli_line_editing(void);
+
+/* Sets up the REPL's line editing: Tab calls complete, and lines given to cli_line_remember are kept in the
+ * file history (NULL: none), read now and written by cli_line_end.  Does nothing without line editing. */
+void cli_line_begin(cli_complete_fn complete, const char *history);
+void cli_line_remember(const char *line);
+void cli_line_end(void);
+
+/* Shows prompt and reads one line: CLI_LINE_OK with *line malloc'd (without its newline), CLI_LINE_EOF at end
+ * of input (Ctrl-D), or CLI_LINE_CANCEL when Ctrl-C abandoned the line (printed as "^C").  With line editing
+ * the line comes pre-filled with indent (may be NULL), unless more input is already waiting (pasted text
+ * brings its own indentation). */
+int cli_line_read(const char *prompt, const char *indent, char **line);
+
+/* Reads a line from the terminal for an input_request: without echo when password.  Returns a malloc'd line
+ * without its newline, or NULL at end of input or after Ctrl-C (which cli_execute then forwards as an
+ * interrupt). */
 char *cli_read_input(const char *prompt, bool password);
 
 #endif

@@ -1,5 +1,7 @@
 /*
- * common.c -- what the subcommands of `pyc` share; see cli.h.
+ * common.c -- what the subcommands of `pyc` share, but for printing (output.c): errors, Ctrl-C, options, the
+ * runtime dir, session files and their states, connecting, the lock of a name, and ending a session; see
+ * cli.h.
  *
  * The lock of a name is flock(2) on pyc-NAME.lock, not the existence of a file: a lock held by a process
  * that dies is released by the kernel, so a crashed `pyc new` never leaves a name locked for good.  The lock
@@ -23,7 +25,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "paths.h"
@@ -42,14 +43,6 @@ cli_err(const char *fmt, ...)
     fputc('\n', stderr);
 }
 
-double
-cli_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void
 on_sigint(int sig)
 {
@@ -66,6 +59,20 @@ cli_catch_sigint(void)
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0;             /* no SA_RESTART: a blocked poll or read returns EINTR */
     sigaction(SIGINT, &sa, NULL);
+}
+
+int
+cli_connect_ms(void)
+{
+    static int ms;               /* 0 until the environment was read */
+    if (ms == 0) {
+        const char *text = getenv("PYC_CLI_CONNECT_MS");
+        char *end = NULL;
+        errno = 0;
+        long v = text != NULL && text[0] != '\0' ? strtol(text, &end, 10) : 0;
+        ms = end != NULL && *end == '\0' && errno == 0 && v >= 1 && v <= 3600000 ? (int)v : CLI_CONNECT_MS;
+    }
+    return ms;
 }
 
 /* ---- options --------------------------------------------------------------------------------------------- */
@@ -180,16 +187,17 @@ cli_state_t
 cli_session_state(const char *name, pyc_session_file_t *sf, int hb_ms, pyc_error_t *err)
 {
     char path[4096];
+    pyc_error_t lerr = {0};
     memset(sf, 0, sizeof *sf);
     if (cli_session_path(path, sizeof path, name, ".json") < 0) {
         pyc_error_set(err, "no runtime dir");
         return CLI_BROKEN;
     }
-    int r = pyc_session_file_load(path, sf, err);
-    if (r == -2)
-        return CLI_MISSING;
-    if (r < 0)
-        return CLI_BROKEN;
+    if (pyc_session_file_load(path, sf, &lerr) < 0) {
+        if (err != NULL)
+            *err = lerr;
+        return lerr.code == PYC_ENOENT ? CLI_MISSING : CLI_BROKEN;
+    }
     if (sf->pid > 0 && !pyc_proc_is(sf->pid, sf->pid_start))
         return CLI_STALE;
     if (hb_ms > 0) {
@@ -242,7 +250,7 @@ cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with
     if (sync_iopub) {
         int r;
         err.text[0] = '\0';
-        while ((r = pyc_client_sync_iopub(cl, CLI_CONNECT_MS, &err)) == PYC_RECV_SIGNAL) {
+        while ((r = pyc_client_sync_iopub(cl, cli_connect_ms(), &err)) == PYC_RECV_SIGNAL) {
             if (cli_sigint_count > 0)
                 break;
         }
@@ -250,8 +258,8 @@ cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with
             if (r == PYC_RECV_SIGNAL)
                 cli_err("interrupted");
             else if (r == PYC_RECV_TIMEOUT)
-                cli_err("session %s: the kernel does not answer (no kernel_info_reply within %d s)", name,
-                        CLI_CONNECT_MS / 1000);
+                cli_err("session %s: the kernel does not answer (no kernel_info_reply within %g s)", name,
+                        cli_connect_ms() / 1000.0);
             else
                 cli_err("session %s: %s", name, err.text);
             pyc_client_destroy(&cl);
@@ -264,18 +272,18 @@ cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with
 }
 
 int
-cli_lock(const char *name, int timeout_ms, const char *why)
+cli_lock(const char *name, int timeout_ms, const char *why, int *lock_fd)
 {
     char path[4096];
+    *lock_fd = -1;
     if (cli_session_path(path, sizeof path, name, ".lock") < 0)
-        return -1;
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+        return PYC_EXIT_CONNECTION;
+    uint64_t t0 = pyc_now_ns();
     for (;;) {
         /* Ctrl-C while waiting gives up before anything was done (the caller catches SIGINT first). */
         if (cli_sigint_count > 0) {
             cli_err("interrupted while waiting for another pyc working on session %s; nothing was done", name);
-            return -2;
+            return PYC_EXIT_INTERRUPTED;
         }
         int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
         struct stat a, b;
@@ -284,12 +292,12 @@ cli_lock(const char *name, int timeout_ms, const char *why)
                 cli_err("%s is a symbolic link, not a lock file of pyc's; refused (remove it)", path);
             else
                 cli_err("cannot open %s: %s", path, strerror(errno));
-            return -1;
+            return PYC_EXIT_CONNECTION;
         }
         if (fstat(fd, &a) < 0 || !S_ISREG(a.st_mode) || a.st_uid != geteuid()) {
             cli_err("%s is not a regular file of yours; refused (remove it)", path);
             close(fd);
-            return -1;
+            return PYC_EXIT_CONNECTION;
         }
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
             if (lstat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
@@ -297,7 +305,8 @@ cli_lock(const char *name, int timeout_ms, const char *why)
                 int n = snprintf(note, sizeof note, "%s %ld\n", why, (long)getpid());
                 if (ftruncate(fd, 0) == 0 && n > 0 && pwrite(fd, note, (size_t)n, 0) < 0)
                     cli_err("cannot write %s: %s", path, strerror(errno));   /* only `ls` reads it */
-                return fd;
+                *lock_fd = fd;
+                return 0;
             }
             close(fd);           /* removed by its last holder meanwhile: lock the new one */
             continue;
@@ -306,13 +315,12 @@ cli_lock(const char *name, int timeout_ms, const char *why)
         close(fd);
         if (e != EWOULDBLOCK && e != EINTR) {
             cli_err("cannot lock %s: %s", path, strerror(e));
-            return -1;
+            return PYC_EXIT_CONNECTION;
         }
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long waited = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+        long waited = pyc_ms_since(t0);
         if (waited >= timeout_ms) {
             cli_err("another pyc has been working on session %s for %ld s; try again later", name, waited / 1000);
-            return -1;
+            return PYC_EXIT_CONNECTION;
         }
         usleep(5000);
     }
@@ -407,255 +415,4 @@ cli_session_end(const char *name, pyc_session_file_t *sf, cli_state_t state, int
     if (cli_session_path(path, sizeof path, name, ".log") == 0)
         unlink(path);
     return 0;
-}
-
-/* ---- output ---------------------------------------------------------------------------------------------- */
-
-/* errno of the first failed write to stdout, 0 while none failed.  After a failure nothing more is written
- * there: the output is incomplete anyway, and cli_stdout_finish reports it. */
-static int stdout_errno;
-
-/* Writes n bytes to f and flushes them (output streams as the kernel sends it). */
-static void
-out_write(FILE *f, const void *p, size_t n)
-{
-    if (f == stdout && stdout_errno != 0)
-        return;
-    errno = 0;
-    if ((n > 0 && fwrite(p, 1, n, f) != n) || fflush(f) != 0) {
-        if (f == stdout)
-            stdout_errno = errno != 0 ? errno : EIO;
-    }
-}
-
-bool
-cli_stdout_closed(void)
-{
-    return stdout_errno == EPIPE;
-}
-
-int
-cli_stdout_finish(int rc)
-{
-    errno = 0;
-    if (stdout_errno == 0 && (fflush(stdout) != 0 || ferror(stdout)))
-        stdout_errno = errno != 0 ? errno : EIO;
-    if (stdout_errno == 0)
-        return rc;
-    if (stdout_errno == EPIPE)
-        return rc == PYC_EXIT_OK || rc == PYC_EXIT_PIPE ? PYC_EXIT_PIPE : rc;
-    cli_err("cannot write to stdout: %s", strerror(stdout_errno));
-    return rc == PYC_EXIT_OK ? PYC_EXIT_ERROR : rc;
-}
-
-void
-cli_print_json_line(json_t *v)
-{
-    char *s = v != NULL ? json_dumps(v, JSON_COMPACT) : NULL;
-    if (s == NULL) {
-        cli_err("out of memory printing JSON");
-        return;
-    }
-    size_t n = strlen(s);
-    s[n] = '\n';                 /* json_dumps's NUL: one write for the whole line */
-    out_write(stdout, s, n + 1);
-    free(s);
-}
-
-static void
-put_text(cli_output_t *o, FILE *f, const char *s, size_t n)
-{
-    if (n == 0)
-        return;
-    out_write(f, s, n);
-    if (f == stdout)
-        o->wrote_nl = s[n - 1] == '\n';
-}
-
-/* Prints a mime bundle: its text/plain, else one line naming what it holds. */
-static void
-put_bundle(cli_output_t *o, json_t *data)
-{
-    json_t *text = json_object_get(data, "text/plain");
-    if (!o->wrote_nl && json_is_object(data) && json_object_size(data) > 0)
-        put_text(o, stdout, "\n", 1);   /* a result starts a line of its own, after print(..., end="") */
-    if (json_is_string(text)) {
-        put_text(o, stdout, json_string_value(text), json_string_length(text));
-        if (json_string_length(text) > 0 && !o->wrote_nl)
-            put_text(o, stdout, "\n", 1);
-        return;
-    }
-    const char *key;
-    json_t *v;
-    bool first = true;
-    if (!json_is_object(data) || json_object_size(data) == 0)
-        return;
-    put_text(o, stdout, "[display:", 9);
-    json_object_foreach(data, key, v) {
-        put_text(o, stdout, first ? " " : ", ", first ? 1 : 2);
-        put_text(o, stdout, key, strlen(key));
-        first = false;
-    }
-    put_text(o, stdout, "]\n", 2);
-}
-
-void
-cli_print_iopub(cli_output_t *o, const pyc_msg_t *m)
-{
-    const char *t = m->msg_type;
-    if (strcmp(t, "status") == 0 || strcmp(t, "execute_input") == 0)
-        return;
-    if (o->json) {
-        json_t *line = json_pack("{s:s, s:O}", "type", t, "content", m->content);
-        cli_print_json_line(line);
-        json_decref(line);
-        return;
-    }
-    json_t *c = m->content;
-    if (strcmp(t, "stream") == 0) {
-        json_t *text = json_object_get(c, "text");
-        const char *name = json_string_value(json_object_get(c, "name"));
-        if (json_is_string(text))
-            put_text(o, name != NULL && strcmp(name, "stderr") == 0 ? stderr : stdout, json_string_value(text),
-                     json_string_length(text));
-    } else if (strcmp(t, "execute_result") == 0 || strcmp(t, "display_data") == 0 ||
-               strcmp(t, "update_display_data") == 0) {
-        put_bundle(o, json_object_get(c, "data"));
-    } else if (strcmp(t, "error") == 0) {
-        json_t *tb = json_object_get(c, "traceback");
-        size_t i;
-        json_t *line;
-        fflush(stdout);
-        if (json_is_array(tb) && json_array_size(tb) > 0) {
-            json_array_foreach(tb, i, line) {
-                if (json_is_string(line)) {
-                    fwrite(json_string_value(line), 1, json_string_length(line), stderr);
-                    fputc('\n', stderr);
-                }
-            }
-        } else {
-            fprintf(stderr, "%s: %s\n", json_string_value(json_object_get(c, "ename")) ?: "Error",
-                    json_string_value(json_object_get(c, "evalue")) ?: "");
-        }
-        fflush(stderr);
-    }
-}
-
-int
-cli_reply_exit(const pyc_msg_t *reply, bool interrupted)
-{
-    const char *status = json_string_value(json_object_get(reply->content, "status"));
-    if (status != NULL && strcmp(status, "ok") == 0)
-        return PYC_EXIT_OK;
-    const char *ename = json_string_value(json_object_get(reply->content, "ename"));
-    json_t *pm = json_object_get(reply->metadata, "pyc");
-    const char *outcome = json_string_value(json_object_get(pm, "outcome"));
-    if ((ename != NULL && strcmp(ename, "CellTimeout") == 0) || (outcome != NULL && strcmp(outcome, "timeout") == 0) ||
-        json_is_true(json_object_get(pm, "timed_out")))
-        return PYC_EXIT_TIMEOUT;
-    if (interrupted && ename != NULL && strcmp(ename, "KeyboardInterrupt") == 0)
-        return PYC_EXIT_INTERRUPTED;
-    return PYC_EXIT_ERROR;
-}
-
-int
-cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_stdin, cli_output_t *o,
-            pyc_msg_t **reply_out)
-{
-    char id[PYC_MSG_ID_LEN + 1];
-    pyc_error_t err;
-    pyc_msg_t *reply = NULL;
-    bool idle = false;
-    int interrupts = 0, rc;
-
-    if (reply_out != NULL)
-        *reply_out = NULL;
-    json_t *content = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code, "silent", 0, "store_history", 1,
-                                "user_expressions", "allow_stdin", allow_stdin, "stop_on_error", 1);
-    if (content == NULL) {
-        cli_err("the code is not valid UTF-8 (or memory ran out)");
-        return PYC_EXIT_USAGE;
-    }
-    int sent = pyc_client_send(cl, PYC_CHAN_SHELL, "execute_request", content, metadata, NULL, NULL, 0, id, &err);
-    json_decref(content);
-    if (sent < 0) {
-        cli_err("%s", err.text);
-        return PYC_EXIT_CONNECTION;
-    }
-    cli_sigint_count = 0;
-    while (reply == NULL || !idle) {
-        pyc_msg_t *m;
-        int chan;
-        int r = pyc_client_recv(cl, -1, &m, &chan, &err);
-        if (r == PYC_RECV_SIGNAL || cli_sigint_count > interrupts) {
-            /* Each Ctrl-C asks the kernel to interrupt the cell; the third leaves at once, the cell running. */
-            while (interrupts < cli_sigint_count) {
-                interrupts++;
-                if (interrupts >= 3) {
-                    cli_err("left the cell running after three interrupts");
-                    pyc_msg_destroy(&reply);
-                    return PYC_EXIT_INTERRUPTED;
-                }
-                if (pyc_client_send(cl, PYC_CHAN_CONTROL, "interrupt_request", NULL, NULL, NULL, NULL, 0, NULL, &err) < 0)
-                    cli_err("%s", err.text);
-            }
-            if (r == PYC_RECV_SIGNAL)
-                continue;
-        }
-        if (r == PYC_RECV_ERROR) {
-            cli_err("%s", err.text);
-            pyc_msg_destroy(&reply);
-            return PYC_EXIT_CONNECTION;
-        }
-        if (r != PYC_RECV_MSG)
-            continue;
-        if (chan == PYC_CHAN_IOPUB && pyc_client_is_child_of(m, id)) {
-            if (strcmp(m->msg_type, "status") == 0) {
-                const char *st = json_string_value(json_object_get(m->content, "execution_state"));
-                if (st != NULL && strcmp(st, "idle") == 0)
-                    idle = true;
-            } else {
-                cli_print_iopub(o, m);
-                if (cli_stdout_closed()) {
-                    /* The reader of stdout is gone (`pyc run ... | head -1`): stop, as a tool killed by
-                     * SIGPIPE would, and leave the cell running, as a dropped ssh connection does. */
-                    pyc_msg_destroy(&m);
-                    pyc_msg_destroy(&reply);
-                    return PYC_EXIT_PIPE;
-                }
-            }
-        } else if (chan == PYC_CHAN_SHELL && reply == NULL && pyc_client_is_child_of(m, id) &&
-                   strcmp(m->msg_type, "execute_reply") == 0) {
-            reply = m;
-            m = NULL;
-        } else if (chan == PYC_CHAN_STDIN && strcmp(m->msg_type, "input_request") == 0 && allow_stdin) {
-            const char *prompt = json_string_value(json_object_get(m->content, "prompt"));
-            bool password = json_is_true(json_object_get(m->content, "password"));
-            char *line = cli_read_input(prompt != NULL ? prompt : "", password);
-            json_t *rc_content = json_pack("{s:s}", "value", line != NULL ? line : "");
-            if (line == NULL)
-                fputc('\n', stdout);
-            if (rc_content == NULL ||
-                pyc_client_send(cl, PYC_CHAN_STDIN, "input_reply", rc_content, NULL, m->header, NULL, 0, NULL, &err) < 0)
-                cli_err("cannot answer input(): %s", rc_content == NULL ? "the line is not valid UTF-8" : err.text);
-            json_decref(rc_content);
-            free(line);
-        }
-        pyc_msg_destroy(&m);
-    }
-    if (o->json) {
-        json_t *line = json_pack("{s:s, s:O, s:O}", "type", "execute_reply", "content", reply->content, "metadata",
-                                 reply->metadata);
-        cli_print_json_line(line);
-        json_decref(line);
-    }
-    const char *status = json_string_value(json_object_get(reply->content, "status"));
-    if (!o->json && status != NULL && strcmp(status, "aborted") == 0)
-        cli_err("the cell was not run: the kernel aborted it because a cell before it failed");
-    rc = cli_reply_exit(reply, interrupts > 0);
-    if (reply_out != NULL)
-        *reply_out = reply;
-    else
-        pyc_msg_destroy(&reply);
-    return rc;
 }

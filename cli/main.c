@@ -5,8 +5,13 @@
  *   pyc run NAME CODE|@FILE|-         run one cell, print what it produced
  *   pyc ls | status | vars | complete | int | kill | fork | cp | attach
  *
- * The client is C all the way (ZeroMQ, jansson, OpenSSL's SHA-256 through auth.c; no Python), so a
- * `pyc run` costs a few milliseconds from exec to exit.  Exit codes are in cli.h and in the help text.
+ * This file only dispatches: the commands, their synopses, help and options are the table of commands.c, and
+ * cli.h says which file holds each command.
+ *
+ * The client is C all the way and links only jansson and libc, so a `pyc run` costs a few milliseconds from
+ * exec to exit: it speaks ZMTP 3.0 itself (src/client/zmtp*.c) instead of linking libzmq, signs and checks
+ * messages with its own SHA-256 (hmac.h's builtin backend, src/crypto/hmac_builtin.c) instead of loading
+ * libcrypto, and starts no Python.  Exit codes are in cli.h and in the help text.
  */
 #include <signal.h>
 #include <stdbool.h>
@@ -16,33 +21,17 @@
 #include "cli.h"
 #include "config.h"
 
-typedef struct command {
-    const char *name;
-    int (*fn)(int argc, char **argv);
-    const char *line;
-} command_t;
-
-static const command_t commands[] = {
-    {"new", cli_new, "new NAME [--replace]        start a detached kernel as session NAME"},
-    {"run", cli_run, "run NAME CODE|@FILE|-       run one cell [--json] [--timeout S] [--isolate]"},
-    {"ls", cli_ls, "ls [--json]                 list sessions: name, pid, state (live/unresponsive/stale), age"},
-    {"status", cli_status, "status NAME                 JSON: pid, uptime, execution count, memory, busy/idle"},
-    {"vars", cli_vars, "vars NAME                   JSON list of the user's names and types"},
-    {"complete", cli_complete, "complete NAME TEXT          the kernel's completions of TEXT"},
-    {"int", cli_int, "int NAME                    interrupt the running cell"},
-    {"kill", cli_kill, "kill NAME... | --all        shut down and remove (cleans stale sessions too)"},
-    {"fork", cli_fork, "fork NAME NEWNAME...        new sessions from forked copies of NAME"},
-    {"cp", cli_cp, "cp SRC DST                  copy objects: SESSION:VAR, SESSION:, FILE.pkl, -"},
-    {"attach", cli_attach, "attach NAME                 a REPL into NAME (Ctrl-D detaches)"},
-};
-
+/* `pyc --help`: the overview, one line per command of the table (its synopsis up to the options). */
 static void
 usage(FILE *f)
 {
     fprintf(f, "usage: pyc COMMAND [ARGS]   (pyc COMMAND --help for more)\n"
                "Persistent named Python sessions (pyc kernels) for shells and agents.\n\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  pyc %s\n", commands[i].line);
+    for (size_t i = 0; i < cli_ncommands; i++) {
+        const char *syn = cli_commands[i].synopsis, *opts = strstr(syn, " [");
+        int len = opts != NULL ? (int)(opts - syn) : (int)strlen(syn);
+        fprintf(f, "  pyc %-*.*s  %s\n", 22, len, syn, cli_commands[i].summary);
+    }
     fprintf(f, "\nNames: a-z, 0-9, '_', '-', 1 to 80 characters.  Sessions live in Jupyter's runtime dir as\n"
                "pyc-NAME.json, so `jupyter console --existing pyc-NAME.json` reaches them too.\n\n"
                "Exit codes: 0 ok; 1 the cell raised (or the kernel refused, or a file or stdout failed);\n"
@@ -62,6 +51,27 @@ wants_help(int argc, char **argv)
     return false;
 }
 
+/* Runs cmd with the words after its name, in this order: the runtime dir (every command works there, so an
+ * unusable one is refused once, here, with exit 6, though not for --help), the options (exit 2), --help
+ * (exit 0), the number of positional words (exit 2), then the command itself. */
+static int
+run_command(const cli_command_t *cmd, int argc, char **argv)
+{
+    char dir[4096];
+    cli_args_t a;
+    if (!wants_help(argc, argv) && cli_runtime_dir(dir, sizeof dir) < 0)
+        return PYC_EXIT_CONNECTION;
+    if (cli_parse(cmd->name, argc, argv, cmd->specs, cmd->nspecs, &a) < 0)
+        return PYC_EXIT_USAGE;
+    if (a.help) {
+        cli_command_help(cmd);
+        return PYC_EXIT_OK;
+    }
+    if (a.npos < cmd->min_pos || (cmd->max_pos >= 0 && a.npos > cmd->max_pos))
+        return cli_usage_error(cmd->name);
+    return cmd->fn(&a);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -73,36 +83,24 @@ main(int argc, char **argv)
         usage(stderr);
         return PYC_EXIT_USAGE;
     }
-    const char *cmd = argv[1];
-    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
-        if (argc >= 3 && strcmp(cmd, "help") == 0) {
-            for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-                if (strcmp(argv[2], commands[i].name) == 0) {
-                    char *help[] = {(char *)"--help", NULL};
-                    return cli_stdout_finish(commands[i].fn(1, help));
-                }
-            }
-        }
-        usage(stdout);
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        const cli_command_t *cmd = argc >= 3 && strcmp(name, "help") == 0 ? cli_command_find(argv[2]) : NULL;
+        if (cmd != NULL)
+            cli_command_help(cmd);
+        else
+            usage(stdout);
         return cli_stdout_finish(PYC_EXIT_OK);
     }
-    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+    if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
         printf("pyc %s\n", PACKAGE_VERSION);
         return cli_stdout_finish(PYC_EXIT_OK);
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-        if (strcmp(cmd, commands[i].name) == 0) {
-            /* Every command works in the runtime dir: an unusable one is refused once, here. */
-            char dir[4096];
-            if (!wants_help(argc - 2, argv + 2) && cli_runtime_dir(dir, sizeof dir) < 0)
-                return PYC_EXIT_CONNECTION;
-            int rc = commands[i].fn(argc - 2, argv + 2);
-            rc = cli_stdout_finish(rc);
-            pyc_client_shutdown();
-            return rc;
-        }
+    const cli_command_t *cmd = cli_command_find(name);
+    if (cmd == NULL) {
+        cli_err("unknown command '%s'", name);
+        usage(stderr);
+        return PYC_EXIT_USAGE;
     }
-    cli_err("unknown command '%s'", cmd);
-    usage(stderr);
-    return PYC_EXIT_USAGE;
+    return cli_stdout_finish(run_command(cmd, argc - 2, argv + 2));
 }

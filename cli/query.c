@@ -98,41 +98,27 @@ read_code(const char *arg)
 }
 
 int
-cli_run(int argc, char **argv)
+cli_run(const cli_args_t *a)
 {
-    static const cli_optspec_t specs[] = {{"json", false, 0}, {"timeout", true, 0}, {"isolate", false, 0}};
-    cli_args_t a;
     double timeout = 0;
+    bool isolate = a->value[CLI_RUN_ISOLATE] != NULL;
     int rc;
-    if (cli_parse("run", argc, argv, specs, 3, &a) < 0)
-        return PYC_EXIT_USAGE;
-    if (a.help) {
-        puts("usage: pyc run NAME CODE|@FILE|- [--json] [--timeout S] [--isolate]\n"
-             "Runs one cell in session NAME: stdout to stdout, stderr and tracebacks to stderr, results as text.\n"
-             "Exit 0, 1 when the cell raised (or @FILE or stdin could not be read), 5 when it passed --timeout,\n"
-             "130 when interrupted with Ctrl-C, 141 when stdout's reader went away (the cell goes on).");
-        return PYC_EXIT_OK;
-    }
-    if (a.npos != 2) {
-        cli_err("run: usage: pyc run NAME CODE|@FILE|- [--json] [--timeout S] [--isolate]");
-        return PYC_EXIT_USAGE;
-    }
-    if (a.value[1] != NULL && cli_seconds("--timeout", a.value[1], &timeout) < 0)
+    if (a->value[CLI_RUN_TIMEOUT] != NULL && cli_seconds("--timeout", a->value[CLI_RUN_TIMEOUT], &timeout) < 0)
         return PYC_EXIT_USAGE;
     pyc_error_t err;
-    if (pyc_session_name_check(a.pos[0], &err) < 0) {
+    if (pyc_session_name_check(a->pos[0], &err) < 0) {
         cli_err("%s", err.text);
         return PYC_EXIT_USAGE;
     }
-    char *code = read_code(a.pos[1]);
+    char *code = read_code(a->pos[1]);
     if (code == NULL)
         return PYC_EXIT_ERROR;   /* a local file (or stdin) failed: printed */
     json_t *md = NULL;
-    if (timeout > 0 || a.value[2] != NULL) {
+    if (timeout > 0 || isolate) {
         json_t *p = json_object();
         md = json_pack("{s:o}", "pyc", p);
         if (p == NULL || md == NULL || (timeout > 0 && json_object_set_new(p, "timeout", json_real(timeout)) < 0) ||
-            (a.value[2] != NULL && json_object_set_new(p, "isolate", json_string("fork")) < 0)) {
+            (isolate && json_object_set_new(p, "isolate", json_string("fork")) < 0)) {
             cli_err("out of memory");
             json_decref(md);
             free(code);
@@ -141,9 +127,9 @@ cli_run(int argc, char **argv)
     }
     cli_catch_sigint();
     pyc_session_file_t sf;
-    pyc_client_t *cl = cli_connect(a.pos[0], &sf, true, false, &rc);
+    pyc_client_t *cl = cli_connect(a->pos[0], &sf, true, false, &rc);
     if (cl != NULL) {
-        cli_output_t o = {.json = a.value[0] != NULL, .wrote_nl = true};
+        cli_output_t o = {.json = a->value[CLI_RUN_JSON] != NULL, .wrote_nl = true};
         rc = cli_execute(cl, code, md, false, &o, NULL);
         pyc_client_destroy(&cl);
         pyc_session_file_clear(&sf);
@@ -201,14 +187,14 @@ send_silent(pyc_client_t *cl, json_t *uexpr, char *id)
     return r;
 }
 
-/* Waits until ms have passed since t0 (seconds, cli_now) for the reply to `id` on chan; NULL when none came,
+/* Waits until ms have passed since t0 (seconds, pyc_now_s) for the reply to `id` on chan; NULL when none came,
  * with *rc set when the wait failed (the kernel is gone, or Ctrl-C). */
 static pyc_msg_t *
 reply_within(pyc_client_t *cl, int chan, const char *id, double t0, int ms, int *rc)
 {
     pyc_error_t err;
     for (;;) {
-        double left = ms - (cli_now() - t0) * 1000;
+        double left = ms - (pyc_now_s() - t0) * 1000;
         pyc_msg_t *m;
         int c;
         if (left <= 0)
@@ -231,48 +217,16 @@ reply_within(pyc_client_t *cl, int chan, const char *id, double t0, int ms, int 
     }
 }
 
-/* The start the query commands share: parses the arguments (printing the help, or a usage error made of
- * the help's first line, ends the command), then connects to session a->pos[0].  Returns the client, or
- * NULL with *rc the command's exit status. */
-static pyc_client_t *
-query_begin(const char *cmd, int argc, char **argv, const cli_optspec_t *specs, int nspecs, int npos,
-            const char *help, bool catch_sigint, cli_args_t *a, pyc_session_file_t *sf, int *rc)
-{
-    if (cli_parse(cmd, argc, argv, specs, nspecs, a) < 0) {
-        *rc = PYC_EXIT_USAGE;
-        return NULL;
-    }
-    if (a->help) {
-        puts(help);
-        *rc = PYC_EXIT_OK;
-        return NULL;
-    }
-    if (a->npos != npos) {
-        cli_err("%s: %.*s", cmd, (int)strcspn(help, "\n"), help);
-        *rc = PYC_EXIT_USAGE;
-        return NULL;
-    }
-    if (catch_sigint)
-        cli_catch_sigint();
-    return cli_connect(a->pos[0], sf, false, false, rc);
-}
-
 int
-cli_status(int argc, char **argv)
+cli_status(const cli_args_t *a)
 {
-    cli_args_t a;
     int rc;
     pyc_session_file_t sf;
-    pyc_client_t *cl = query_begin(
-        "status", argc, argv, NULL, 0, 1,
-        "usage: pyc status NAME\n"
-        "Prints a JSON object: name, pid, state (idle or busy), execution_count (null when busy and the\n"
-        "kernel has no usage_request), uptime (s), memory {rss, pss, kernel_memory} in bytes,\n"
-        "connection_file, and usage (the kernel's usage_reply, when it has one).",
-        true, &a, &sf, &rc);
+    const char *name = a->pos[0];
+    cli_catch_sigint();
+    pyc_client_t *cl = cli_connect(name, &sf, false, false, &rc);
     if (cl == NULL)
         return rc;
-    const char *name = a.pos[0];
     pyc_error_t err;
     pyc_msg_t *usage = NULL, *probe = NULL;
     char id[PYC_MSG_ID_LEN + 1];
@@ -286,7 +240,7 @@ cli_status(int argc, char **argv)
         goto done;
     }
     rc = PYC_EXIT_OK;
-    usage = reply_within(cl, PYC_CHAN_CONTROL, id, cli_now(), USAGE_WAIT_MS, &rc);
+    usage = reply_within(cl, PYC_CHAN_CONTROL, id, pyc_now_s(), USAGE_WAIT_MS, &rc);
     if (rc != PYC_EXIT_OK)
         goto done;
     json_t *pm = usage != NULL ? json_object_get(usage->content, "pyc") : NULL;
@@ -299,7 +253,7 @@ cli_status(int argc, char **argv)
             rc = PYC_EXIT_CONNECTION;
             goto done;
         }
-        probe = reply_within(cl, PYC_CHAN_SHELL, id, cli_now(), BUSY_PROBE_MS, &rc);
+        probe = reply_within(cl, PYC_CHAN_SHELL, id, pyc_now_s(), BUSY_PROBE_MS, &rc);
         if (rc != PYC_EXIT_OK)
             goto done;
         state = probe != NULL ? "idle" : "busy";
@@ -308,7 +262,7 @@ cli_status(int argc, char **argv)
     if (json_is_number(json_object_get(pm, "uptime")))
         uptime = json_incref(json_object_get(pm, "uptime"));
     else if (sf.created > 0)
-        uptime = json_real(cli_now() - sf.created);
+        uptime = json_real(pyc_wall_s() - sf.created);
 
     json_t *memory = json_object();
     unsigned long long rss, pss;
@@ -383,17 +337,12 @@ unrepr(const char *text)
 }
 
 int
-cli_vars(int argc, char **argv)
+cli_vars(const cli_args_t *a)
 {
-    cli_args_t a;
     int rc;
     pyc_session_file_t sf;
-    pyc_client_t *cl = query_begin(
-        "vars", argc, argv, NULL, 0, 1,
-        "usage: pyc vars NAME\n"
-        "Prints the session's user namespace as a JSON list of {\"name\", \"type\"}, sorted by name.  Names\n"
-        "starting with '_' and In, Out, get_ipython, exit, quit are left out; modules have type \"module\".",
-        true, &a, &sf, &rc);
+    cli_catch_sigint();
+    pyc_client_t *cl = cli_connect(a->pos[0], &sf, false, false, &rc);
     if (cl == NULL)
         return rc;
     char id[PYC_MSG_ID_LEN + 1];
@@ -448,25 +397,20 @@ codepoints(const char *s)
 }
 
 int
-cli_complete(int argc, char **argv)
+cli_complete(const cli_args_t *a)
 {
-    static const cli_optspec_t specs[] = {{"json", false, 0}};
-    cli_args_t a;
     int rc;
     pyc_session_file_t sf;
-    pyc_client_t *cl = query_begin(
-        "complete", argc, argv, specs, 1, 2,
-        "usage: pyc complete NAME TEXT [--json]\n"
-        "Prints the kernel's completions of TEXT (cursor at its end), one per line; --json prints the\n"
-        "complete_reply's content (matches, cursor_start, cursor_end, metadata).",
-        true, &a, &sf, &rc);
+    const char *text = a->pos[1];
+    cli_catch_sigint();
+    pyc_client_t *cl = cli_connect(a->pos[0], &sf, false, false, &rc);
     if (cl == NULL)
         return rc;
     pyc_error_t err;
     char id[PYC_MSG_ID_LEN + 1];
     pyc_msg_t *reply = NULL;
     rc = PYC_EXIT_CONNECTION;
-    json_t *c = json_pack("{s:s, s:I}", "code", a.pos[1], "cursor_pos", (json_int_t)codepoints(a.pos[1]));
+    json_t *c = json_pack("{s:s, s:I}", "code", text, "cursor_pos", (json_int_t)codepoints(text));
     if (c == NULL) {
         cli_err("TEXT is not valid UTF-8");
         rc = PYC_EXIT_USAGE;
@@ -478,7 +422,7 @@ cli_complete(int argc, char **argv)
     }
     if ((reply = wait_reply(cl, PYC_CHAN_SHELL, id, &rc)) == NULL)
         goto out;
-    if (a.value[0] != NULL) {
+    if (a->value[CLI_COMPLETE_JSON] != NULL) {
         cli_print_json_line(reply->content);
     } else {
         json_t *matches = json_object_get(reply->content, "matches"), *mv;
@@ -499,22 +443,16 @@ out:
 }
 
 int
-cli_int(int argc, char **argv)
+cli_int(const cli_args_t *a)
 {
-    cli_args_t a;
     int rc;
     pyc_session_file_t sf;
-    pyc_client_t *cl = query_begin(
-        "int", argc, argv, NULL, 0, 1,
-        "usage: pyc int NAME\n"
-        "Interrupts the running cell of session NAME (interrupt_request on the control channel); the cell\n"
-        "gets KeyboardInterrupt.  Does nothing to an idle kernel.",
-        false, &a, &sf, &rc);
+    pyc_client_t *cl = cli_connect(a->pos[0], &sf, false, false, &rc);
     if (cl == NULL)
         return rc;
     pyc_error_t err;
     pyc_msg_t *reply = NULL;
-    int r = pyc_client_request(cl, PYC_CHAN_CONTROL, "interrupt_request", NULL, CLI_CONNECT_MS, &reply, &err);
+    int r = pyc_client_request(cl, PYC_CHAN_CONTROL, "interrupt_request", NULL, cli_connect_ms(), &reply, &err);
     if (r == PYC_RECV_MSG) {
         rc = PYC_EXIT_OK;
     } else {

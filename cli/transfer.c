@@ -1,10 +1,10 @@
 /*
  * transfer.c -- `pyc fork` (comm target pyc.fork) and `pyc cp` (comm target pyc.pickle).
  *
- * Both speak the protocol of kernel/python/pyc_client.py: one comm_open on shell whose data is the request
- * and whose extra frames are the pickle of a put; the kernel answers with one comm_msg on that comm on iopub
- * (with the pickle's frames for a get), then comm_close.  A comm_close or the request's idle status before
- * any answer means the kernel has no such target.
+ * Both speak the protocol of the Python client (cli/python/pyc_client): one comm_open on shell whose data is
+ * the request and whose extra frames are the pickle of a put; the kernel answers with one comm_msg on that
+ * comm on iopub (with the pickle's frames for a get), then comm_close.  A comm_close or the request's idle
+ * status before any answer means the kernel has no such target.
  *
  * `cp` never unpickles: session to session forwards the frames as they came (the destination kernel checks
  * their SHA-256 digests against the signed content); session to file checks the digests here and writes one
@@ -73,10 +73,10 @@ comm_request(pyc_client_t *cl, const char *session, const char *target, json_t *
         return NULL;
     }
     pyc_buf_init(&said, 1 << 16);
-    double t0 = cli_now(), deadline = t0 + timeout_s;
+    double t0 = pyc_now_s(), deadline = t0 + timeout_s;
     bool noted = timeout_s > 0;
     while (answer == NULL) {
-        double left = timeout_s > 0 ? deadline - cli_now() : t0 + BUSY_NOTE_S - cli_now();
+        double left = timeout_s > 0 ? deadline - pyc_now_s() : t0 + BUSY_NOTE_S - pyc_now_s();
         if (timeout_s > 0 && left <= 0) {
             cli_err("%s: no answer to the %s request within %g s (is a long cell running? pyc status %s says)",
                     session, target, timeout_s, session);
@@ -176,7 +176,7 @@ adopt_child(const char *name, json_t *child, const char *runtime_dir)
     for (int waited = 0; sf.pid > 1 && (sf.pid_start = pyc_proc_start(sf.pid)) == 0 && waited < PID_START_WAIT_MS;
          waited += 10)
         usleep(10000);
-    sf.created = cli_now();
+    sf.created = pyc_wall_s();
     if (sf.pid_start == 0) {
         cli_err("fork: the child for %s (pid %ld) is gone, or its /proc entry cannot be read; not adopted", name,
                 sf.pid);
@@ -217,39 +217,24 @@ kill_children(json_t *children, size_t from)
 }
 
 int
-cli_fork(int argc, char **argv)
+cli_fork(const cli_args_t *a)
 {
-    static const cli_optspec_t specs[] = {{"json", false, 0}};
-    cli_args_t a;
     pyc_error_t err;
     int rc = PYC_EXIT_OK, locks[CLI_MAX_POS];
     char dir[4096];
+    bool as_json = a->value[CLI_FORK_JSON] != NULL;
 
-    if (cli_parse("fork", argc, argv, specs, 1, &a) < 0)
-        return PYC_EXIT_USAGE;
-    if (a.help) {
-        puts("usage: pyc fork NAME NEWNAME... [--json]\n"
-             "Forks session NAME's kernel into one child per NEWNAME, each a session of its own with a copy of\n"
-             "NAME's state (copy-on-write).  The children outlive NAME.  Prints their connection files.\n"
-             "A NEWNAME that is live (or unresponsive) is refused (exit 4).  The request waits for a running cell\n"
-             "to end, as long as the kernel lives; Ctrl-C stops waiting (exit 130).");
-        return PYC_EXIT_OK;
-    }
-    if (a.npos < 2) {
-        cli_err("fork: usage: pyc fork NAME NEWNAME... [--json]");
-        return PYC_EXIT_USAGE;
-    }
-    int n = a.npos - 1;
+    int n = a->npos - 1;
     const char *names[CLI_MAX_POS];
-    memcpy(names, &a.pos[1], (size_t)n * sizeof *names);
-    for (int i = 0; i < a.npos; i++) {
-        if (pyc_session_name_check(a.pos[i], &err) < 0) {
+    memcpy(names, &a->pos[1], (size_t)n * sizeof *names);
+    for (int i = 0; i < a->npos; i++) {
+        if (pyc_session_name_check(a->pos[i], &err) < 0) {
             cli_err("%s", err.text);
             return PYC_EXIT_USAGE;
         }
         for (int j = 0; j < i; j++) {
-            if (strcmp(a.pos[i], a.pos[j]) == 0) {
-                cli_err("fork: %s is named twice", a.pos[i]);
+            if (strcmp(a->pos[i], a->pos[j]) == 0) {
+                cli_err("fork: %s is named twice", a->pos[i]);
                 return PYC_EXIT_USAGE;
             }
         }
@@ -268,10 +253,8 @@ cli_fork(int argc, char **argv)
     }
     int nlocked = 0;
     for (; nlocked < n; nlocked++) {
-        if ((locks[nlocked] = cli_lock(names[nlocked], 120000, "fork")) < 0) {
-            rc = locks[nlocked] == -2 ? PYC_EXIT_INTERRUPTED : PYC_EXIT_CONNECTION;
+        if ((rc = cli_lock(names[nlocked], CLI_LOCK_WAIT_MS, "fork", &locks[nlocked])) != 0)
             goto unlock;
-        }
         pyc_session_file_t old;
         cli_state_t st = cli_session_state(names[nlocked], &old, 1000, &err);
         if (st == CLI_LIVE || st == CLI_UNRESPONSIVE) {
@@ -299,7 +282,7 @@ cli_fork(int argc, char **argv)
     }
 
     pyc_session_file_t sf;
-    pyc_client_t *cl = cli_connect(a.pos[0], &sf, true, false, &rc);
+    pyc_client_t *cl = cli_connect(a->pos[0], &sf, true, false, &rc);
     if (cl == NULL)
         goto unlock;
     if (cli_sigint_count > 0) {
@@ -310,21 +293,21 @@ cli_fork(int argc, char **argv)
         goto unlock;
     }
     json_t *data = json_pack("{s:i, s:b}", "n", n, "outlive", 1);
-    pyc_msg_t *answer = data != NULL ? comm_request(cl, a.pos[0], "pyc.fork", data, NULL, 0, 0, &rc) : NULL;
+    pyc_msg_t *answer = data != NULL ? comm_request(cl, a->pos[0], "pyc.fork", data, NULL, 0, 0, &rc) : NULL;
     json_decref(data);
     json_t *children = answer != NULL ? json_object_get(json_object_get(answer->content, "data"), "children") : NULL;
     if (rc != PYC_EXIT_OK) {
         kill_children(children, 0);
     } else if (!json_is_array(children) || json_array_size(children) != (size_t)n) {
-        cli_err("fork: the kernel reported %zu children, not %d", json_is_array(children) ? json_array_size(children) : 0,
-                n);
+        cli_err("fork: the kernel reported %zu children, not %d",
+                json_is_array(children) ? json_array_size(children) : 0, n);
         kill_children(children, 0);
         rc = PYC_EXIT_CONNECTION;
     } else {
         json_t *list = json_array();
         /* Child i becomes the i-th name as given (names[] is the sorted copy used for locking). */
         for (int i = 0; i < n && rc == PYC_EXIT_OK; i++) {
-            const char *nm = a.pos[1 + i];
+            const char *nm = a->pos[1 + i];
             char path[4096];
             if (adopt_child(nm, json_array_get(children, (size_t)i), dir) < 0) {
                 kill_children(children, (size_t)i);
@@ -333,14 +316,14 @@ cli_fork(int argc, char **argv)
             }
             if (cli_session_path(path, sizeof path, nm, ".json") < 0)
                 continue;
-            if (a.value[0] != NULL)
+            if (as_json)
                 json_array_append_new(list, json_pack("{s:s, s:O, s:s}", "name", nm, "pid",
                                                       json_object_get(json_array_get(children, (size_t)i), "pid"),
                                                       "connection_file", path));
             else
                 puts(path);
         }
-        if (a.value[0] != NULL && rc == PYC_EXIT_OK)
+        if (as_json && rc == PYC_EXIT_OK)
             cli_print_json_line(list);
         json_decref(list);
     }
@@ -510,33 +493,16 @@ report_skipped(const char *session, const pyc_msg_t *answer)
 }
 
 int
-cli_cp(int argc, char **argv)
+cli_cp(const cli_args_t *a)
 {
-    static const cli_optspec_t specs[] = {{"timeout", true, 0}};
-    cli_args_t a;
     pyc_error_t err;
     pyc_side_t src, dst;
     double timeout = DEFAULT_TIMEOUT;
     int rc = PYC_EXIT_OK;
 
-    if (cli_parse("cp", argc, argv, specs, 1, &a) < 0)
+    if (a->value[CLI_CP_TIMEOUT] != NULL && cli_seconds("--timeout", a->value[CLI_CP_TIMEOUT], &timeout) < 0)
         return PYC_EXIT_USAGE;
-    if (a.help) {
-        puts("usage: pyc cp SRC DST [--timeout S]\n"
-             "Copies objects as pickles.  A side is SESSION:VAR (a variable), SESSION: (every picklable user\n"
-             "name, as one dict), a pickle file path, or - (stdin/stdout).  Names that cannot be pickled are\n"
-             "reported on stderr.  Examples: pyc cp work:df df.pkl; pyc cp df.pkl gpu:df; pyc cp work: other:\n"
-             "--timeout S (default 600): a kernel that does not answer a request in time (it is running a long\n"
-             "cell) ends the copy with exit 6.");
-        return PYC_EXIT_OK;
-    }
-    if (a.npos != 2) {
-        cli_err("cp: usage: pyc cp SRC DST [--timeout S]");
-        return PYC_EXIT_USAGE;
-    }
-    if (a.value[0] != NULL && cli_seconds("--timeout", a.value[0], &timeout) < 0)
-        return PYC_EXIT_USAGE;
-    if (pyc_side_parse(a.pos[0], &src, &err) < 0 || pyc_side_parse(a.pos[1], &dst, &err) < 0) {
+    if (pyc_side_parse(a->pos[0], &src, &err) < 0 || pyc_side_parse(a->pos[1], &dst, &err) < 0) {
         cli_err("cp: %s", err.text);
         return PYC_EXIT_USAGE;
     }
@@ -603,9 +569,13 @@ cli_cp(int argc, char **argv)
     }
     if ((dcl = cli_connect(dst.session, &dsf, true, false, &rc)) == NULL)
         goto out;
-    const char *name = dst.var[0] != '\0' ? dst.var : src.kind == PYC_SIDE_SESSION && src.var[0] != '\0' ? src.var : NULL;
-    data = name != NULL ? json_pack("{s:s, s:s, s:O, s:I}", "op", "put", "name", name, "sha256", digests, "nbytes", nbytes)
-                        : json_pack("{s:s, s:n, s:O, s:I}", "op", "put", "names", "sha256", digests, "nbytes", nbytes);
+    /* The name it gets: DST's variable, else SRC's; none for a whole namespace. */
+    const char *name = dst.var[0] != '\0' ? dst.var : NULL;
+    if (name == NULL && src.kind == PYC_SIDE_SESSION && src.var[0] != '\0')
+        name = src.var;
+    data = name != NULL
+               ? json_pack("{s:s, s:s, s:O, s:I}", "op", "put", "name", name, "sha256", digests, "nbytes", nbytes)
+               : json_pack("{s:s, s:n, s:O, s:I}", "op", "put", "names", "sha256", digests, "nbytes", nbytes);
     if (data == NULL) {
         cli_err("out of memory");
         rc = PYC_EXIT_ERROR;
@@ -613,7 +583,8 @@ cli_cp(int argc, char **argv)
     }
     put = comm_request(dcl, dst.session, "pyc.pickle", data, bufs, nbufs, timeout, &rc);
 out:
-    /* The clients go first: ZeroMQ may still hold views of the frames and the file until their sockets close. */
+    /* The clients go first: their connections write the frames and the file from where they are (client.h),
+     * and may still hold views of them until they are closed. */
     pyc_client_destroy(&scl);
     pyc_client_destroy(&dcl);
     json_decref(data);

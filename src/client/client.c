@@ -2,7 +2,7 @@
  * client.c -- the synchronous Jupyter client of the `pyc` command; see client.h.
  *
  * Costs that shaped it (pyc run, 2-core VM): the whole command is a few milliseconds, most of it process
- * start and TCP set-up, so the client speaks ZMTP itself (zmtp.c) instead of linking libzmq, whose loading
+ * start and TCP set-up, so the client speaks ZMTP itself (zmtp.h) instead of linking libzmq, whose loading
  * and I/O threads cost 3-4 ms of every run; it makes no thread, copies the few hundred bytes of a message's
  * dicts once and its buffers never, and waits in one poll(2) over all its connections.  The iopub handshake
  * (pyc_client_sync_iopub) re-asks as soon as the control reply has come and its iopub status has not,
@@ -16,10 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "session.h"
 #include "zmtp.h"
 
@@ -27,8 +27,10 @@
 #define WATCH_SLICE_MS 250
 
 /* After the control reply to the handshake's kernel_info has come, how long its iopub status may lag before
- * the subscription counts as not yet live and the request is sent again. */
-#define SYNC_LAG_MS 3
+ * the subscription counts as not yet live and the request is sent again; and how long the handshake waits
+ * for that reply before asking again. */
+#define SYNC_LAG_S 0.003
+#define SYNC_RETRY_S 0.1
 
 /* Signatures remembered to refuse a replayed message (auth.h). */
 #define CLIENT_REPLAY_WINDOW 256
@@ -48,20 +50,6 @@ struct pyc_client {
 };
 
 static const char *const chan_names[PYC_CHAN_COUNT] = {"shell", "iopub", "stdin", "control", "hb"};
-
-static double
-now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-void
-pyc_client_shutdown(void)
-{
-    /* Nothing is global any more: every connection is closed by its client. */
-}
 
 static pyc_zmtp_t *
 open_conn(const pyc_connfile_t *cf, int chan, int type, const char *identity, pyc_error_t *err)
@@ -97,7 +85,8 @@ pyc_client_new(const pyc_connfile_t *cf, bool with_stdin, pyc_error_t *err)
     pyc_buf_init(&u, 4096);
     if (user == NULL || user[0] == '\0' || strlen(user) > 1000)
         user = "pyc";
-    if (pyc_buf_add_json_string(&u, user, strlen(user)) < 0 || (self->username_json = pyc_buf_detach(&u, NULL)) == NULL) {
+    if (pyc_buf_add_json_string(&u, user, strlen(user)) < 0 ||
+        (self->username_json = pyc_buf_detach(&u, NULL)) == NULL) {
         pyc_buf_free(&u);
         pyc_error_code(err, PYC_ENOMEM, "out of memory");
         goto fail;
@@ -158,10 +147,12 @@ pyc_client_send(pyc_client_t *self, int chan, const char *msg_type, json_t *cont
     pyc_zmtp_t *c = chan >= 0 && chan < PYC_CHAN_COUNT ? self->conn[chan] : NULL;
 
     if (c == NULL || chan == PYC_CHAN_IOPUB)
-        return pyc_error_set(err, "cannot send on the %s channel", chan >= 0 && chan < PYC_CHAN_COUNT ? chan_names[chan] : "unknown");
+        return pyc_error_set(err, "cannot send on the %s channel",
+                             chan >= 0 && chan < PYC_CHAN_COUNT ? chan_names[chan] : "unknown");
     pyc_buf_init(&header, 1 << 16);
     if (pyc_msg_header(&header, msg_type, self->session, self->username_json, id) < 0 ||
-        (dicts[0] = dump(parent)) == NULL || (dicts[1] = dump(metadata)) == NULL || (dicts[2] = dump(content)) == NULL) {
+        (dicts[0] = dump(parent)) == NULL || (dicts[1] = dump(metadata)) == NULL ||
+        (dicts[2] = dump(content)) == NULL) {
         pyc_error_set(err, "out of memory (or a string that is not UTF-8) making a %s", msg_type);
         goto out;
     }
@@ -230,7 +221,7 @@ deliver(pyc_client_t *self, pyc_msg_t **out, int *chan)
 int
 pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, pyc_error_t *err)
 {
-    double deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
+    double deadline = timeout_ms >= 0 ? pyc_now_s() + timeout_ms / 1e3 : 0;
 
     *out = NULL;
     for (;;) {
@@ -239,8 +230,8 @@ pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, 
             return PYC_RECV_MSG;
         long wait = -1;
         if (timeout_ms >= 0) {
-            double left = deadline - now_ms();
-            wait = left > 0 ? (long)(left + 0.999) : 0;
+            double left_ms = (deadline - pyc_now_s()) * 1e3;
+            wait = left_ms > 0 ? (long)(left_ms + 0.999) : 0;
         }
         if (self->watch_pid > 0 && (wait < 0 || wait > WATCH_SLICE_MS))
             wait = WATCH_SLICE_MS;
@@ -280,7 +271,7 @@ pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, 
             pyc_error_set(err, "the kernel (pid %ld) is gone", self->watch_pid);
             return PYC_RECV_ERROR;
         }
-        if (timeout_ms >= 0 && now_ms() >= deadline)
+        if (timeout_ms >= 0 && pyc_now_s() >= deadline)
             return PYC_RECV_TIMEOUT;
     }
 }
@@ -295,21 +286,21 @@ pyc_client_is_child_of(const pyc_msg_t *msg, const char *id)
 int
 pyc_client_sync_iopub(pyc_client_t *self, int timeout_ms, pyc_error_t *err)
 {
-    double deadline = now_ms() + timeout_ms;
+    double deadline = pyc_now_s() + timeout_ms / 1e3;
     for (;;) {
         char id[PYC_MSG_ID_LEN + 1];
         if (pyc_client_send(self, PYC_CHAN_CONTROL, "kernel_info_request", NULL, NULL, NULL, NULL, 0, id, err) < 0)
             return PYC_RECV_ERROR;
-        double sent = now_ms(), replied = 0;
+        double sent = pyc_now_s(), replied = 0;
         for (;;) {
-            double t = now_ms(), until = replied > 0 ? replied + SYNC_LAG_MS : sent + 100;
+            double t = pyc_now_s(), until = replied > 0 ? replied + SYNC_LAG_S : sent + SYNC_RETRY_S;
             if (until > deadline)
                 until = deadline;
             if (t >= until)
                 break;
             pyc_msg_t *m;
             int chan;
-            int r = pyc_client_recv(self, (int)(until - t + 0.999), &m, &chan, err);
+            int r = pyc_client_recv(self, (int)((until - t) * 1e3 + 0.999), &m, &chan, err);
             if (r != PYC_RECV_MSG) {
                 if (r == PYC_RECV_TIMEOUT)
                     continue;
@@ -320,10 +311,10 @@ pyc_client_sync_iopub(pyc_client_t *self, int timeout_ms, pyc_error_t *err)
                 return PYC_RECV_MSG;
             }
             if (chan == PYC_CHAN_CONTROL && pyc_client_is_child_of(m, id))
-                replied = now_ms();
+                replied = pyc_now_s();
             pyc_msg_destroy(&m);
         }
-        if (now_ms() >= deadline)
+        if (pyc_now_s() >= deadline)
             return PYC_RECV_TIMEOUT;
     }
 }
@@ -333,17 +324,17 @@ pyc_client_request(pyc_client_t *self, int chan, const char *msg_type, json_t *c
                    pyc_msg_t **reply, pyc_error_t *err)
 {
     char id[PYC_MSG_ID_LEN + 1];
-    double deadline = now_ms() + timeout_ms;
+    double deadline = pyc_now_s() + timeout_ms / 1e3;
     *reply = NULL;
     if (pyc_client_send(self, chan, msg_type, content, NULL, NULL, NULL, 0, id, err) < 0)
         return PYC_RECV_ERROR;
     for (;;) {
-        double left = deadline - now_ms();
-        if (left <= 0)
+        double left_ms = (deadline - pyc_now_s()) * 1e3;
+        if (left_ms <= 0)
             return PYC_RECV_TIMEOUT;
         pyc_msg_t *m;
         int c;
-        int r = pyc_client_recv(self, (int)(left + 0.999), &m, &c, err);
+        int r = pyc_client_recv(self, (int)(left_ms + 0.999), &m, &c, err);
         if (r != PYC_RECV_MSG)
             return r;
         if (c == chan && pyc_client_is_child_of(m, id)) {
@@ -380,12 +371,12 @@ pyc_client_heartbeat(const pyc_connfile_t *const *cfs, size_t n, int timeout_ms,
             pyc_zmtp_destroy(&conns[i]);
         waiting += conns[i] != NULL;
     }
-    double deadline = now_ms() + timeout_ms;
+    double deadline = pyc_now_s() + timeout_ms / 1e3;
     while (waiting > 0) {
-        double left = deadline - now_ms();
-        if (left <= 0)
+        double left_ms = (deadline - pyc_now_s()) * 1e3;
+        if (left_ms <= 0)
             break;
-        long wait = (long)(left + 0.999);
+        long wait = (long)(left_ms + 0.999);
         nfds_t k = 0;
         for (size_t i = 0; i < n; i++) {
             if (conns[i] == NULL || alive[i])

@@ -50,10 +50,6 @@ pyc_client_t *pyc_client_new(const pyc_connfile_t *cf, bool with_stdin, pyc_erro
 /* Closes the sockets (unsent messages are dropped) and frees the client; sets *self_p to NULL.  NULL-safe. */
 void pyc_client_destroy(pyc_client_t **self_p);
 
-/* Kept from the libzmq client, whose context had to end before exit: now nothing is global, and this does
- * nothing.  Harmless to call any time. */
-void pyc_client_shutdown(void);
-
 /* From now on a wait fails with "the kernel (pid P) is gone" as soon as process pid (with start tick start,
  * 0 for any) does not exist any more.  pid 0 turns the watch off. */
 void pyc_client_watch(pyc_client_t *self, long pid, unsigned long long start);

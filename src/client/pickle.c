@@ -130,7 +130,8 @@ arg_len(unsigned char kind, const unsigned char *p, size_t left, size_t *len)
 }
 
 /* One walk over the pickle.  With write NULL it only checks, and every refusal happens here; with write set
- * (after a check passed) it writes, and can fail only in write.  Returns 0, -1 with err, or -2 (write). */
+ * (after a check passed) it writes, and can fail only in write.  Returns 0, or -1 with err (its code says
+ * which: PYC_EINVAL for a refusal, PYC_EIO for a failed write). */
 static int
 walk(const pyc_frame_t *main, const pyc_frame_t *bufs, size_t nbufs, pyc_pickle_write_fn write, void *ctx,
      pyc_error_t *err)
@@ -152,9 +153,11 @@ walk(const pyc_frame_t *main, const pyc_frame_t *bufs, size_t nbufs, pyc_pickle_
         unsigned char op = p[i], kind = layout(op);
         size_t len;
         if (kind == A_BAD)
-            return pyc_error_set(err, "not a pickle this program knows: byte 0x%02x at offset %zu is no opcode", op, i);
+            return pyc_error_code(err, PYC_EINVAL, "not a pickle this program knows: byte 0x%02x at offset %zu is "
+                                  "no opcode", op, i);
         if (arg_len(kind, p + i + 1, n - i - 1, &len) < 0)
-            return pyc_error_set(err, "the pickle is truncated or malformed at offset %zu (opcode 0x%02x)", i, op);
+            return pyc_error_code(err, PYC_EINVAL, "the pickle is truncated or malformed at offset %zu (opcode "
+                                  "0x%02x)", i, op);
         if (op == OP_FRAME && rewrite) {
             FLUSH(i);
             i += 1 + len;
@@ -163,8 +166,8 @@ walk(const pyc_frame_t *main, const pyc_frame_t *bufs, size_t nbufs, pyc_pickle_
         }
         if (op == OP_NEXT_BUFFER) {
             if (used == nbufs)
-                return pyc_error_set(err, "the pickle asks for out-of-band buffer %zu, but there are only %zu", used + 1,
-                                     nbufs);
+                return pyc_error_code(err, PYC_EINVAL, "the pickle asks for out-of-band buffer %zu, but there are "
+                                      "only %zu", used + 1, nbufs);
             FLUSH(i);
             unsigned char head[9];
             uint64_t size = bufs[used].size;
@@ -186,20 +189,20 @@ walk(const pyc_frame_t *main, const pyc_frame_t *bufs, size_t nbufs, pyc_pickle_
         }
     }
     if (!stopped)
-        return pyc_error_set(err, "the pickle ends without a STOP opcode");
+        return pyc_error_code(err, PYC_EINVAL, "the pickle ends without a STOP opcode");
     if (i != n)
-        return pyc_error_set(err, "%zu bytes follow the pickle's STOP opcode", n - i);
+        return pyc_error_code(err, PYC_EINVAL, "%zu bytes follow the pickle's STOP opcode", n - i);
     if (used != nbufs)
-        return pyc_error_set(err, "the pickle used %zu of its %zu out-of-band buffers", used, nbufs);
+        return pyc_error_code(err, PYC_EINVAL, "the pickle used %zu of its %zu out-of-band buffers", used, nbufs);
     FLUSH(i);
     return 0;
 #undef FLUSH
 
 write_failed: {
     int e = errno;
-    pyc_error_set(err, "cannot write the pickle: %s", strerror(e));
+    pyc_error_code(err, PYC_EIO, "cannot write the pickle: %s", strerror(e));
     errno = e;
-    return -2;
+    return -1;
 }
 }
 

@@ -28,9 +28,9 @@
 typedef int (*pyc_pickle_write_fn)(void *ctx, const void *p, size_t n);
 
 /* Rewrites the pickle `main` with its out-of-band buffers bufs[0..nbufs) as one in-band pickle, handed to
- * write in order.  With nbufs 0 the pickle is still checked, then written unchanged.  Returns 0; -1 with err
- * when the pickle is malformed or does not match the buffers (write was not called at all); -2 when write
- * failed (errno is write's, err says so). */
+ * write in order.  With nbufs 0 the pickle is still checked, then written unchanged.  Returns 0, or -1 with
+ * err: err->code is PYC_EINVAL when the pickle is malformed or does not match the buffers (write was not
+ * called at all), PYC_EIO when write failed (errno is write's; part of the pickle may have been written). */
 int pyc_pickle_inband(const pyc_frame_t *main, const pyc_frame_t *bufs, size_t nbufs, pyc_pickle_write_fn write,
                       void *ctx, pyc_error_t *err);
 

@@ -102,14 +102,14 @@ pyc_session_file_load(const char *path, pyc_session_file_t *out, pyc_error_t *er
     struct stat st;
     if (fd < 0) {
         if (errno == ENOENT)
-            return -2;
+            return pyc_error_code(err, PYC_ENOENT, "%s does not exist", path);
         if (errno == ELOOP)
-            return pyc_error_set(err, "%s is a symbolic link, not a session file", path);
+            return pyc_error_code(err, PYC_EINVAL, "%s is a symbolic link, not a session file", path);
         return pyc_error_set(err, "cannot open %s: %s", path, strerror(errno));
     }
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return pyc_error_set(err, "%s is not a regular file", path);
+        return pyc_error_code(err, PYC_EINVAL, "%s is not a regular file", path);
     }
     pyc_buf_t b;
     pyc_buf_init(&b, MAX_FILE);
@@ -126,7 +126,7 @@ pyc_session_file_load(const char *path, pyc_session_file_t *out, pyc_error_t *er
         if (r == 0)
             break;
         if (pyc_buf_add(&b, chunk, (size_t)r) < 0) {
-            pyc_error_set(err, "%s is larger than 1 MiB", path);
+            pyc_error_code(err, PYC_EINVAL, "%s is larger than 1 MiB", path);
             goto out;
         }
     }

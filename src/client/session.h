@@ -11,7 +11,7 @@
  * Two more files may sit beside it: pyc-NAME.lock (flock(2)ed while a `new`, `fork`, `kill` of NAME runs; its
  * holder writes which) and pyc-NAME.log (the kernel's stdout and stderr).
  *
- * Everything here is free of sockets; the parsers are pure and unit-tested (tests/unit/test_session.c).
+ * Everything here is free of sockets; the parsers are pure and unit-tested (tests/unit/client/test_session.c).
  */
 #ifndef PYC_SESSION_H
 #define PYC_SESSION_H
@@ -51,8 +51,10 @@ typedef struct pyc_session_file {
  * nothing to free).  Extra members of the wrong type count as absent. */
 int pyc_session_file_parse(const char *text, size_t len, pyc_session_file_t *out, pyc_error_t *err);
 
-/* Reads and parses path (at most 1 MiB).  Returns 0; -1 with err (also when path is a symbolic link or not
- * a regular file: a FIFO is refused without blocking); or -2 when the file does not exist. */
+/* Reads and parses path (at most 1 MiB).  Returns 0, or -1 with err, whose code is PYC_ENOENT when the file
+ * does not exist (no session of that name) and another code when it exists but cannot be used: PYC_EINVAL
+ * for a symbolic link, a file that is not regular (a FIFO is refused without blocking) or one over 1 MiB,
+ * connfile.c's codes for its content. */
 int pyc_session_file_load(const char *path, pyc_session_file_t *out, pyc_error_t *err);
 
 /* Writes the connection of sf and its extra members to path, mode 0600, atomically (a temporary file in the

@@ -1,5 +1,5 @@
 /*
- * fuzz_zmtp.c -- libFuzzer target for the ZMTP decoder of zmtp.c (what a peer's bytes go through).
+ * fuzz_zmtp.c -- libFuzzer target for the ZMTP decoder of zmtp_codec.c (what a peer's bytes go through).
  *
  * Input: byte 0 picks our socket type (its value mod 3) and, with bit 7, whether large bodies go through the
  * direct path (pyc_zmtp_dec_body/commit) as read_all does; byte 1 seeds the chunk sizes; the rest is the
@@ -8,6 +8,10 @@
  * message must respect the caps (64 KB, 16 frames); a refused decoder must refuse again with the same
  * sentence.  Every message decoded is then encoded again with pyc_zmtp_frame_header and decoded after our
  * own greeting and READY: the round trip must give it back.  The harness aborts on any broken invariant.
+ *
+ * The seed corpus (corpus/zmtp) doubles as a refusal table: beside each input the decoder must refuse is a
+ * NAME.err whose first line is part of the sentence it is refused with, checked by test_zmtp_codec with the
+ * caps used here.
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -86,6 +86,7 @@ expect_error(const pyc_frame_t *main, const pyc_frame_t *bufs, size_t n, const c
     sink_t s = {0};
     pyc_error_t err;
     assert_int_equal(run(main, bufs, n, &s, &err), -1);
+    assert_int_equal(err.code, PYC_EINVAL);
     if (strstr(err.text, needle) == NULL)
         fail_msg("error '%s' does not contain '%s'", err.text, needle);
     /* Refused before anything was written (a partial pickle on stdout cannot be taken back). */
@@ -222,7 +223,8 @@ test_write_failure(void **state)
     for (int budget = 1; budget <= 4; budget++) {
         sink_t s = {.budget = budget};
         pyc_error_t err;
-        assert_int_equal(run(&main, bufs, 2, &s, &err), -2);
+        assert_int_equal(run(&main, bufs, 2, &s, &err), -1);
+        assert_int_equal(err.code, PYC_EIO);
         assert_non_null(strstr(err.text, "cannot write the pickle"));
         pyc_buf_free(&s.b);
     }

@@ -135,7 +135,8 @@ test_file_write_and_load(void **state)
     sf.pid_start = 123456;
     sf.created = 1700000001.25;
 
-    assert_int_equal(pyc_session_file_load(path, &back, &err), -2);
+    assert_int_equal(pyc_session_file_load(path, &back, &err), -1);
+    assert_int_equal(err.code, PYC_ENOENT);
     assert_int_equal(pyc_session_file_write(path, &sf, &err), 0);
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
@@ -166,11 +167,13 @@ test_file_write_and_load(void **state)
     snprintf(other, sizeof other, "%s/pyc-link.json", dir);
     assert_int_equal(symlink(path, other), 0);
     expect_refused(pyc_session_file_load(other, &back, &err), &err, "symbolic link");
+    assert_int_equal(err.code, PYC_EINVAL);
     unlink(other);
     snprintf(other, sizeof other, "%s/pyc-fifo.json", dir);
     assert_int_equal(mkfifo(other, 0600), 0);
     alarm(10);
     expect_refused(pyc_session_file_load(other, &back, &err), &err, "not a regular file");
+    assert_int_equal(err.code, PYC_EINVAL);
     alarm(0);
     unlink(other);
 
@@ -211,7 +214,8 @@ test_sides(void **state)
     assert_int_equal(s.kind, PYC_SIDE_STDIO);
 
     expect_refused(pyc_side_parse("", &s, &err), &err, "neither a file nor a session");
-    expect_refused(pyc_side_parse("Work:x", &s, &err), &err, "'Work' is not a session name (for a file, write ./Work:x)");
+    expect_refused(pyc_side_parse("Work:x", &s, &err), &err,
+                   "'Work' is not a session name (for a file, write ./Work:x)");
     expect_refused(pyc_side_parse(":x", &s, &err), &err, "is not a session name");
     expect_refused(pyc_side_parse("work:1x", &s, &err), &err, "'1x' is not a Python name");
     expect_refused(pyc_side_parse("work:a.b", &s, &err), &err, "'a.b' is not a Python name");

@@ -1,5 +1,5 @@
 /*
- * lifecycle.c -- `pyc new`, `pyc kill` and `pyc ls`: making, ending and listing named sessions.
+ * new.c -- `pyc new`: a named session made by starting a detached kernel.
  *
  * `new` holds the name's lock from its first look at pyc-NAME.json until the kernel answers, so of two `new`
  * of one name exactly one starts a kernel and the other, once it gets the lock, finds a live session and is
@@ -19,7 +19,6 @@
 #include "cli.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -35,9 +34,6 @@
 
 #define START_TRIES 3
 #define DEFAULT_START_TIMEOUT 60.0
-#define LOCK_WAIT_MS 120000      /* a `new` that waits for another `new` of the same name waits this long */
-
-/* ---- new ------------------------------------------------------------------------------------------------- */
 
 /* Finds the pyc-kernel to run: --kernel, else $PYC_KERNEL, else the pyc-kernel beside this program, else the
  * first on PATH.  Writes its path into out; prints the problem and returns -1. */
@@ -129,8 +125,9 @@ show_log_tail(const char *log)
 }
 
 /* The environment of the kernel: ours without JPY_PARENT_PID (the kernel would end with the process it
- * names, and it must outlive us).  Made before fork, because the child of a process with threads (ZeroMQ's)
- * may only call async-signal-safe functions until it execs.  NULL when memory runs out. */
+ * names, and it must outlive us).  Made before fork, so that the child calls only async-signal-safe functions
+ * until it execs, as the child of a process with threads must (pyc makes none today).  NULL when memory runs
+ * out. */
 static char **
 kernel_environ(void)
 {
@@ -248,7 +245,7 @@ start_once(const char *name, const char *kernel, pyc_session_file_t *sf, double 
 
     sf->pid = pid;
     sf->pid_start = pyc_proc_start(pid);
-    sf->created = cli_now();
+    sf->created = pyc_wall_s();
     if (pyc_session_file_write(path, sf, &err) < 0) {
         cli_err("%s", err.text);
         goto out;
@@ -272,11 +269,12 @@ start_once(const char *name, const char *kernel, pyc_session_file_t *sf, double 
 
     cl = pyc_client_new(&sf->cf, false, &err);
     char id[PYC_MSG_ID_LEN + 1];
-    if (cl == NULL || pyc_client_send(cl, PYC_CHAN_SHELL, "kernel_info_request", NULL, NULL, NULL, NULL, 0, id, &err) < 0) {
+    if (cl == NULL ||
+        pyc_client_send(cl, PYC_CHAN_SHELL, "kernel_info_request", NULL, NULL, NULL, NULL, 0, id, &err) < 0) {
         cli_err("%s", err.text);
         goto out;
     }
-    double deadline = cli_now() + timeout;
+    double deadline = pyc_now_s() + timeout;
     for (;;) {
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid) {
@@ -300,7 +298,7 @@ start_once(const char *name, const char *kernel, pyc_session_file_t *sf, double 
             rc = PYC_EXIT_INTERRUPTED;
             goto out;
         }
-        if (cli_now() > deadline) {
+        if (pyc_now_s() > deadline) {
             cli_err("the kernel did not answer within %g s", timeout);
             show_log_tail(log);
             goto out;
@@ -350,10 +348,8 @@ out:
 }
 
 int
-cli_new(int argc, char **argv)
+cli_new(const cli_args_t *a)
 {
-    static const cli_optspec_t specs[] = {{"replace", false, 0}, {"kernel", true, 0}, {"json", false, 0}, {"timeout", true, 0}};
-    cli_args_t a;
     pyc_error_t err;
     double timeout = DEFAULT_START_TIMEOUT;
     char kernel[4096], path[4096];
@@ -361,43 +357,32 @@ cli_new(int argc, char **argv)
     pyc_session_file_t sf, old;
     int rc = PYC_EXIT_CONNECTION;
 
-    if (cli_parse("new", argc, argv, specs, 4, &a) < 0)
-        return PYC_EXIT_USAGE;
-    if (a.help) {
-        puts("usage: pyc new NAME [--replace] [--kernel PATH] [--timeout S] [--json]\n"
-             "Starts a detached pyc kernel as session NAME and prints its connection file.\n"
-             "A live or unresponsive NAME is refused (exit 4) unless --replace; a stale one is cleaned first.");
-        return PYC_EXIT_OK;
-    }
-    if (a.npos != 1) {
-        cli_err("new: usage: pyc new NAME [--replace] [--kernel PATH] [--timeout S] [--json]");
-        return PYC_EXIT_USAGE;
-    }
-    const char *name = a.pos[0];
+    const char *name = a->pos[0];
+    bool replace = a->value[CLI_NEW_REPLACE] != NULL;
     if (pyc_session_name_check(name, &err) < 0) {
         cli_err("%s", err.text);
         return PYC_EXIT_USAGE;
     }
-    if (a.value[3] != NULL && cli_seconds("--timeout", a.value[3], &timeout) < 0)
+    if (a->value[CLI_NEW_TIMEOUT] != NULL && cli_seconds("--timeout", a->value[CLI_NEW_TIMEOUT], &timeout) < 0)
         return PYC_EXIT_USAGE;
-    if (find_kernel(a.value[1], kernel, sizeof kernel) < 0)
+    if (find_kernel(a->value[CLI_NEW_KERNEL], kernel, sizeof kernel) < 0)
         return PYC_EXIT_CONNECTION;
     if (cli_session_path(path, sizeof path, name, ".json") < 0)
         return PYC_EXIT_CONNECTION;
     cli_catch_sigint();
 
-    int lock = cli_lock(name, LOCK_WAIT_MS, "new");
-    if (lock < 0)
-        return lock == -2 ? PYC_EXIT_INTERRUPTED : PYC_EXIT_CONNECTION;
+    int lock;
+    if ((rc = cli_lock(name, CLI_LOCK_WAIT_MS, "new", &lock)) != 0)
+        return rc;
     cli_state_t st = cli_session_state(name, &old, 1000, &err);
-    if (st == CLI_LIVE && a.value[0] == NULL) {
+    if (st == CLI_LIVE && !replace) {
         cli_err("session %s already exists (kernel pid %ld); it is left as it is (pyc new --replace %s discards it)",
                 name, old.pid, name);
         pyc_session_file_clear(&old);
         cli_unlock(name, lock, false);
         return PYC_EXIT_EXISTS;
     }
-    if (st == CLI_UNRESPONSIVE && a.value[0] == NULL) {
+    if (st == CLI_UNRESPONSIVE && !replace) {
         cli_err("session %s already exists, but its kernel (pid %ld) does not answer its heartbeat (is it "
                 "stopped?); it is left as it is (pyc kill %s ends it; pyc new --replace %s discards it)",
                 name, old.pid, name, name);
@@ -443,7 +428,7 @@ cli_new(int argc, char **argv)
         return rc;
     }
     cli_unlock(name, lock, false);
-    if (a.value[2] != NULL) {
+    if (a->value[CLI_NEW_JSON] != NULL) {
         json_t *j = json_pack("{s:s, s:I, s:s}", "name", name, "pid", (json_int_t)sf.pid, "connection_file", path);
         cli_print_json_line(j);
         json_decref(j);
@@ -451,311 +436,4 @@ cli_new(int argc, char **argv)
         puts(path);
     }
     return PYC_EXIT_OK;
-}
-
-/* ---- kill ------------------------------------------------------------------------------------------------ */
-
-/* When file_name is "pyc-NAME.log" with a valid NAME, copies NAME into name_out. */
-static bool
-name_of_log(const char *file_name, char *name_out)
-{
-    size_t n = strlen(file_name);
-    if (n <= 8 || n - 8 > PYC_SESSION_NAME_MAX || strncmp(file_name, "pyc-", 4) != 0 ||
-        strcmp(file_name + n - 4, ".log") != 0)
-        return false;
-    memcpy(name_out, file_name + 4, n - 8);
-    name_out[n - 8] = '\0';
-    return pyc_session_name_check(name_out, NULL) == 0;
-}
-
-/* The session names in the runtime dir (with logs: also the names that only have a pyc-NAME.log), sorted and
- * without repeats; *n gets their count.  NULL (printed) on failure. */
-static char **
-list_names(size_t *n, bool logs)
-{
-    char dir[4096];
-    *n = 0;
-    if (cli_runtime_dir(dir, sizeof dir) < 0)
-        return NULL;
-    DIR *d = opendir(dir);
-    if (d == NULL) {
-        cli_err("cannot read %s: %s", dir, strerror(errno));
-        return NULL;
-    }
-    char **names = NULL;
-    size_t cap = 0;
-    struct dirent *e;
-    bool failed = false;
-    while ((e = readdir(d)) != NULL) {
-        char name[PYC_SESSION_NAME_MAX + 1];
-        if (!pyc_session_name_of_file(e->d_name, name) && !(logs && name_of_log(e->d_name, name)))
-            continue;
-        if (*n == cap) {
-            size_t c = cap ? cap * 2 : 16;
-            char **g = realloc(names, c * sizeof *g);
-            if (g == NULL) {
-                failed = true;
-                break;
-            }
-            names = g;
-            cap = c;
-        }
-        if ((names[*n] = strdup(name)) == NULL) {
-            failed = true;
-            break;
-        }
-        (*n)++;
-    }
-    closedir(d);
-    if (failed) {
-        for (size_t i = 0; i < *n; i++)
-            free(names[i]);
-        free(names);
-        cli_err("out of memory");
-        *n = 0;
-        return NULL;
-    }
-    if (names == NULL)
-        names = malloc(sizeof *names);   /* an empty list, distinct from failure */
-    if (names == NULL)
-        cli_err("out of memory");
-    for (size_t i = 1; i < *n; i++) {
-        for (size_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
-            char *t = names[j];
-            names[j] = names[j - 1];
-            names[j - 1] = t;
-        }
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < *n; i++) {
-        if (k > 0 && strcmp(names[k - 1], names[i]) == 0)
-            free(names[i]);
-        else
-            names[k++] = names[i];
-    }
-    *n = k;
-    return names;
-}
-
-static void
-free_names(char **names, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-}
-
-static int
-kill_one(const char *name)
-{
-    pyc_error_t err;
-    pyc_session_file_t sf;
-    char log[4096];
-    int rc = PYC_EXIT_OK;
-    if (pyc_session_name_check(name, &err) < 0) {
-        cli_err("%s", err.text);
-        return PYC_EXIT_USAGE;
-    }
-    int lock = cli_lock(name, LOCK_WAIT_MS, "kill");
-    if (lock < 0)
-        return lock == -2 ? PYC_EXIT_INTERRUPTED : PYC_EXIT_CONNECTION;
-    cli_state_t st = cli_session_state(name, &sf, 1000, &err);
-    switch (st) {
-    case CLI_MISSING:
-        /* The log a failed `new` kept is all there is: removing it is cleaning the name. */
-        if (cli_session_path(log, sizeof log, name, ".log") == 0 && unlink(log) == 0) {
-            cli_err("session %s had no kernel; its leftover log %s was removed", name, log);
-        } else {
-            cli_err("no session named %s", name);
-            rc = PYC_EXIT_NOSESSION;
-        }
-        break;
-    case CLI_UNRESPONSIVE:
-        cli_err("session %s did not answer (kernel pid %ld alive but its heartbeat silent); killed", name, sf.pid);
-        break;
-    case CLI_BROKEN:
-        cli_err("session %s: %s; removed", name, err.text);
-        break;
-    case CLI_STALE:
-        cli_err("session %s was stale (kernel pid %ld gone); removed", name, sf.pid);
-        break;
-    case CLI_LIVE:
-        break;
-    }
-    if (st != CLI_MISSING && cli_session_end(name, &sf, st, 5000) < 0)
-        rc = PYC_EXIT_CONNECTION;
-    pyc_session_file_clear(&sf);
-    cli_unlock(name, lock, rc != PYC_EXIT_CONNECTION);
-    return rc;
-}
-
-int
-cli_kill(int argc, char **argv)
-{
-    static const cli_optspec_t specs[] = {{"all", false, 0}};
-    cli_args_t a;
-    if (cli_parse("kill", argc, argv, specs, 1, &a) < 0)
-        return PYC_EXIT_USAGE;
-    if (a.help) {
-        puts("usage: pyc kill NAME... | pyc kill --all\n"
-             "Shuts the sessions' kernels down (SIGKILL after 5 s; at once for an unresponsive one) and removes\n"
-             "their files; cleans stale ones, and the log a failed pyc new left.");
-        return PYC_EXIT_OK;
-    }
-    if ((a.npos == 0) == (a.value[0] == NULL)) {
-        cli_err("kill: usage: pyc kill NAME... | pyc kill --all");
-        return PYC_EXIT_USAGE;
-    }
-    int rc = PYC_EXIT_OK;
-    if (a.value[0] != NULL) {
-        size_t n;
-        char **names = list_names(&n, true);
-        if (names == NULL)
-            return PYC_EXIT_ERROR;
-        for (size_t i = 0; i < n; i++) {
-            int r = kill_one(names[i]);
-            if (r != PYC_EXIT_OK && r != PYC_EXIT_NOSESSION)   /* gone meanwhile is fine */
-                rc = r;
-        }
-        free_names(names, n);
-        return rc;
-    }
-    for (int i = 0; i < a.npos; i++) {
-        int r = kill_one(a.pos[i]);
-        if (r != PYC_EXIT_OK)
-            rc = r;
-    }
-    return rc;
-}
-
-/* ---- ls -------------------------------------------------------------------------------------------------- */
-
-static void
-format_age(double s, char *out, size_t cap)
-{
-    long t = s > 0 ? (long)s : 0;
-    if (t < 60)
-        snprintf(out, cap, "%lds", t);
-    else if (t < 3600)
-        snprintf(out, cap, "%ldm%02lds", t / 60, t % 60);
-    else if (t < 86400)
-        snprintf(out, cap, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
-    else
-        snprintf(out, cap, "%ldd%02ldh", t / 86400, (t % 86400) / 3600);
-}
-
-int
-cli_ls(int argc, char **argv)
-{
-    static const cli_optspec_t specs[] = {{"json", false, 0}};
-    cli_args_t a;
-    if (cli_parse("ls", argc, argv, specs, 1, &a) < 0)
-        return PYC_EXIT_USAGE;
-    if (a.help) {
-        puts("usage: pyc ls [--json]\n"
-             "Lists the sessions: NAME PID STATE AGE.  STATE is live (the heartbeat answers within 1 s),\n"
-             "unresponsive (the kernel's process is alive but its heartbeat is silent: stopped, or stuck),\n"
-             "stale (its kernel is gone), starting (a pyc new or fork is making it), ending (a pyc kill is\n"
-             "ending it), or busy (another pyc holds its lock).");
-        return PYC_EXIT_OK;
-    }
-    if (a.npos != 0) {
-        cli_err("ls: usage: pyc ls [--json]");
-        return PYC_EXIT_USAGE;
-    }
-    size_t n;
-    char **names = list_names(&n, false);
-    if (names == NULL)
-        return PYC_EXIT_ERROR;
-    pyc_session_file_t *sfs = calloc(n ? n : 1, sizeof *sfs);
-    cli_state_t *st = calloc(n ? n : 1, sizeof *st);
-    const pyc_connfile_t **cfs = calloc(n ? n : 1, sizeof *cfs);
-    bool *alive = calloc(n ? n : 1, sizeof *alive);
-    size_t *which = calloc(n ? n : 1, sizeof *which);
-    json_t *list = json_array();
-    int rc = PYC_EXIT_ERROR;
-    pyc_error_t err;
-    if (sfs == NULL || st == NULL || cfs == NULL || alive == NULL || which == NULL || list == NULL) {
-        cli_err("out of memory");
-        goto out;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        st[i] = cli_session_state(names[i], &sfs[i], 0, &err);
-        if (st[i] == CLI_LIVE) {
-            cfs[k] = &sfs[i].cf;
-            which[k++] = i;
-        }
-    }
-    if (pyc_client_heartbeat(cfs, k, 1000, alive, &err) < 0) {
-        cli_err("%s", err.text);
-        goto out;
-    }
-    for (size_t j = 0; j < k; j++) {
-        if (!alive[j])
-            st[which[j]] = cli_silent_state(&sfs[which[j]]);
-    }
-    if (a.value[0] == NULL && n > 0)
-        printf("%-24s %8s  %-12s  %s\n", "NAME", "PID", "STATE", "AGE");
-    double now = cli_now();
-    for (size_t i = 0; i < n; i++) {
-        const char *state = st[i] == CLI_LIVE           ? "live"
-                            : st[i] == CLI_UNRESPONSIVE ? "unresponsive"
-                            : st[i] == CLI_MISSING      ? NULL
-                                                        : "stale";
-        char why[16];
-        if (state == NULL)
-            continue;            /* removed since the directory was read */
-        /* Another pyc holds the name's lock: what it does says more than a heartbeat in the middle of it. */
-        if (cli_locked(names[i], why, sizeof why)) {
-            if (strcmp(why, "kill") == 0)
-                state = "ending";
-            else if (st[i] != CLI_LIVE)
-                state = strcmp(why, "new") == 0 || strcmp(why, "fork") == 0 ? "starting" : "busy";
-        }
-        double created = sfs[i].created;
-        if (created <= 0) {
-            char path[4096];
-            struct stat sb;
-            if (cli_session_path(path, sizeof path, names[i], ".json") == 0 && stat(path, &sb) == 0)
-                created = (double)sb.st_mtime;
-        }
-        double age = created > 0 ? now - created : 0;
-        if (a.value[0] != NULL) {
-            char path[4096];
-            if (cli_session_path(path, sizeof path, names[i], ".json") < 0)
-                goto out;
-            json_t *o = json_pack("{s:s, s:o, s:s, s:f, s:s}", "name", names[i], "pid",
-                                  sfs[i].pid > 0 ? json_integer(sfs[i].pid) : json_null(), "state", state, "age",
-                                  age, "connection_file", path);
-            if (o == NULL || json_array_append_new(list, o) < 0) {
-                cli_err("out of memory");
-                goto out;
-            }
-        } else {
-            char agetext[32], pid[24];
-            format_age(age, agetext, sizeof agetext);
-            if (sfs[i].pid > 0)
-                snprintf(pid, sizeof pid, "%ld", sfs[i].pid);
-            else
-                snprintf(pid, sizeof pid, "-");
-            printf("%-24s %8s  %-12s  %s\n", names[i], pid, state, agetext);
-        }
-    }
-    if (a.value[0] != NULL)
-        cli_print_json_line(list);
-    rc = PYC_EXIT_OK;
-out:
-    json_decref(list);
-    if (sfs != NULL) {
-        for (size_t i = 0; i < n; i++)
-            pyc_session_file_clear(&sfs[i]);
-    }
-    free(sfs);
-    free(st);
-    free(cfs);
-    free(alive);
-    free(which);
-    free_names(names, n);
-    return rc;
 }

@@ -1,0 +1,147 @@
+/*
+ * commands.c -- the command table of `pyc`, in the manner of redis's: one entry per subcommand, with its
+ * synopsis, its help and its options, from which main.c makes `pyc --help`, `pyc CMD --help`, the parsing of
+ * the words after CMD and the usage error when their number is wrong.  Each usage line is written here once.
+ *
+ * A command's options are indexed by the enum of its name in cli.h (CLI_RUN_TIMEOUT is --timeout of `run`):
+ * the specs below are designated initializers of those indexes, so that the order of the table and the
+ * names the commands read (a->value[CLI_RUN_TIMEOUT]) cannot drift apart.
+ *
+ * A synopsis lists the positional words, then the options in brackets; main.c's overview shows it up to its
+ * first " [", so each option is described once, by `pyc CMD --help`.
+ */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const cli_optspec_t new_opts[CLI_NEW_NOPTS] = {
+    [CLI_NEW_REPLACE] = {"replace", false, 0},
+    [CLI_NEW_KERNEL] = {"kernel", true, 0},
+    [CLI_NEW_JSON] = {"json", false, 0},
+    [CLI_NEW_TIMEOUT] = {"timeout", true, 0},
+};
+
+static const cli_optspec_t run_opts[CLI_RUN_NOPTS] = {
+    [CLI_RUN_JSON] = {"json", false, 0},
+    [CLI_RUN_TIMEOUT] = {"timeout", true, 0},
+    [CLI_RUN_ISOLATE] = {"isolate", false, 0},
+};
+
+static const cli_optspec_t ls_opts[CLI_LS_NOPTS] = {
+    [CLI_LS_JSON] = {"json", false, 0},
+};
+
+static const cli_optspec_t complete_opts[CLI_COMPLETE_NOPTS] = {
+    [CLI_COMPLETE_JSON] = {"json", false, 0},
+};
+
+static const cli_optspec_t kill_opts[CLI_KILL_NOPTS] = {
+    [CLI_KILL_ALL] = {"all", false, 0},
+};
+
+static const cli_optspec_t fork_opts[CLI_FORK_NOPTS] = {
+    [CLI_FORK_JSON] = {"json", false, 0},
+};
+
+static const cli_optspec_t cp_opts[CLI_CP_NOPTS] = {
+    [CLI_CP_TIMEOUT] = {"timeout", true, 0},
+};
+
+#define OPTS(a) (a), (int)(sizeof(a) / sizeof(a)[0])
+#define NO_OPTS NULL, 0
+
+const cli_command_t cli_commands[] = {
+    {"new", cli_new, "new NAME [--replace] [--kernel PATH] [--timeout S] [--json]",
+     "start a detached kernel as session NAME",
+     "Starts a detached pyc kernel as session NAME and prints its connection file.\n"
+     "A live or unresponsive NAME is refused (exit 4) unless --replace; a stale one is cleaned first.",
+     OPTS(new_opts), 1, 1},
+    {"run", cli_run, "run NAME CODE|@FILE|- [--json] [--timeout S] [--isolate]",
+     "run one cell and print what it produces",
+     "Runs one cell in session NAME: stdout to stdout, stderr and tracebacks to stderr, results as text.\n"
+     "Exit 0, 1 when the cell raised (or @FILE or stdin could not be read), 5 when it passed --timeout,\n"
+     "130 when interrupted with Ctrl-C, 141 when stdout's reader went away (the cell goes on).",
+     OPTS(run_opts), 2, 2},
+    {"ls", cli_ls, "ls [--json]",
+     "list sessions: name, pid, state (live/unresponsive/stale), age",
+     "Lists the sessions: NAME PID STATE AGE.  STATE is live (the heartbeat answers within 1 s),\n"
+     "unresponsive (the kernel's process is alive but its heartbeat is silent: stopped, or stuck),\n"
+     "stale (its kernel is gone), starting (a pyc new or fork is making it), ending (a pyc kill is\n"
+     "ending it), or busy (another pyc holds its lock).",
+     OPTS(ls_opts), 0, 0},
+    {"status", cli_status, "status NAME",
+     "JSON: pid, uptime, execution count, memory, busy/idle",
+     "Prints a JSON object: name, pid, state (idle or busy), execution_count (null when busy and the\n"
+     "kernel has no usage_request), uptime (s), memory {rss, pss, kernel_memory} in bytes,\n"
+     "connection_file, and usage (the kernel's usage_reply, when it has one).",
+     NO_OPTS, 1, 1},
+    {"vars", cli_vars, "vars NAME",
+     "JSON list of the user's names and types",
+     "Prints the session's user namespace as a JSON list of {\"name\", \"type\"}, sorted by name.  Names\n"
+     "starting with '_' and In, Out, get_ipython, exit, quit are left out; modules have type \"module\".",
+     NO_OPTS, 1, 1},
+    {"complete", cli_complete, "complete NAME TEXT [--json]",
+     "the kernel's completions of TEXT",
+     "Prints the kernel's completions of TEXT (cursor at its end), one per line; --json prints the\n"
+     "complete_reply's content (matches, cursor_start, cursor_end, metadata).",
+     OPTS(complete_opts), 2, 2},
+    {"int", cli_int, "int NAME",
+     "interrupt the running cell",
+     "Interrupts the running cell of session NAME (interrupt_request on the control channel); the cell\n"
+     "gets KeyboardInterrupt.  Does nothing to an idle kernel.",
+     NO_OPTS, 1, 1},
+    {"kill", cli_kill, "kill NAME... | --all",
+     "shut down and remove (cleans stale sessions too)",
+     "Shuts the sessions' kernels down (SIGKILL after 5 s; at once for an unresponsive one) and removes\n"
+     "their files; cleans stale ones, and the log a failed pyc new left.",
+     OPTS(kill_opts), 0, -1},
+    {"fork", cli_fork, "fork NAME NEWNAME... [--json]",
+     "new sessions from forked copies of NAME",
+     "Forks session NAME's kernel into one child per NEWNAME, each a session of its own with a copy of\n"
+     "NAME's state (copy-on-write).  The children outlive NAME.  Prints their connection files.\n"
+     "A NEWNAME that is live (or unresponsive) is refused (exit 4).  The request waits for a running cell\n"
+     "to end, as long as the kernel lives; Ctrl-C stops waiting (exit 130).",
+     OPTS(fork_opts), 2, -1},
+    {"cp", cli_cp, "cp SRC DST [--timeout S]",
+     "copy objects: SESSION:VAR, SESSION:, FILE.pkl, -",
+     "Copies objects as pickles.  A side is SESSION:VAR (a variable), SESSION: (every picklable user\n"
+     "name, as one dict), a pickle file path, or - (stdin/stdout).  Names that cannot be pickled are\n"
+     "reported on stderr.  Examples: pyc cp work:df df.pkl; pyc cp df.pkl gpu:df; pyc cp work: other:\n"
+     "--timeout S (default 600): a kernel that does not answer a request in time (it is running a long\n"
+     "cell) ends the copy with exit 6.",
+     OPTS(cp_opts), 2, 2},
+    {"attach", cli_attach, "attach NAME",
+     "a REPL into NAME (Ctrl-D detaches)",
+     "A line REPL into session NAME: each complete block is one cell; Tab completes through the kernel;\n"
+     "Ctrl-C interrupts the running cell (or drops the block being typed); Ctrl-D detaches and leaves\n"
+     "the session running.",
+     NO_OPTS, 1, 1},
+};
+
+const size_t cli_ncommands = sizeof cli_commands / sizeof cli_commands[0];
+
+const cli_command_t *
+cli_command_find(const char *name)
+{
+    for (size_t i = 0; i < cli_ncommands; i++) {
+        if (strcmp(cli_commands[i].name, name) == 0)
+            return &cli_commands[i];
+    }
+    return NULL;
+}
+
+void
+cli_command_help(const cli_command_t *cmd)
+{
+    printf("usage: pyc %s\n%s\n", cmd->synopsis, cmd->help);
+}
+
+int
+cli_usage_error(const char *name)
+{
+    const cli_command_t *cmd = cli_command_find(name);
+    if (cmd != NULL)
+        cli_err("%s: usage: pyc %s", name, cmd->synopsis);
+    return PYC_EXIT_USAGE;
+}

@@ -1,0 +1,265 @@
+/*
+ * output.c -- what `pyc` prints of a request, and the execute loop that `run` and `attach` share; see cli.h.
+ *
+ * Everything for stdout goes through one writer, which flushes each piece (output streams as the kernel
+ * sends it) and remembers the first failed write: after it nothing more is written there, since the output
+ * is incomplete anyway, and cli_stdout_finish turns it into the exit code.  EPIPE (the reader went away:
+ * `pyc run ... | head -1`) ends a cell's wait at once, quietly, with the cell left running, as a tool killed
+ * by SIGPIPE would leave it; any other failure (a full disk) is reported.  stderr is written directly.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* errno of the first failed write to stdout, 0 while none failed.  After a failure nothing more is written
+ * there: the output is incomplete anyway, and cli_stdout_finish reports it. */
+static int stdout_errno;
+
+/* Writes n bytes to f and flushes them (output streams as the kernel sends it). */
+static void
+out_write(FILE *f, const void *p, size_t n)
+{
+    if (f == stdout && stdout_errno != 0)
+        return;
+    errno = 0;
+    if ((n > 0 && fwrite(p, 1, n, f) != n) || fflush(f) != 0) {
+        if (f == stdout)
+            stdout_errno = errno != 0 ? errno : EIO;
+    }
+}
+
+bool
+cli_stdout_closed(void)
+{
+    return stdout_errno == EPIPE;
+}
+
+int
+cli_stdout_finish(int rc)
+{
+    errno = 0;
+    if (stdout_errno == 0 && (fflush(stdout) != 0 || ferror(stdout)))
+        stdout_errno = errno != 0 ? errno : EIO;
+    if (stdout_errno == 0)
+        return rc;
+    if (stdout_errno == EPIPE)
+        return rc == PYC_EXIT_OK || rc == PYC_EXIT_PIPE ? PYC_EXIT_PIPE : rc;
+    cli_err("cannot write to stdout: %s", strerror(stdout_errno));
+    return rc == PYC_EXIT_OK ? PYC_EXIT_ERROR : rc;
+}
+
+void
+cli_print_json_line(json_t *v)
+{
+    char *s = v != NULL ? json_dumps(v, JSON_COMPACT) : NULL;
+    if (s == NULL) {
+        cli_err("out of memory printing JSON");
+        return;
+    }
+    size_t n = strlen(s);
+    s[n] = '\n';                 /* json_dumps's NUL: one write for the whole line */
+    out_write(stdout, s, n + 1);
+    free(s);
+}
+
+static void
+put_text(cli_output_t *o, FILE *f, const char *s, size_t n)
+{
+    if (n == 0)
+        return;
+    out_write(f, s, n);
+    if (f == stdout)
+        o->wrote_nl = s[n - 1] == '\n';
+}
+
+/* Prints a mime bundle: its text/plain, else one line naming what it holds. */
+static void
+put_bundle(cli_output_t *o, json_t *data)
+{
+    json_t *text = json_object_get(data, "text/plain");
+    if (!o->wrote_nl && json_is_object(data) && json_object_size(data) > 0)
+        put_text(o, stdout, "\n", 1);   /* a result starts a line of its own, after print(..., end="") */
+    if (json_is_string(text)) {
+        put_text(o, stdout, json_string_value(text), json_string_length(text));
+        if (json_string_length(text) > 0 && !o->wrote_nl)
+            put_text(o, stdout, "\n", 1);
+        return;
+    }
+    const char *key;
+    json_t *v;
+    bool first = true;
+    if (!json_is_object(data) || json_object_size(data) == 0)
+        return;
+    put_text(o, stdout, "[display:", 9);
+    json_object_foreach(data, key, v) {
+        put_text(o, stdout, first ? " " : ", ", first ? 1 : 2);
+        put_text(o, stdout, key, strlen(key));
+        first = false;
+    }
+    put_text(o, stdout, "]\n", 2);
+}
+
+void
+cli_print_iopub(cli_output_t *o, const pyc_msg_t *m)
+{
+    const char *t = m->msg_type;
+    if (strcmp(t, "status") == 0 || strcmp(t, "execute_input") == 0)
+        return;
+    if (o->json) {
+        json_t *line = json_pack("{s:s, s:O}", "type", t, "content", m->content);
+        cli_print_json_line(line);
+        json_decref(line);
+        return;
+    }
+    json_t *c = m->content;
+    if (strcmp(t, "stream") == 0) {
+        json_t *text = json_object_get(c, "text");
+        const char *name = json_string_value(json_object_get(c, "name"));
+        if (json_is_string(text))
+            put_text(o, name != NULL && strcmp(name, "stderr") == 0 ? stderr : stdout, json_string_value(text),
+                     json_string_length(text));
+    } else if (strcmp(t, "execute_result") == 0 || strcmp(t, "display_data") == 0 ||
+               strcmp(t, "update_display_data") == 0) {
+        put_bundle(o, json_object_get(c, "data"));
+    } else if (strcmp(t, "error") == 0) {
+        json_t *tb = json_object_get(c, "traceback");
+        size_t i;
+        json_t *line;
+        fflush(stdout);
+        if (json_is_array(tb) && json_array_size(tb) > 0) {
+            json_array_foreach(tb, i, line) {
+                if (json_is_string(line)) {
+                    fwrite(json_string_value(line), 1, json_string_length(line), stderr);
+                    fputc('\n', stderr);
+                }
+            }
+        } else {
+            fprintf(stderr, "%s: %s\n", json_string_value(json_object_get(c, "ename")) ?: "Error",
+                    json_string_value(json_object_get(c, "evalue")) ?: "");
+        }
+        fflush(stderr);
+    }
+}
+
+int
+cli_reply_exit(const pyc_msg_t *reply, bool interrupted)
+{
+    const char *status = json_string_value(json_object_get(reply->content, "status"));
+    if (status != NULL && strcmp(status, "ok") == 0)
+        return PYC_EXIT_OK;
+    const char *ename = json_string_value(json_object_get(reply->content, "ename"));
+    json_t *pm = json_object_get(reply->metadata, "pyc");
+    const char *outcome = json_string_value(json_object_get(pm, "outcome"));
+    if ((ename != NULL && strcmp(ename, "CellTimeout") == 0) || (outcome != NULL && strcmp(outcome, "timeout") == 0) ||
+        json_is_true(json_object_get(pm, "timed_out")))
+        return PYC_EXIT_TIMEOUT;
+    if (interrupted && ename != NULL && strcmp(ename, "KeyboardInterrupt") == 0)
+        return PYC_EXIT_INTERRUPTED;
+    return PYC_EXIT_ERROR;
+}
+
+int
+cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_stdin, cli_output_t *o,
+            pyc_msg_t **reply_out)
+{
+    char id[PYC_MSG_ID_LEN + 1];
+    pyc_error_t err;
+    pyc_msg_t *reply = NULL;
+    bool idle = false;
+    int interrupts = 0, rc;
+
+    if (reply_out != NULL)
+        *reply_out = NULL;
+    json_t *content = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code, "silent", 0, "store_history", 1,
+                                "user_expressions", "allow_stdin", allow_stdin, "stop_on_error", 1);
+    if (content == NULL) {
+        cli_err("the code is not valid UTF-8 (or memory ran out)");
+        return PYC_EXIT_USAGE;
+    }
+    int sent = pyc_client_send(cl, PYC_CHAN_SHELL, "execute_request", content, metadata, NULL, NULL, 0, id, &err);
+    json_decref(content);
+    if (sent < 0) {
+        cli_err("%s", err.text);
+        return PYC_EXIT_CONNECTION;
+    }
+    cli_sigint_count = 0;
+    while (reply == NULL || !idle) {
+        pyc_msg_t *m;
+        int chan;
+        int r = pyc_client_recv(cl, -1, &m, &chan, &err);
+        if (r == PYC_RECV_SIGNAL || cli_sigint_count > interrupts) {
+            /* Each Ctrl-C asks the kernel to interrupt the cell; the third leaves at once, the cell running. */
+            while (interrupts < cli_sigint_count) {
+                interrupts++;
+                if (interrupts >= 3) {
+                    cli_err("left the cell running after three interrupts");
+                    pyc_msg_destroy(&reply);
+                    return PYC_EXIT_INTERRUPTED;
+                }
+                if (pyc_client_send(cl, PYC_CHAN_CONTROL, "interrupt_request", NULL, NULL, NULL, NULL, 0, NULL,
+                                    &err) < 0)
+                    cli_err("%s", err.text);
+            }
+            if (r == PYC_RECV_SIGNAL)
+                continue;
+        }
+        if (r == PYC_RECV_ERROR) {
+            cli_err("%s", err.text);
+            pyc_msg_destroy(&reply);
+            return PYC_EXIT_CONNECTION;
+        }
+        if (r != PYC_RECV_MSG)
+            continue;
+        if (chan == PYC_CHAN_IOPUB && pyc_client_is_child_of(m, id)) {
+            if (strcmp(m->msg_type, "status") == 0) {
+                const char *st = json_string_value(json_object_get(m->content, "execution_state"));
+                if (st != NULL && strcmp(st, "idle") == 0)
+                    idle = true;
+            } else {
+                cli_print_iopub(o, m);
+                if (cli_stdout_closed()) {
+                    /* The reader of stdout is gone (`pyc run ... | head -1`): stop, as a tool killed by
+                     * SIGPIPE would, and leave the cell running, as a dropped ssh connection does. */
+                    pyc_msg_destroy(&m);
+                    pyc_msg_destroy(&reply);
+                    return PYC_EXIT_PIPE;
+                }
+            }
+        } else if (chan == PYC_CHAN_SHELL && reply == NULL && pyc_client_is_child_of(m, id) &&
+                   strcmp(m->msg_type, "execute_reply") == 0) {
+            reply = m;
+            m = NULL;
+        } else if (chan == PYC_CHAN_STDIN && strcmp(m->msg_type, "input_request") == 0 && allow_stdin) {
+            const char *prompt = json_string_value(json_object_get(m->content, "prompt"));
+            bool password = json_is_true(json_object_get(m->content, "password"));
+            char *line = cli_read_input(prompt != NULL ? prompt : "", password);
+            json_t *rc_content = json_pack("{s:s}", "value", line != NULL ? line : "");
+            if (line == NULL)
+                fputc('\n', stdout);
+            if (rc_content == NULL ||
+                pyc_client_send(cl, PYC_CHAN_STDIN, "input_reply", rc_content, NULL, m->header, NULL, 0, NULL,
+                                &err) < 0)
+                cli_err("cannot answer input(): %s", rc_content == NULL ? "the line is not valid UTF-8" : err.text);
+            json_decref(rc_content);
+            free(line);
+        }
+        pyc_msg_destroy(&m);
+    }
+    if (o->json) {
+        json_t *line = json_pack("{s:s, s:O, s:O}", "type", "execute_reply", "content", reply->content, "metadata",
+                                 reply->metadata);
+        cli_print_json_line(line);
+        json_decref(line);
+    }
+    const char *status = json_string_value(json_object_get(reply->content, "status"));
+    if (!o->json && status != NULL && strcmp(status, "aborted") == 0)
+        cli_err("the cell was not run: the kernel aborted it because a cell before it failed");
+    rc = cli_reply_exit(reply, interrupts > 0);
+    if (reply_out != NULL)
+        *reply_out = reply;
+    else
+        pyc_msg_destroy(&reply);
+    return rc;
+}
