@@ -43,16 +43,30 @@ cli_err(const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+/* The write end of the signal pipe: the handler puts a byte there, which every client wait watches. */
+static int sigint_pipe_w = -1;
+
 static void
 on_sigint(int sig)
 {
     (void)sig;
     cli_sigint_count++;
+    if (sigint_pipe_w >= 0) {
+        int saved = errno;
+        ssize_t w = write(sigint_pipe_w, "", 1);
+        (void)w;
+        errno = saved;
+    }
 }
 
 void
 cli_catch_sigint(void)
 {
+    int p[2];
+    if (sigint_pipe_w < 0 && pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0) {
+        sigint_pipe_w = p[1];
+        pyc_client_set_signal_fd(p[0]);
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;

@@ -7,6 +7,7 @@
 #   2. Lines of at most 120 columns, no tabs, no trailing blanks.
 #   3. Every file opens with a comment that says what it is for.
 #   4. No C file over 700 lines: a file that grows past that holds more than one concern.
+#   5. README's "Design in short" names every C file of the programs and libraries, so it stays true.
 set -u
 top=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$top" || exit 2
@@ -29,6 +30,11 @@ for f in $files; do
     head -1 "$f" | grep -q '^/\*' || report "$f:1: the file does not open with a comment saying what it is for"
     n=$(wc -l < "$f")
     [ "$n" -le 700 ] || report "$f: $n lines (at most 700: split it by concern)"
+done
+design=$(sed -n '/^## Design in short/,/^## /p' README.md)
+for f in $(git ls-files 'src/*.c' 'kernel/*.c' 'cli/*.c' 2>/dev/null || find src kernel cli -name '*.c'); do
+    b=$(basename "$f")
+    echo "$design" | grep -q "\b${b%.c}\b" || report "README.md: \"Design in short\" does not name $f"
 done
 [ "$bad" -eq 0 ] && echo "check-style: $(echo "$files" | wc -w) files ok"
 exit "$bad"

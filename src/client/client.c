@@ -191,6 +191,26 @@ out:
 
 /* iopub first: a reply is worth less to the caller than the output that came before it. */
 static const int recv_order[] = {PYC_CHAN_IOPUB, PYC_CHAN_SHELL, PYC_CHAN_CONTROL, PYC_CHAN_STDIN};
+
+/* The read end of the process's signal pipe (pyc_client_set_signal_fd), or -1. */
+static int signal_fd = -1;
+
+void
+pyc_client_set_signal_fd(int fd)
+{
+    signal_fd = fd;
+}
+
+/* Empties the signal pipe; true when it held anything (a signal came). */
+static bool
+signal_drain(void)
+{
+    char buf[64];
+    bool any = false;
+    while (signal_fd >= 0 && read(signal_fd, buf, sizeof buf) > 0)
+        any = true;
+    return any;
+}
 #define N_RECV (sizeof recv_order / sizeof recv_order[0])
 
 /* Decodes the first received message that decodes, in channel order.  Returns 1 with *out and *chan, or 0
@@ -235,7 +255,7 @@ pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, 
         }
         if (self->watch_pid > 0 && (wait < 0 || wait > WATCH_SLICE_MS))
             wait = WATCH_SLICE_MS;
-        struct pollfd pfd[N_RECV];
+        struct pollfd pfd[N_RECV + 1];
         int at[N_RECV];
         nfds_t k = 0;
         for (size_t i = 0; i < N_RECV; i++) {
@@ -251,12 +271,18 @@ pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, 
             if (wake >= 0 && (wait < 0 || wake < wait))
                 wait = wake;
         }
+        /* A signal that came before poll began would not interrupt it: the pipe stays readable instead. */
+        nfds_t nsock = k;
+        if (signal_fd >= 0)
+            pfd[k++] = (struct pollfd){.fd = signal_fd, .events = POLLIN};
         int r = poll(pfd, k, wait > (long)1 << 30 ? 1 << 30 : (int)wait);
         if (r < 0) {
             if (errno == EINTR)
                 return PYC_RECV_SIGNAL;
             return pyc_error_set(err, "cannot wait for the kernel: %s", strerror(errno));
         }
+        if (k > nsock && (pfd[nsock].revents & POLLIN) && signal_drain())
+            return PYC_RECV_SIGNAL;
         for (size_t i = 0; i < N_RECV; i++) {
             pyc_zmtp_t *c = self->conn[recv_order[i]];
             pyc_error_t zerr;

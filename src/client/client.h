@@ -61,6 +61,11 @@ void pyc_client_watch(pyc_client_t *self, long pid, unsigned long long start);
 int pyc_client_send(pyc_client_t *self, int chan, const char *msg_type, json_t *content, json_t *metadata,
                     json_t *parent, const pyc_frame_t *bufs, size_t nbufs, char *msg_id_out, pyc_error_t *err);
 
+/* The read end of a pipe that a signal handler writes to (the self-pipe trick), non-blocking; -1 for none.
+ * Every wait of every client watches it and returns PYC_RECV_SIGNAL when it holds something, so that a
+ * signal that arrives just before a wait begins, and thus interrupts no system call, is not missed. */
+void pyc_client_set_signal_fd(int fd);
+
 /* Waits up to timeout_ms (-1: no limit) for the next message on any channel.  On PYC_RECV_MSG, *out is a new
  * message (the caller destroys it; its buffers are views that live as long as it does) and *chan its
  * channel.  A message that fails to decode (layout, signature, JSON) is dropped with one line on stderr and

@@ -22,9 +22,9 @@ pyc__stream_publish(void *ctx, int which, const char *text, size_t n)
     n = pyc_outgate_admit(&k->out, n, text);
     if (n == 0)
         return;
+    const char *head = which == PYC_STDOUT ? "{\"name\":\"stdout\",\"text\":" : "{\"name\":\"stderr\",\"text\":";
     pyc_buf_init(&b, SIZE_MAX / 2);
-    if (pyc_buf_reserve(&b, n + 48) < 0 ||
-        pyc_buf_adds(&b, which == PYC_STDOUT ? "{\"name\":\"stdout\",\"text\":" : "{\"name\":\"stderr\",\"text\":") < 0 ||
+    if (pyc_buf_reserve(&b, n + 48) < 0 || pyc_buf_adds(&b, head) < 0 ||
         pyc_buf_add_json_string(&b, text, n) < 0 || pyc_buf_add(&b, "}", 1) < 0) {
         pyc_buf_free(&b);
         pyc_log("could not publish %zu bytes of output (out of memory)", n);

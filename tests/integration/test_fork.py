@@ -258,6 +258,7 @@ def private_mb(pid):
     return total / 1024
 
 
+@pytest.mark.slow
 def test_fork_of_a_big_session_is_copy_on_write(fresh_kernel):
     pytest.importorskip("numpy")
     kc = fresh_kernel.kc
@@ -279,6 +280,7 @@ def test_fork_of_a_big_session_is_copy_on_write(fresh_kernel):
         kill_pid(child["pid"])
 
 
+@pytest.mark.slow
 def test_fork_branches_example_notebook():
     nbformat = pytest.importorskip("nbformat")
     pytest.importorskip("pandas")

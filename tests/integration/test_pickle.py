@@ -642,6 +642,7 @@ def kernel_rss_mb(kc):
                               ">> 20"))
 
 
+@pytest.mark.slow
 def test_memory_bounded_after_many_transfers(pkc, kc2):
     """20 puts, gets and copies of 50 MB each leave the kernels' memory where it was (nothing held)."""
     run_ok(kc2, "import os")

@@ -196,6 +196,7 @@ FIFTY_MB = 50 * 1024 * 1024
 BIG_EXPR = "''.join('%09d\\n' % i for i in range({}))".format(FIFTY_MB // 10)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_50mb_single_write(kc):
     reply, msgs = execute(kc, "import sys\n_ = sys.stdout.write(" + BIG_EXPR + ")", timeout=150)

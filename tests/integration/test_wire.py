@@ -182,6 +182,7 @@ def test_header_without_msg_type(kernel, raw):
     send_bad(kernel, raw, raw.signed(raw.session.pack(h)), "no_msg_type")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_huge_content(kernel, raw):
     """64 MB of content: pyc may answer it or drop it (with a log line); either way it lives on."""

@@ -126,7 +126,8 @@ test_rfc4231_long_key(void **state)
     pyc_error_t err;
     char hex[PYC_AUTH_MAX_HEX + 1];
     static const char data6[] = "Test Using Larger Than Block-Size Key - Hash Key First";
-    static const char data7[] = "This is a test using a larger than block-size key and a larger than block-size data. The key "
+    static const char data7[] = "This is a test using a larger than block-size key and a larger than block-size "
+                                "data. The key "
                                 "needs to be hashed before being used by the HMAC algorithm.";
     memset(key, 0xaa, sizeof key);
     pyc_auth_t *a = pyc_auth_new("hmac-sha256", key, sizeof key, 0, &err);
@@ -592,7 +593,8 @@ sha256_vectors(void)
     static const char m448[] = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
     pyc_sha256_hex(m448, strlen(m448), hex);
     assert_string_equal(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-    static const char m896[] = "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqr"
+    static const char m896[] = "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopq"
+                               "klmnopqr"
                                "lmnopqrsmnopqrstnopqrstu";
     pyc_sha256_hex(m896, strlen(m896), hex);
     assert_string_equal(hex, "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "connfile.h"
+#include "unit_util.h"
 
 #define DATA_SUBDIR "tests/data/connfile"
 
@@ -78,55 +79,6 @@ write_file(const char *path, const void *data, size_t len)
     assert_int_equal(fclose(f), 0);
 }
 
-/* Setup for tests that write files: *state becomes a fresh temporary directory (a malloc'd path). */
-static int
-setup_tmpdir(void **state)
-{
-    const char *tmp = getenv("TMPDIR");
-    if (tmp == NULL || tmp[0] == '\0')
-        tmp = "/tmp";
-    char *dir = malloc(PATH_MAX);
-    if (dir == NULL)
-        return -1;
-    if ((size_t)snprintf(dir, PATH_MAX, "%s/pyc-test-connfile-XXXXXX", tmp) >= PATH_MAX || mkdtemp(dir) == NULL) {
-        free(dir);
-        return -1;
-    }
-    *state = dir;
-    return 0;
-}
-
-/* Teardown: removes the directory and everything in it, one level deep.  cmocka runs it after a failed test
- * too, so nothing is left in /tmp. */
-static int
-teardown_tmpdir(void **state)
-{
-    char *dir = *state;
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char path[PATH_MAX];
-    int rc = 0;
-    if (d == NULL)
-        return -1;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= sizeof path) {
-            rc = -1;
-            continue;
-        }
-        struct stat st;
-        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            rmdir(path);
-        else
-            unlink(path);
-    }
-    closedir(d);
-    if (rmdir(dir) < 0)
-        rc = -1;
-    free(dir);
-    return rc;
-}
 
 /* Number of entries in dir other than . and .. */
 static int
@@ -630,10 +582,10 @@ main(void)
         cmocka_unit_test(test_parse_refusals),
         cmocka_unit_test(test_parse_honours_length),
         cmocka_unit_test(test_endpoints),
-        cmocka_unit_test_setup_teardown(test_write_load_round_trip, setup_tmpdir, teardown_tmpdir),
-        cmocka_unit_test_setup_teardown(test_write_failures, setup_tmpdir, teardown_tmpdir),
-        cmocka_unit_test_setup_teardown(test_write_ignores_planted_names, setup_tmpdir, teardown_tmpdir),
-        cmocka_unit_test_setup_teardown(test_load_failures, setup_tmpdir, teardown_tmpdir),
+        cmocka_unit_test_setup_teardown(test_write_load_round_trip, unit_tmpdir_setup, unit_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_write_failures, unit_tmpdir_setup, unit_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_write_ignores_planted_names, unit_tmpdir_setup, unit_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_load_failures, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test(test_bad_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -26,45 +26,9 @@
 #include <unistd.h>
 
 #include "history.h"
+#include "unit_util.h"
 
 /* ---- helpers ------------------------------------------------------------------------------------------ */
-
-static int
-setup_tmpdir(void **state)
-{
-    const char *tmp = getenv("TMPDIR");
-    if (tmp == NULL || tmp[0] == '\0')
-        tmp = "/tmp";
-    char *dir = malloc(PATH_MAX);
-    if (dir == NULL)
-        return -1;
-    if ((size_t)snprintf(dir, PATH_MAX, "%s/pyc-test-history-XXXXXX", tmp) >= PATH_MAX || mkdtemp(dir) == NULL) {
-        free(dir);
-        return -1;
-    }
-    *state = dir;
-    return 0;
-}
-
-static int
-rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    if (flag == FTW_DP)
-        chmod(path, 0700);
-    return remove(path);
-}
-
-/* Teardown: removes the directory tree (nested directories are part of the tests). */
-static int
-teardown_tmpdir(void **state)
-{
-    char *dir = *state;
-    int rc = nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(dir);
-    return rc == 0 ? 0 : -1;
-}
 
 /* Writes "a/b" into out (PATH_MAX bytes), failing the test when it does not fit. */
 static void
@@ -633,17 +597,17 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory),
-        cmocka_unit_test_setup_teardown(test_sessions_across_reopen, setup_tmpdir, teardown_tmpdir),
-        cmocka_unit_test_setup_teardown(test_tail, setup_tmpdir, teardown_tmpdir),
-        cmocka_unit_test_setup_teardown(test_range, setup_tmpdir, teardown_tmpdir),
-        cmocka_unit_test_setup_teardown(test_search, setup_tmpdir, teardown_tmpdir),
+        cmocka_unit_test_setup_teardown(test_sessions_across_reopen, unit_tmpdir_setup, unit_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_tail, unit_tmpdir_setup, unit_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_range, unit_tmpdir_setup, unit_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_search, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test(test_output_shapes),
         cmocka_unit_test(test_set_output),
         cmocka_unit_test(test_bad_requests),
-        cmocka_unit_test_setup_teardown(test_open_failures, setup_tmpdir, teardown_tmpdir),
-        cmocka_unit_test_setup_teardown(test_bad_utf8_in_file, setup_tmpdir, teardown_tmpdir),
+        cmocka_unit_test_setup_teardown(test_open_failures, unit_tmpdir_setup, unit_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_utf8_in_file, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test(test_default_path),
-        cmocka_unit_test_setup_teardown(test_add_cost, setup_tmpdir, teardown_tmpdir),
+        cmocka_unit_test_setup_teardown(test_add_cost, unit_tmpdir_setup, unit_tmpdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
