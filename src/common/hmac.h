@@ -58,4 +58,23 @@ int pyc_memcmp_const(const void *a, const void *b, size_t n);
 /* Overwrites n bytes with zeros in a way the compiler may not drop as a dead store. */
 void pyc_cleanse(void *p, size_t n);
 
+/* For the backends: the two padded keys of HMAC-SHA-256 (RFC 2104): the key, hashed first with sha256 when it
+ * is longer than a block, zero-filled to the 64-byte block, and XORed with 0x36 (ipad) and 0x5c (opad).  The
+ * caller wipes them after use. */
+static inline void
+pyc_hmac_sha256_pads(const void *key, size_t keylen, void (*sha256)(const void *, size_t, unsigned char *),
+                     unsigned char ipad[64], unsigned char opad[64])
+{
+    unsigned char k0[64] = {0};
+    if (keylen > sizeof k0)
+        sha256(key, keylen, k0);
+    else if (keylen > 0)
+        __builtin_memcpy(k0, key, keylen);
+    for (size_t i = 0; i < sizeof k0; i++) {
+        ipad[i] = k0[i] ^ 0x36;
+        opad[i] = k0[i] ^ 0x5c;
+    }
+    pyc_cleanse(k0, sizeof k0);
+}
+
 #endif

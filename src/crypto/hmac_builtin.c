@@ -37,22 +37,14 @@ pyc_hmac_new(const char *digest, const void *key, size_t keylen, pyc_error_t *er
         pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
     }
-    unsigned char k0[PYC_SHA256_BLOCK], pad[PYC_SHA256_BLOCK];
-    memset(k0, 0, sizeof k0);
-    if (keylen > PYC_SHA256_BLOCK)
-        pyc_sha256(key, keylen, k0);
-    else
-        memcpy(k0, key, keylen);
-    for (size_t i = 0; i < PYC_SHA256_BLOCK; i++)
-        pad[i] = k0[i] ^ 0x36;
+    unsigned char ipad[PYC_SHA256_BLOCK], opad[PYC_SHA256_BLOCK];
+    pyc_hmac_sha256_pads(key, keylen, pyc_sha256, ipad, opad);
     pyc_sha256_init(&self->inner);
-    pyc_sha256_update(&self->inner, pad, sizeof pad);
-    for (size_t i = 0; i < PYC_SHA256_BLOCK; i++)
-        pad[i] = k0[i] ^ 0x5c;
+    pyc_sha256_update(&self->inner, ipad, sizeof ipad);
     pyc_sha256_init(&self->outer);
-    pyc_sha256_update(&self->outer, pad, sizeof pad);
-    pyc_cleanse(k0, sizeof k0);
-    pyc_cleanse(pad, sizeof pad);
+    pyc_sha256_update(&self->outer, opad, sizeof opad);
+    pyc_cleanse(ipad, sizeof ipad);
+    pyc_cleanse(opad, sizeof opad);
     return self;
 }
 

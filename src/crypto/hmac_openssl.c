@@ -24,6 +24,12 @@
 
 const char pyc_hmac_backend[] = "openssl";
 
+static void
+sha256_oneshot(const void *p, size_t n, unsigned char *out)
+{
+    SHA256(p, n, out);
+}
+
 struct pyc_hmac {
     bool fast_sha256;            /* hmac-sha256 through the two SHA-256 states below */
     SHA256_CTX inner, outer;     /* SHA-256 after absorbing key^ipad and key^opad */
@@ -58,22 +64,14 @@ pyc_hmac_new(const char *digest, const void *key, size_t keylen, pyc_error_t *er
     }
     self->size = (size_t)size;
     if (strcasecmp(digest, "sha256") == 0) {
-        unsigned char k0[SHA256_CBLOCK], pad[SHA256_CBLOCK];
-        memset(k0, 0, sizeof k0);
-        if (keylen > SHA256_CBLOCK)
-            SHA256(key, keylen, k0);
-        else
-            memcpy(k0, key, keylen);
-        for (size_t i = 0; i < SHA256_CBLOCK; i++)
-            pad[i] = k0[i] ^ 0x36;
+        unsigned char ipad[SHA256_CBLOCK], opad[SHA256_CBLOCK];
+        pyc_hmac_sha256_pads(key, keylen, sha256_oneshot, ipad, opad);
         SHA256_Init(&self->inner);
-        SHA256_Update(&self->inner, pad, sizeof pad);
-        for (size_t i = 0; i < SHA256_CBLOCK; i++)
-            pad[i] = k0[i] ^ 0x5c;
+        SHA256_Update(&self->inner, ipad, sizeof ipad);
         SHA256_Init(&self->outer);
-        SHA256_Update(&self->outer, pad, sizeof pad);
-        OPENSSL_cleanse(k0, sizeof k0);
-        OPENSSL_cleanse(pad, sizeof pad);
+        SHA256_Update(&self->outer, opad, sizeof opad);
+        OPENSSL_cleanse(ipad, sizeof ipad);
+        OPENSSL_cleanse(opad, sizeof opad);
         self->fast_sha256 = true;
         return self;
     }
