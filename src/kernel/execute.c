@@ -72,6 +72,8 @@ run_cell(pyc_kernel_t *k, const char *code, const pyc_py_exec_opts_t *opts, pyc_
         atomic_store(&k->executing, 1);
         pyc_py_enter();
         pyc_py_execute(code, opts, res);
+        if (k->user_forked)
+            pyc__user_fork_exit(k);
         pyc_py_leave();
         atomic_store(&k->executing, 0);
     }
@@ -94,16 +96,13 @@ reply_bad_request(pyc_kernel_t *k, int chan, const pyc_msg_t *msg, const char *w
     json_decref(error);
 }
 
-/* Records the cell in the history (a batch, committed when the kernel is idle). */
+/* Records the cell in the history: queued in memory now, written when the kernel is idle (pyc_kernel_idle),
+ * so that no database lock is held while the cell runs. */
 static void
 history_add(pyc_kernel_t *k, int count, const char *code)
 {
     pyc_error_t err;
-    if (pyc__history(k) == NULL)
-        return;
-    if (!k->history_batch && pyc_history_batch(k->history, true, &err) == 0)
-        k->history_batch = true;
-    if (pyc_history_add(k->history, count, code, NULL, &err) < 0)
+    if (pyc__history(k) != NULL && pyc_history_queue(k->history, count, code, &err) < 0)
         pyc_log("%s", err.text);
 }
 

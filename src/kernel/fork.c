@@ -1,9 +1,9 @@
 /*
  * fork.c -- see fork.h.
  *
- * Locks: the fork happens with the GIL, the streams lock and the kernel's parent lock held by the forking
- * thread, in that order (the order every other path takes them), so the child inherits none of them held by
- * a thread that no longer exists.  Everything else that other threads may hold (the server's queues and
+ * Locks: the fork happens with the GIL held, and the kernel's fork handlers (kernel.c) take every lock of
+ * the kernel that another thread may hold, in the order of kernel.h, so the child inherits none of them held
+ * by a thread that no longer exists.  Everything else that other threads may hold (the server's queues and
  * iopub lock, ZeroMQ's internals) belongs to objects the child never touches.
  *
  * The child reports on a pipe: one record (record.h) whose one frame is the JSON report, {"pid",

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "log.h"
+
 void
 pyc__on_kernel_info(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
@@ -114,8 +116,12 @@ pyc__on_comm_info(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 void
 pyc__on_history(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
-    pyc_kernel_idle(k);          /* the answer includes the cells of the open batch */
-    pyc__reply(k, chan, msg, "history_reply", NULL, pyc_history_request(pyc__history(k), msg->content));
+    /* The answer includes the cells still queued: the client asked, so a lock is worth waiting for. */
+    pyc_error_t err;
+    pyc_history_t *h = pyc__history(k);
+    if (pyc_history_flush(h, 200, &err) < 0)
+        pyc_log("%s", err.text);
+    pyc__reply(k, chan, msg, "history_reply", NULL, pyc_history_request(h, msg->content));
 }
 
 void

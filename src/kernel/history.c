@@ -15,12 +15,13 @@
  * Cost.  The file is in WAL mode with synchronous=NORMAL: a commit appends a few pages to the WAL with write(2)
  * and does not fsync; only checkpoints (by default every 1000 WAL pages, that is every few hundred cells) sync.
  * Each pyc_history_add is therefore its own committed transaction of about 30 us (10,000 adds, timed by
- * tests/unit/test_history.c on a 2-core VM with ext4; the same inserts with synchronous=FULL, a sync per
- * commit, cost 420 us), and a cell survives a crash of the kernel as soon as the call returns.  Holding one
- * transaction open and committing on a timer would be cheaper still, but it would hold the write lock between
- * cells and stall a second kernel sharing the file; that second kernel waits for the lock at most
- * BUSY_TIMEOUT_MS.  A file where WAL is unavailable (some network file systems) keeps its rollback journal and
- * works, at the price of a sync per cell.
+ * tests/unit/kernel/test_history.c on a 2-core VM with ext4; the same inserts with synchronous=FULL, a sync
+ * per commit, cost 420 us).  All the kernels of a user share one file, so no write transaction is ever held
+ * while user code runs: the kernel queues each cell in memory (pyc_history_queue, no database work at all)
+ * and writes the queue in one short transaction when it is idle (pyc_history_flush), waiting for another
+ * kernel's lock only a few milliseconds; when the file stays locked the cells stay queued for the next idle
+ * moment, so a locked database never delays a cell nor loses its row.  A file where WAL is unavailable (some
+ * network file systems) keeps its rollback journal and works, at the price of a sync per flush.
  *
  * Queries follow IPython 8 (HistoryManager.get_tail, HistoryAccessor.get_range and search) with three
  * deliberate differences: entries of the current session carry its real number rather than 0, results are
@@ -73,10 +74,21 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_HAS_LINE] = "SELECT 1 FROM history WHERE session = ?1 AND line = ?2",
 };
 
+/* A cell waiting to be written (pyc_history_queue). */
+typedef struct pending {
+    int line;
+    char *source;                /* owned, trailing newlines stripped */
+} pending_t;
+
+/* At most this many cells wait in memory when the file stays locked: about a day of a busy session. */
+#define MAX_PENDING 65536
+
 struct pyc_history {
     sqlite3 *db;
     int session;
     sqlite3_stmt *stmt[ST_COUNT];
+    pending_t *pending;          /* owned: cells queued, oldest first */
+    size_t n_pending, cap_pending;
 };
 
 /* ---- opening and closing ------------------------------------------------------------------------------ */
@@ -188,6 +200,10 @@ pyc_history_close(pyc_history_t **self_p)
     if (self_p == NULL || *self_p == NULL)
         return;
     pyc_history_t *self = *self_p;
+    pyc_history_flush(self, BUSY_TIMEOUT_MS, NULL);   /* what could not be written now is lost */
+    for (size_t i = 0; i < self->n_pending; i++)
+        free(self->pending[i].source);
+    free(self->pending);
     sqlite3_stmt *end = NULL;
     if (sqlite3_prepare_v2(self->db,
                            "UPDATE sessions SET end = datetime('now', 'localtime'),"
@@ -249,8 +265,7 @@ pyc_history_add(pyc_history_t *self, int line, const char *source, const char *o
         len--;
     if (len > INT_MAX)
         return pyc_error_set(err, "history: cell %d is too large to record (%zu bytes)", line, len);
-    /* Inside a batch (pyc_history_batch) the batch's transaction covers both rows. */
-    bool txn = output != NULL && sqlite3_get_autocommit(self->db);
+    bool txn = output != NULL;
     if (txn && sqlite3_exec(self->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
         return db_error(self, "cannot start a transaction", err);
     sqlite3_stmt *st = self->stmt[ST_ADD];
@@ -277,18 +292,83 @@ pyc_history_add(pyc_history_t *self, int line, const char *source, const char *o
 }
 
 int
-pyc_history_batch(pyc_history_t *self, bool on, pyc_error_t *err)
+pyc_history_queue(pyc_history_t *self, int line, const char *source, pyc_error_t *err)
 {
-    assert(self != NULL);
-    bool open_txn = !sqlite3_get_autocommit(self->db);
-    if (on && !open_txn && sqlite3_exec(self->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-        return db_error(self, "cannot start a transaction", err);
-    if (!on && open_txn && sqlite3_exec(self->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        int rc = db_error(self, "cannot commit the cells of a batch", err);
-        sqlite3_exec(self->db, "ROLLBACK", NULL, NULL, NULL);
-        return rc;
+    assert(self != NULL && source != NULL);
+    size_t len = strlen(source);
+    while (len > 0 && source[len - 1] == '\n')
+        len--;
+    if (len > INT_MAX)
+        return pyc_error_set(err, "history: cell %d is too large to record (%zu bytes)", line, len);
+    if (self->n_pending == MAX_PENDING)
+        return pyc_error_code(err, PYC_EIO, "history: %d cells are waiting for the locked history file; cell %d "
+                              "is not recorded", MAX_PENDING, line);
+    if (self->n_pending == self->cap_pending) {
+        size_t cap = self->cap_pending ? self->cap_pending * 2 : 16;
+        pending_t *grown = realloc(self->pending, cap * sizeof *grown);
+        if (grown == NULL)
+            return pyc_error_code(err, PYC_ENOMEM, "out of memory");
+        self->pending = grown;
+        self->cap_pending = cap;
     }
+    char *copy = strndup(source, len);
+    if (copy == NULL)
+        return pyc_error_code(err, PYC_ENOMEM, "out of memory");
+    self->pending[self->n_pending++] = (pending_t){line, copy};
     return 0;
+}
+
+size_t
+pyc_history_pending(const pyc_history_t *self)
+{
+    return self != NULL ? self->n_pending : 0;
+}
+
+int
+pyc_history_flush(pyc_history_t *self, int wait_ms, pyc_error_t *err)
+{
+    if (self == NULL || self->n_pending == 0)
+        return 0;
+    int status = 0;
+    size_t done = 0;
+    sqlite3_busy_timeout(self->db, wait_ms);
+    int rc = sqlite3_exec(self->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        bool busy = sqlite3_errcode(self->db) == SQLITE_BUSY;
+        status = busy ? pyc_error_code(err, PYC_ETIMEDOUT, "history: the file stayed locked for %d ms by another "
+                                       "kernel; %zu cells wait for the next try", wait_ms, self->n_pending)
+                      : db_error(self, "cannot start a transaction", err);
+        goto out;
+    }
+    sqlite3_stmt *st = self->stmt[ST_ADD];
+    for (; done < self->n_pending; done++) {
+        const pending_t *p = &self->pending[done];
+        sqlite3_bind_int(st, 1, self->session);
+        sqlite3_bind_int(st, 2, p->line);
+        sqlite3_bind_text(st, 3, p->source, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        /* A line recorded twice (IPython refuses that too) is dropped, not retried for ever. */
+        if (rc == SQLITE_CONSTRAINT && status == 0)
+            status = pyc_error_set(err, "history: line %d of session %d is already recorded", p->line,
+                                   self->session);
+        else if (rc != SQLITE_DONE && rc != SQLITE_CONSTRAINT)
+            break;
+    }
+    if (done < self->n_pending || sqlite3_exec(self->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        status = db_error(self, "cannot record the queued cells", err);
+        sqlite3_exec(self->db, "ROLLBACK", NULL, NULL, NULL);
+        done = 0;                /* nothing was written: all stay queued */
+        goto out;
+    }
+    for (size_t i = 0; i < done; i++)
+        free(self->pending[i].source);
+    memmove(self->pending, self->pending + done, (self->n_pending - done) * sizeof *self->pending);
+    self->n_pending -= done;
+out:
+    sqlite3_busy_timeout(self->db, BUSY_TIMEOUT_MS);
+    return status;
 }
 
 int

@@ -8,7 +8,8 @@
  * numbers behind them are described at the top of history.c.
  *
  * Thread-safety: none.  A pyc_history_t belongs to the kernel's main thread, which makes every call.  Two
- * kernels (two processes) may share one file: SQLite's locking and a busy timeout arbitrate between them.
+ * kernels (two processes) may share one file: SQLite's locking arbitrates between them, and no write
+ * transaction is held between calls (history.c says how cells are queued and written when idle).
  */
 #ifndef PYC_HISTORY_H
 #define PYC_HISTORY_H
@@ -45,11 +46,19 @@ int pyc_history_session(const pyc_history_t *self);
  * in this session (IPython refuses such duplicates too).  source and output must be NUL-terminated UTF-8. */
 int pyc_history_add(pyc_history_t *self, int line, const char *source, const char *output, pyc_error_t *err);
 
-/* Opens (on) or commits (off) a batch: while it is open, adds share one transaction, so a burst of cells
- * costs one commit instead of one each, and they are durable only once the batch is committed.  The kernel
- * opens a batch at its first cell and commits it whenever it is about to wait for requests, so the file
- * holds every cell whenever the kernel is idle.  Returns 0, or -1 with err. */
-int pyc_history_batch(pyc_history_t *self, bool on, pyc_error_t *err);
+/* Queues cell `line` (the execution_count) of the current session, copied, for the next pyc_history_flush.
+ * Touches no database and takes no lock, so that recording a cell never waits for another kernel that shares
+ * the file.  Returns 0, or -1 with err (out of memory, or PYC_EIO when 65536 cells already wait). */
+int pyc_history_queue(pyc_history_t *self, int line, const char *source, pyc_error_t *err);
+
+/* Writes the queued cells in one transaction, waiting at most wait_ms for another kernel's lock on the
+ * file.  Returns 0 when nothing waits any more; -1 with err otherwise: PYC_ETIMEDOUT when the file stayed
+ * locked (every cell stays queued for the next call), or a database error.  A cell whose line is already
+ * recorded is dropped with an error.  NULL-safe. */
+int pyc_history_flush(pyc_history_t *self, int wait_ms, pyc_error_t *err);
+
+/* How many queued cells wait to be written.  NULL-safe. */
+size_t pyc_history_pending(const pyc_history_t *self);
 
 /* Sets the output of an already-added line of the current session (result arrives after the source).
  * Replaces an earlier output of that line; output NULL removes it.  Returns 0, or -1 with err when the line

@@ -40,6 +40,14 @@ host_publish_ex(void *ctx, const char *msg_type, json_t *content, json_t *metada
                 size_t nbuf)
 {
     pyc_kernel_t *k = ctx;
+    if (k->user_forked) {
+        /* A child of user code has no channel of its own (atfork_child): only its streams reach the cell. */
+        json_decref(content);
+        json_decref(metadata);
+        for (size_t i = 0; i < nbuf; i++)
+            pyc_outframe_drop(&buffers[i]);
+        return;
+    }
     pyc_streams_flush(k->streams);
     char *text = json_dumps(content, JSON_COMPACT);
     char *md = metadata != NULL ? json_dumps(metadata, JSON_COMPACT) : NULL;
@@ -87,7 +95,7 @@ host_input(void *ctx, const char *prompt, bool password, char **out, pyc_error_t
     pyc_kernel_t *k = ctx;
     const pyc_msg_t *req = k->current;
     *out = NULL;
-    if (req == NULL || !k->allow_stdin)
+    if (req == NULL || !k->allow_stdin || k->user_forked)
         return pyc_error_set(err, "input() is not available: the frontend does not support stdin "
                                   "(allow_stdin is false)");
     pyc_streams_flush(k->streams);

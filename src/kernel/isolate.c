@@ -108,6 +108,7 @@ iso_child(pyc_kernel_t *k, int fd, const char *code, const pyc_py_exec_opts_t *o
     char *text = json_dumps(out, JSON_COMPACT);
     pyc_frame_t frames[2] = {{text != NULL ? text : "{}", text != NULL ? strlen(text) : 2},
                              {blob != NULL ? blob : "", blen}};
+    pyc_streams_flush(k->streams);           /* the last partial line, before the outcome */
     fflush(NULL);
     pyc_record_write(fd, ISO_DONE, 0, frames, 2);
     _exit(0);

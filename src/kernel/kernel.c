@@ -15,6 +15,103 @@
 #include "fork.h"
 #include "log.h"
 
+/* How long an idle kernel waits for another kernel's lock on the shared history file before it tries again
+ * later: short, because a request may be arriving meanwhile. */
+#define HISTORY_IDLE_WAIT_MS 5
+
+/* ---- fork safety ----------------------------------------------------------------------------------- */
+
+/* The kernel of this process, for the fork handlers (a process has one kernel). */
+static pyc_kernel_t *fork_kernel;
+/* True while pyc_kernel_fork forks (main thread only): the child is the kernel's own (an isolated cell, a
+ * forked session), which sets itself up; any other fork is user code's (os.fork, multiprocessing). */
+static bool kernel_forking;
+
+/* Before any fork(2) of this process, from whatever thread calls it: takes every lock of the kernel that
+ * another thread may hold, in the order of kernel.h, so that the child inherits none of them taken by a
+ * thread that does not exist in it.  (The GIL is held by the forking thread already when Python forks, and
+ * by pyc_kernel_fork.)  The server's locks and the guard's belong to objects a child never uses: a forked
+ * session makes its own, and a user's child leaves the kernel's sockets alone (atfork_child). */
+static void
+atfork_prepare(void)
+{
+    pyc_kernel_t *k = fork_kernel;
+    if (k == NULL)
+        return;
+    pyc_streams_lock(k->streams);
+    pthread_mutex_lock(&k->parent_lock);
+    pyc_outgate_lock(&k->out);
+    pthread_mutex_lock(&k->usage_lock);
+}
+
+static void
+atfork_parent(void)
+{
+    pyc_kernel_t *k = fork_kernel;
+    if (k == NULL)
+        return;
+    pthread_mutex_unlock(&k->usage_lock);
+    pyc_outgate_unlock(&k->out);
+    pthread_mutex_unlock(&k->parent_lock);
+    pyc_streams_unlock(k->streams);
+}
+
+/* In the child.  A child of user code (a multiprocessing worker, os.fork in a cell) is not a kernel: its
+ * output goes straight to the fds it inherited, which are the pipes the kernel drains, so that it reaches
+ * the cell that made the child, as under ipykernel; it publishes nothing else (the kernel's sockets are the
+ * parent's, and their threads do not exist here). */
+static void
+atfork_child(void)
+{
+    atfork_parent();
+    pyc_kernel_t *k = fork_kernel;
+    if (k != NULL && !kernel_forking) {
+        k->user_forked = true;
+        pyc_streams_set_passthrough(k->streams);
+    }
+}
+
+/* Registers the fork handlers once per process; fork_kernel says which kernel they guard. */
+static int
+atfork_install(pyc_kernel_t *k, pyc_error_t *err)
+{
+    static bool installed;
+    if (!installed) {
+        if (pthread_atfork(atfork_prepare, atfork_parent, atfork_child) != 0)
+            return pyc_error_set(err, "pthread_atfork failed");
+        installed = true;
+    }
+    fork_kernel = k;
+    return 0;
+}
+
+pid_t
+pyc_kernel_fork(pyc_kernel_t *k, int *errno_out)
+{
+    /* The GIL first, then CPython's before-fork handlers (Python code: it may print, so none of our locks
+     * may be held yet), then fork(2), around which atfork_prepare takes the kernel's locks. */
+    (void)k;
+    pyc_py_enter();
+    pyc_py_fork_prepare();
+    kernel_forking = true;
+    pid_t pid = fork();
+    *errno_out = errno;
+    kernel_forking = false;
+    pyc_py_fork_done(pid);
+    pyc_py_leave();
+    return pid;
+}
+
+void
+pyc__user_fork_exit(pyc_kernel_t *k)
+{
+    /* A child of user code that came back from the cell (os.fork() without os._exit): it must not go on as a
+     * second kernel on its parent's sockets.  What it printed has reached the cell already. */
+    (void)k;
+    fflush(NULL);
+    _exit(0);
+}
+
 pyc_kernel_t *
 pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
 {
@@ -66,7 +163,7 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     k->username_json = json_dumps(u, JSON_ENCODE_ANY);
     json_decref(u);
     k->streams = pyc_streams_new(pyc__stream_publish, k, err);
-    if (k->username_json == NULL || k->streams == NULL) {
+    if (k->username_json == NULL || k->streams == NULL || atfork_install(k, err) < 0) {
         if (k->username_json == NULL)
             pyc_error_code(err, PYC_ENOMEM, "out of memory");
         pyc_kernel_destroy(&k);
@@ -81,6 +178,8 @@ pyc_kernel_destroy(pyc_kernel_t **k_p)
     if (k_p == NULL || *k_p == NULL)
         return;
     pyc_kernel_t *k = *k_p;
+    if (fork_kernel == k)
+        fork_kernel = NULL;
     pyc_guard_destroy(&k->guard);
     pyc_streams_destroy(&k->streams);
     pyc_kernel_idle(k);
@@ -133,29 +232,6 @@ pyc_kernel_starting(pyc_kernel_t *k)
     pyc__status(k, NULL, "starting");
 }
 
-pid_t
-pyc_kernel_fork(pyc_kernel_t *k, int *errno_out)
-{
-    /* The GIL first, then CPython's before-fork handlers (Python code: it may print, so none of our locks
-     * may be held yet), then the streams lock, the parent lock and the output cap's lock -- the order every
-     * other path takes them (kernel.h) -- around the bare fork(2) only, so that the child never inherits one
-     * of them taken by another thread.  The guard's lock is not taken: a forked kernel starts a guard of its
-     * own (pyc_guard_restart_in_child) and an isolated cell's child never uses it. */
-    pyc_py_enter();
-    pyc_py_fork_prepare();
-    pyc_streams_lock(k->streams);
-    pthread_mutex_lock(&k->parent_lock);
-    pyc_outgate_lock(&k->out);
-    pid_t pid = fork();
-    *errno_out = errno;
-    pyc_outgate_unlock(&k->out);
-    pthread_mutex_unlock(&k->parent_lock);
-    pyc_streams_unlock(k->streams);
-    pyc_py_fork_done(pid);
-    pyc_py_leave();
-    return pid;
-}
-
 int
 pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const pyc_connfile_t *cf,
                         const char *id, pyc_error_t *err)
@@ -174,7 +250,6 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     pyc_fork_keep_inherited(k->history);
     k->history = NULL;
     k->history_tried = false;
-    k->history_batch = false;
     if (pyc_guard_restart_in_child(k->guard, err) < 0)
         return -1;
     /* A forked session checkpoints on its own, starting from every cell of its parent's. */
@@ -215,12 +290,12 @@ pyc_kernel_idle(pyc_kernel_t *k)
 {
     if (k->n_children > 0)
         pyc__reap_children(k);
-    if (k->history_batch) {
-        pyc_error_t err;
-        if (pyc_history_batch(k->history, false, &err) < 0)
-            pyc_log("%s", err.text);
-        k->history_batch = false;
-    }
+    /* The history file is shared with the user's other kernels: wait for their lock only briefly, and
+     * try again at the next idle moment (at least once a second) when it is taken. */
+    pyc_error_t err;
+    if (pyc_history_pending(k->history) > 0 && pyc_history_flush(k->history, HISTORY_IDLE_WAIT_MS, &err) < 0 &&
+        err.code != PYC_ETIMEDOUT)
+        pyc_log("%s", err.text);
 }
 
 bool

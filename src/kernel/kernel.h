@@ -32,8 +32,11 @@
  *   usage_lock      the CPU counters of usage_request             control thread
  *   guard lock      the deadline and the cell's state (guard.c)   main, guard; never held across a callback
  *                                                                 other than interrupt and expire
- * pyc_kernel_fork takes the GIL, then streams, parent_lock and out.lock around fork(2), so that a child
- * never inherits one of them held by a thread that does not exist in it.
+ * Every fork(2) of the process -- the kernel's own (pyc_kernel_fork) and user code's (os.fork,
+ * multiprocessing) -- takes streams, parent_lock, out.lock and usage_lock in this order in a pthread_atfork
+ * handler (kernel.c), so that a child never inherits one of them held by a thread that does not exist in it.
+ * A child of user code is no kernel: its output goes to the inherited pipes, which the kernel drains into the
+ * running cell, and it publishes nothing else.
  */
 #ifndef PYC_KERNEL_H
 #define PYC_KERNEL_H

@@ -83,10 +83,10 @@ struct pyc_kernel {
     char *kernel_info;           /* owned: the kernel_info_reply content, made by pyc_kernel_starting */
     pyc_history_t *history;      /* owned; opened on first use (pyc__history); NULL when it could not be */
     bool history_tried;
-    bool history_batch;          /* a batch of history rows is open (committed when idle) */
     pyc__child_t *children;      /* owned: live forked sessions, reaped when idle */
     int n_children;
     bool just_forked;            /* this process is a child that has not finished the fork request */
+    bool user_forked;            /* this process is a child of user code (os.fork): not a kernel */
     pyc__cell_t cell;
     void *mem_reserve;           /* address space kept back for the kernel's own C work under a memory cap */
     pyc_checkpoint_t *checkpoint;/* owned; made on first use (pyc__checkpoint); NULL when off */
@@ -227,5 +227,8 @@ void pyc__memory_reserve(pyc_kernel_t *k, bool keep);
 
 /* The history, opened on first use; NULL when it is off. */
 pyc_history_t *pyc__history(pyc_kernel_t *k);
+
+/* In a child of user code that returned from the cell: ends the process (it must not act as a kernel). */
+void pyc__user_fork_exit(pyc_kernel_t *k);
 
 #endif

@@ -240,11 +240,38 @@ pyc_streams_capture_fds(pyc_streams_t *s, pyc_error_t *err)
     return 0;
 }
 
+/* Passthrough: writes out what is pending of a stream up to its last newline (everything when all), so that
+ * whole lines reach the shared pipe in one write(2) -- atomic up to PIPE_BUF bytes, and thus not interleaved
+ * with the lines of other processes writing to the same pipe.  A failed write loses the text, as a closed
+ * terminal would.  Caller holds the lock. */
+static void
+passthrough_out(pyc_streams_t *s, int which, bool all)
+{
+    one_stream_t *st = &s->s[which];
+    const char *nl = all ? NULL : memrchr(st->pending.data, '\n', st->pending.len);
+    size_t n = all ? st->pending.len : nl != NULL ? (size_t)(nl - st->pending.data) + 1 : 0;
+    if (n == 0)
+        return;
+    pyc_write_all(which + 1, st->pending.data, n);
+    memmove(st->pending.data, st->pending.data + n, st->pending.len - n);
+    st->pending.len -= n;
+}
+
 void
 pyc_streams_write(pyc_streams_t *s, int which, const char *data, size_t n)
 {
     if (s->passthrough) {
-        pyc_write_all(which + 1, data, n);   /* a failed write loses the text, as a closed terminal would */
+        pthread_mutex_lock(&s->lock);
+        if (which != s->last)
+            passthrough_out(s, s->last, true);
+        s->last = which;
+        if (pyc_buf_add(&s->s[which].pending, data, n) < 0) {
+            passthrough_out(s, which, true);
+            pyc_write_all(which + 1, data, n);
+        } else {
+            passthrough_out(s, which, s->s[which].pending.len >= PYC_STREAM_CHUNK);
+        }
+        pthread_mutex_unlock(&s->lock);
         return;
     }
     pthread_mutex_lock(&s->lock);
@@ -256,8 +283,13 @@ pyc_streams_write(pyc_streams_t *s, int which, const char *data, size_t n)
 void
 pyc_streams_flush(pyc_streams_t *s)
 {
-    if (s->passthrough)
+    if (s->passthrough) {
+        pthread_mutex_lock(&s->lock);
+        passthrough_out(s, 1 - s->last, true);
+        passthrough_out(s, s->last, true);
+        pthread_mutex_unlock(&s->lock);
         return;
+    }
     pthread_mutex_lock(&s->lock);
     drain_pipe(s, PYC_STDOUT, false);
     drain_pipe(s, PYC_STDERR, false);
@@ -339,5 +371,8 @@ pyc_streams_abandon(pyc_streams_t **s_p)
 void
 pyc_streams_set_passthrough(pyc_streams_t *s)
 {
+    /* In a child: what the parent had pending is the parent's to publish, not this process's to repeat. */
+    for (int i = 0; i < 2; i++)
+        s->s[i].pending.len = 0;
     s->passthrough = true;
 }

@@ -49,8 +49,10 @@ void pyc_streams_flush(pyc_streams_t *s);
 /* While discarding, output of both streams is dropped (silent cells).  Flush before turning it on. */
 void pyc_streams_set_discard(pyc_streams_t *s, bool discard);
 
-/* In the child of a fork-isolated cell: writes go straight to fds 1 and 2 (the parent's pipes), so that
- * the parent publishes the child's output, Python-level and fd-level alike, in the order it was written. */
+/* In a forked child (an isolated cell's, or one of user code): writes go to fds 1 and 2 (the parent's pipes),
+ * a whole line at a time (and whatever is left on pyc_streams_flush), so that the parent publishes the
+ * child's output, Python-level and fd-level alike, in the order it was written, and lines of concurrent
+ * children do not interleave. */
 void pyc_streams_set_passthrough(pyc_streams_t *s);
 
 /* Holds the streams lock across fork(), so that the child never inherits it locked by the flusher. */

@@ -120,8 +120,12 @@ request(const char *msg_type, json_t *content, json_t *metadata)
     snprintf(header, sizeof header,
              "{\"msg_id\":\"%s\",\"msg_type\":\"%s\",\"session\":\"s\",\"username\":\"u\",\"date\":\"\","
              "\"version\":\"5.3\"}", id, msg_type);
-    char *c = json_dumps(content != NULL ? content : json_object(), JSON_COMPACT);
-    char *md = json_dumps(metadata != NULL ? metadata : json_object(), JSON_COMPACT);
+    if (content == NULL)
+        content = json_object();
+    if (metadata == NULL)
+        metadata = json_object();
+    char *c = json_dumps(content, JSON_COMPACT);
+    char *md = json_dumps(metadata, JSON_COMPACT);
     json_decref(content);
     json_decref(metadata);
     pyc_frame_t dicts[4] = {{header, strlen(header)}, {"{}", 2}, {md, strlen(md)}, {c, strlen(c)}};

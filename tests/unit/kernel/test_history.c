@@ -550,6 +550,61 @@ now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+/* Cells are queued without touching the file and written when flushed; a flush waits for another kernel's
+ * lock only as long as it is told, keeps the cells queued when the file stays locked, and holds no lock
+ * afterwards (a second kernel can write at once). */
+static void
+test_queue_and_flush_under_a_lock(void **state)
+{
+    char path[PATH_MAX];
+    pyc_error_t err;
+    join(path, (char *)*state, "history.sqlite");
+    pyc_history_t *h = open_ok(path);
+    sqlite3 *other = NULL;
+    assert_int_equal(sqlite3_open(path, &other), SQLITE_OK);
+
+    /* Another kernel holds the write lock (a long transaction, the way pyc's batches once did). */
+    assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(pyc_history_queue(h, 1, "a = 1\n\n", &err), 0);   /* no database work: no wait */
+    assert_int_equal(pyc_history_queue(h, 2, "b = 2", &err), 0);
+    assert_int_equal(pyc_history_pending(h), 2);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(pyc_history_flush(h, 5, &err), -1);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    assert_int_equal(err.code, PYC_ETIMEDOUT);
+    assert_non_null(strstr(err.text, "2 cells wait"));
+    assert_true(waited < 0.5);                       /* a few ms asked; generous for a loaded machine */
+    assert_int_equal(pyc_history_pending(h), 2);     /* kept, not lost */
+    assert_int_equal(sqlite3_exec(other, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+
+    assert_int_equal(pyc_history_flush(h, 5, &err), 0);
+    assert_int_equal(pyc_history_pending(h), 0);
+    expect_history(h, "{\"hist_access_type\": \"range\", \"session\": 0}",
+                   "[[1, 1, \"a = 1\"], [1, 2, \"b = 2\"]]");
+    /* No transaction is left open: the other connection writes at once. */
+    sqlite3_busy_timeout(other, 0);
+    assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(other, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    /* A line queued twice is dropped with an error, and the rest is written. */
+    assert_int_equal(pyc_history_queue(h, 2, "again", &err), 0);
+    assert_int_equal(pyc_history_queue(h, 3, "c", &err), 0);
+    assert_int_equal(pyc_history_flush(h, 5, &err), -1);
+    assert_non_null(strstr(err.text, "already recorded"));
+    assert_int_equal(pyc_history_pending(h), 0);
+    expect_history(h, "{\"hist_access_type\": \"tail\", \"n\": 1}", "[[1, 3, \"c\"]]");
+    /* Closing flushes what waits. */
+    assert_int_equal(pyc_history_queue(h, 4, "d", &err), 0);
+    pyc_history_close(&h);
+    h = open_ok(path);
+    expect_history(h, "{\"hist_access_type\": \"range\", \"session\": -1, \"start\": 4}", "[[1, 4, \"d\"]]");
+    pyc_history_close(&h);
+    sqlite3_close(other);
+    assert_int_equal(pyc_history_flush(NULL, 5, &err), 0);
+    assert_int_equal(pyc_history_pending(NULL), 0);
+}
+
 static void
 test_add_cost(void **state)
 {
@@ -607,6 +662,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_open_failures, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_bad_utf8_in_file, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test(test_default_path),
+        cmocka_unit_test_setup_teardown(test_queue_and_flush_under_a_lock, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_add_cost, unit_tmpdir_setup, unit_tmpdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

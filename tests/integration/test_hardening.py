@@ -1,0 +1,122 @@
+"""Hardening (issue 14): what a kernel must survive -- shared files, forks made by user code, hostile display
+data, code that loops where no cell runs, output and memory that try to escape their caps, and requests that
+cannot be parsed -- each written to fail on the kernel before the fix.  The tests that apply to any kernel run
+against ipykernel too (PYC_TEST_ARGV); the others are marked pyc-only.
+"""
+
+import os
+import threading
+import time
+
+import pytest
+
+import pyctest
+from pyctest import IS_PYC, execute, pyc_only, stream_text
+
+#: Where ipykernel (Debian's 6.x, the reference these suites calibrate against) falls short of what pyc
+#: promises: the test still runs against it, and must fail there.
+ipykernel_falls_short = pytest.mark.xfail(not IS_PYC, strict=True, reason="ipykernel falls short here")
+
+
+# ---- 1. the history file shared by two kernels ----------------------------------------------------------
+
+
+@pyc_only
+def test_shared_history_file_never_stalls_the_other_kernel(tmp_path):
+    """Kernel A runs a long cell while kernel B, on the same history file, runs cells: none of B's cells waits
+    for A's (B finishes all five while A's cell still runs), and every cell of both is in the history."""
+    shared = {"PYC_HISTORY_FILE": str(tmp_path / "history.sqlite")}
+    a = pyctest.Kernel("pyc", env=shared)
+    b = pyctest.Kernel("pyc", env=shared)
+    try:
+        execute(a.kc, "a0 = 0")
+        execute(b.kc, "b0 = 0")
+        long_id = a.kc.execute("import time; time.sleep(4); a1 = 1")
+        time.sleep(0.5)                     # A is inside its cell (and once held the write lock here)
+        for i in range(1, 6):
+            last, _ = execute(b.kc, "b%d = %d" % (i, i))
+            assert last["content"]["status"] == "ok"
+        reply = pyctest.get_reply(a.kc, long_id, timeout=30)
+        assert reply["content"]["status"] == "ok"
+        # B's cells were all done while A's cell still ran: B did not wait for A's lock.
+        assert last["header"]["date"] < reply["header"]["date"]
+        pyctest.iopub_for(a.kc, long_id)
+        for k, want in ((a, ["a0 = 0", "import time; time.sleep(4); a1 = 1"]),
+                        (b, ["b%d = %d" % (i, i) for i in range(6)])):
+            reply, _ = pyctest.request(k.kc, "history_request",
+                                       {"hist_access_type": "range", "session": 0, "output": False, "raw": True})
+            got = [entry[2] for entry in reply["content"]["history"]]
+            assert got == want
+        assert "database is locked" not in a.stderr() + b.stderr()
+    finally:
+        a.shutdown()
+        b.shutdown()
+
+
+# ---- 2. forks made by user code ---------------------------------------------------------------------------
+
+
+@ipykernel_falls_short
+def test_user_forks_with_a_printing_thread_never_hang_and_their_output_reaches_the_cell(kc):
+    """50 os.fork() while another thread prints without pause: no child inherits a lock held by that thread
+    (about 3 in 100 forks hung before), and every child's print() reaches the cell as a whole line
+    (ipykernel interleaves the children's lines within lines)."""
+    code = """
+import os, threading, time
+stop = False
+def chatter():
+    while not stop:
+        print("t", end="", flush=True)
+        time.sleep(0.0005)
+th = threading.Thread(target=chatter, daemon=True)
+th.start()
+pids = []
+for i in range(50):
+    pid = os.fork()
+    if pid == 0:
+        print("child %d" % i, flush=True)
+        os._exit(0)
+    pids.append(pid)
+for p in pids:
+    os.waitpid(p, 0)
+stop = True
+th.join()
+print()
+"""
+    reply, msgs = execute(kc, code, timeout=60)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    out = stream_text(msgs)
+    for i in range(50):
+        assert "child %d\n" % i in out, i
+
+
+@ipykernel_falls_short
+def test_multiprocessing_pool_output_reaches_the_cell(kc):
+    """Workers' lines reach the cell whole (ipykernel interleaves them within lines)."""
+    code = """
+import multiprocessing as mp
+def square(x):
+    print("worker", x, flush=True)
+    return x * x
+with mp.get_context("fork").Pool(2) as pool:
+    print(sum(pool.map(square, range(20))))
+"""
+    reply, msgs = execute(kc, code, timeout=60)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    out = stream_text(msgs)
+    assert "2470\n" in out
+    for x in range(20):
+        assert "worker %d\n" % x in out, x
+
+
+@pyc_only
+def test_a_fork_child_that_returns_from_the_cell_is_not_a_second_kernel(kc):
+    """os.fork() without os._exit: the child's cell ends, and the child ends with it instead of answering as a
+    second kernel on the parent's sockets (one reply, one idle)."""
+    reply, msgs = execute(kc, "import os\npid = os.fork()\nprint('in', 'child' if pid == 0 else 'parent')")
+    assert reply["content"]["status"] == "ok"
+    out = stream_text(msgs)
+    assert "in parent" in out
+    pyctest.drain(kc, "shell", quiet=0.5)
+    reply, msgs = execute(kc, "import os\nos.waitpid(pid, 0)[1]")
+    assert pyctest.result_text(msgs) == "0"
