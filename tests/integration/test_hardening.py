@@ -5,7 +5,7 @@ against ipykernel too (PYC_TEST_ARGV); the others are marked pyc-only.
 """
 
 import os
-import threading
+import subprocess
 import time
 
 import pytest
@@ -120,3 +120,60 @@ def test_a_fork_child_that_returns_from_the_cell_is_not_a_second_kernel(kc):
     pyctest.drain(kc, "shell", quiet=0.5)
     reply, msgs = execute(kc, "import os\nos.waitpid(pid, 0)[1]")
     assert pyctest.result_text(msgs) == "0"
+
+
+# ---- 3. pyc.fork while control answers usage_request ---------------------------------------------------------
+
+
+POLLER = """
+import os, sys
+from jupyter_client import BlockingKernelClient
+kc = BlockingKernelClient()
+kc.load_connection_file(sys.argv[1])
+kc.start_channels()
+n = 0
+while not os.path.exists(sys.argv[2]):
+    kc.control_channel.send(kc.session.msg("usage_request", {}))
+    kc.get_control_msg(timeout=10)
+    n += 1
+    if n == 5:
+        open(sys.argv[3], "w").close()
+kc.stop_channels()
+"""
+
+
+@pyc_only
+def test_fork_under_usage_polling_gives_children_that_answer(fresh_kernel, tmp_path):
+    """A resource indicator (JupyterLab's) polls usage_request on control; a fork that happened while control
+    held its lock gave a child whose control deadlocked on its first usage_request (4 to 6 of 8 children)."""
+    import sys
+
+    sys.path.insert(0, os.path.join(pyctest.PYC_SRCDIR, "cli", "python"))
+    import pyc_client
+
+    # The poller is a process of its own (a second client in this process would share its ZeroMQ context).
+    stop, polling = tmp_path / "stop", tmp_path / "polling"
+    poller = subprocess.Popen([pyctest.PYC_PYTHON, "-c", POLLER, fresh_kernel.km.connection_file, str(stop),
+                               str(polling)], env=pyctest.child_env())
+    pyctest.register_pid(poller.pid)
+    children = []
+    try:
+        deadline = time.monotonic() + 30
+        while not polling.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert polling.exists()
+        for _ in range(4):
+            children += pyc_client.fork(fresh_kernel.kc, 2)
+        stop.touch()
+        assert poller.wait(timeout=30) == 0
+        assert len(children) == 8
+        for c in children:
+            pyctest.register_pid(c.pyc_child["pid"])
+            reply, _ = pyctest.request(c, "usage_request", {}, channel="control", timeout=10)
+            assert reply["content"]["status"] == "ok"
+    finally:
+        stop.touch()
+        pyctest.kill_pid(poller.pid)
+        for c in children:
+            c.stop_channels()
+            pyctest.kill_pid(c.pyc_child["pid"])
