@@ -13,8 +13,15 @@
 
 #include "msg.h"
 
-json_t *
-pyc__py_to_json(PyObject *obj)
+/* The deepest nesting of display data converted to JSON.  IPython's JSON formatter has no limit of its own
+ * and Python's json module stops at the interpreter's recursion limit (1000); 256 keeps the C stack of the
+ * conversion small (a few kB per level) on any thread. */
+#define MAX_JSON_DEPTH 256
+
+/* Converts obj, whose containers on the way down from the top are path[0..depth): a container that is
+ * already on the path is a reference cycle, which JSON cannot express. */
+static json_t *
+to_json_at(PyObject *obj, PyObject **path, int depth)
 {
     if (obj == Py_None)
         return json_null();
@@ -40,6 +47,20 @@ pyc__py_to_json(PyObject *obj)
         json_t *s = json_stringn(p, (size_t)n);
         return s != NULL ? s : json_string("");
     }
+    if (PyDict_Check(obj) || PyList_Check(obj) || PyTuple_Check(obj)) {
+        for (int i = 0; i < depth; i++) {
+            if (path[i] == obj) {
+                PyErr_SetString(PyExc_ValueError, "display data holds a reference cycle (a container that "
+                                                  "contains itself), which JSON cannot express");
+                return NULL;
+            }
+        }
+        if (depth == MAX_JSON_DEPTH) {
+            PyErr_Format(PyExc_ValueError, "display data is nested more than %d levels deep", MAX_JSON_DEPTH);
+            return NULL;
+        }
+        path[depth] = obj;
+    }
     if (PyDict_Check(obj)) {
         json_t *o = json_object();
         PyObject *key, *value;
@@ -50,7 +71,7 @@ pyc__py_to_json(PyObject *obj)
                 json_decref(o);
                 return NULL;
             }
-            json_t *v = pyc__py_to_json(value);
+            json_t *v = to_json_at(value, path, depth + 1);
             const char *kp = PyUnicode_AsUTF8(ks);
             if (v == NULL || kp == NULL) {
                 Py_DECREF(ks);
@@ -67,7 +88,7 @@ pyc__py_to_json(PyObject *obj)
         json_t *a = json_array();
         Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
         for (Py_ssize_t i = 0; i < n; i++) {
-            json_t *v = pyc__py_to_json(PySequence_Fast_GET_ITEM(obj, i));
+            json_t *v = to_json_at(PySequence_Fast_GET_ITEM(obj, i), path, depth + 1);
             if (v == NULL) {
                 json_decref(a);
                 return NULL;
@@ -79,9 +100,16 @@ pyc__py_to_json(PyObject *obj)
     PyObject *s = PyObject_Str(obj);
     if (s == NULL)
         return NULL;
-    json_t *r = pyc__py_to_json(s);
+    json_t *r = to_json_at(s, path, depth);
     Py_DECREF(s);
     return r;
+}
+
+json_t *
+pyc__py_to_json(PyObject *obj)
+{
+    PyObject *path[MAX_JSON_DEPTH];
+    return to_json_at(obj, path, 0);
 }
 
 PyObject *

@@ -41,7 +41,8 @@ PyObject *pyc__py_stream_new(int which);
 int pyc__py_stream_ready(PyObject *module);
 
 /* Converts a Python value to JSON (dict with str keys, list, tuple, str, int, float, bool, None; anything
- * else by str()).  Returns a new reference, or NULL with a Python error set. */
+ * else by str()).  Returns a new reference, or NULL with a Python error set: ValueError for a reference cycle
+ * or nesting deeper than 256 levels (which once overflowed the C stack). */
 json_t *pyc__py_to_json(PyObject *obj);
 
 /* Writes the current Python exception as one line "pyc: <what> failed: <ename>: <evalue>" to the cell's

@@ -177,3 +177,27 @@ def test_fork_under_usage_polling_gives_children_that_answer(fresh_kernel, tmp_p
         for c in children:
             c.stop_channels()
             pyctest.kill_pid(c.pyc_child["pid"])
+
+
+# ---- 4. display data that JSON cannot hold ------------------------------------------------------------------
+
+
+@pyc_only
+@pytest.mark.parametrize("make", [
+    "d = {}\nd['self'] = d",
+    "d = []\nfor _ in range(100000):\n    d = [d]",
+    "d = {'a': [1, 2]}\nd['a'].append(d)",
+])
+def test_cyclic_or_deep_display_data_is_an_error_not_a_crash(kc, make):
+    reply, msgs = execute(kc, make + "\ndisplay({'application/json': d}, raw=True)")
+    assert reply["content"]["status"] == "error"
+    assert reply["content"]["ename"] == "ValueError"
+    assert "cycle" in reply["content"]["evalue"] or "levels deep" in reply["content"]["evalue"]
+    pyctest.assert_alive(kc)
+
+
+def test_repr_json_returning_a_cycle_leaves_the_kernel_alive(kc):
+    code = ("class Loop:\n    def _repr_json_(self):\n        d = {}\n        d['d'] = d\n        return d\n"
+            "Loop()")
+    execute(kc, code, timeout=30)
+    pyctest.assert_alive(kc)
