@@ -175,7 +175,7 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     if (iso_md != NULL)
         outcome = json_string_value(json_object_get(iso_md, "outcome"));
     if (why != PYC_GUARD_NONE) {
-        pyc_limit_stop_t stop = {why, false, k->cell.isolated, k->cell.timeout, k->limits.lifetime,
+        pyc_limit_stop_t stop = {NULL, why, false, k->cell.isolated, k->cell.timeout, k->limits.lifetime,
                                  k->limits.cell_grace};
         json_t *e = pyc_outcome_limit_error(&stop, json_object_get(res.error, "traceback"));
         json_decref(res.error);
@@ -285,7 +285,16 @@ static void
 guard_interrupt(void *ctx, int why)
 {
     pyc_kernel_t *k = ctx;
-    pyc_log("cell %d ran past its %s; interrupting it", k->cell.count, pyc_outcome_limit_names[why]);
+    pid_t iso = (pid_t)atomic_load(&k->iso_pid);
+    pyc_log("%s ran past its %s; %s", k->current != NULL ? k->current->msg_type : "a cell",
+            pyc_outcome_limit_names[why], iso > 0 ? "killing its process" : "interrupting it");
+    if (iso > 0) {
+        /* Independent of SIGINT, which Python code may have taken over (signal.signal). */
+        int none = 0;
+        atomic_compare_exchange_strong(&k->iso_stop, &none, ISO_STOP_DEADLINE);
+        kill(iso, SIGKILL);
+        return;
+    }
     pthread_kill(k->main_thread, SIGINT);
 }
 
@@ -312,8 +321,21 @@ guard_stuck(void *ctx, int why)
             k->cell.count, k->limits.cell_grace);
     pyc_streams_flush(k->streams);
     pyc_outgate_stop(&k->out);   /* whatever the stuck cell or its threads print now goes nowhere */
-    if (msg != NULL) {
-        pyc_limit_stop_t stop = {why, true, k->cell.isolated, k->cell.timeout, k->limits.lifetime,
+    if (msg != NULL && strcmp(msg->msg_type, "execute_request") != 0) {
+        /* A completion, inspection or comm stuck in user code: its own reply type, with the error. */
+        char type[128], what[160];
+        const char *us = strrchr(msg->msg_type, '_');
+        int base = (int)(us != NULL ? us - msg->msg_type : (long)strlen(msg->msg_type));
+        snprintf(type, sizeof type, "%.*s_reply", base < 100 ? base : 100, msg->msg_type);
+        snprintf(what, sizeof what, "the %.100s", msg->msg_type);
+        pyc_limit_stop_t stop = {.what = what, .why = why, .stuck = true, .cell_timeout = k->cell.timeout,
+                                 .lifetime = k->limits.lifetime, .grace = k->limits.cell_grace};
+        json_t *err = pyc_outcome_limit_error(&stop, NULL);
+        json_object_set_new(err, "status", json_string("error"));
+        pyc__reply(k, k->cell.chan, msg, type, NULL, err);
+        pyc__status(k, msg, "idle");
+    } else if (msg != NULL) {
+        pyc_limit_stop_t stop = {NULL, why, true, k->cell.isolated, k->cell.timeout, k->limits.lifetime,
                                  k->limits.cell_grace};
         json_t *err = pyc_outcome_limit_error(&stop, NULL);
         char notice[512];

@@ -235,8 +235,8 @@ start(pyc_guard_t *g, bool keep_t0, pyc_error_t *err)
         g->t0 = g->last_activity;
     g->started = false;
     const pyc_limits_t *l = &g->limits;
-    if (l->idle_timeout <= 0 && l->lifetime <= 0 && l->shutdown_grace <= 0 && l->cell_timeout <= 0)
-        return 0;                /* started on demand by a cell with its own deadline */
+    if (l->idle_timeout <= 0 && l->lifetime <= 0 && l->cell_timeout <= 0)
+        return 0;                /* started on demand: by a cell with its own deadline, or at shutdown */
     int rc = spawn(g);
     if (rc != 0)
         return pyc_error_set(err, "cannot start the limits thread: %s", strerror(rc));

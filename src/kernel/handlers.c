@@ -11,12 +11,60 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "limit.h"
 
 void
 pyc__on_kernel_info(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
     json_error_t jerr;
     pyc__reply(k, chan, msg, "kernel_info_reply", NULL, json_loads(k->kernel_info, 0, &jerr));
+}
+
+/* Runs the Python of a request other than a cell -- completion, inspection, is_complete, comms -- the way a
+ * cell runs: interruptible (interrupt_request, SIGINT) and under a deadline (the kernel's cell deadline,
+ * tightened to `timeout` when that is not 0), so that user code it reaches (a property, __getattr__, a
+ * widget's callback) can never wedge the kernel.  Returns with the GIL held; python_end returns the limit
+ * that stopped it (PYC_GUARD_NONE when none did). */
+static void
+python_begin(pyc_kernel_t *k, int chan, double timeout)
+{
+    k->cell = (pyc__cell_t){.chan = chan, .count = k->execution_count, .silent = true,
+                            .timeout = pyc_limits_tighter(k->limits.cell_timeout, timeout)};
+    pyc_cellclock_start(&k->cell.clock);
+    pyc_guard_cell_begin(k->guard, k->cell.timeout);
+    atomic_store(&k->executing, 1);
+    pyc_py_enter();
+    pyc_py_interrupt_arm();
+}
+
+static int
+python_end(pyc_kernel_t *k)
+{
+    int why = PYC_GUARD_NONE;
+    pyc_py_interrupt_disarm();
+    if (k->user_forked)
+        pyc__user_fork_exit(k);  /* a comm callback that forked and came back in the child */
+    pyc_py_leave();
+    atomic_store(&k->executing, 0);
+    if (!pyc_guard_cell_end(k->guard, &why)) {
+        for (;;)                 /* the guard answers the request and ends the process */
+            pause();
+    }
+    return why;
+}
+
+/* The reply content of a request that its deadline stopped (content, the support code's own, is dropped). */
+static json_t *
+timed_out(pyc_kernel_t *k, const pyc_msg_t *msg, int why, json_t *content)
+{
+    char what[160];
+    json_decref(content);
+    snprintf(what, sizeof what, "the %.100s", msg->msg_type);
+    pyc_limit_stop_t stop = {.what = what, .why = why, .cell_timeout = k->cell.timeout,
+                             .lifetime = k->limits.lifetime, .grace = k->limits.cell_grace};
+    json_t *e = pyc_outcome_limit_error(&stop, NULL);
+    json_object_set_new(e, "status", json_string("error"));
+    return e;
 }
 
 void
@@ -27,9 +75,11 @@ pyc__on_is_complete(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     if (!json_is_string(code)) {
         content = json_pack("{s:s}", "status", "unknown");
     } else {
-        pyc_py_enter();
+        python_begin(k, chan, PYC_LIMITS_REQUEST_TIMEOUT);
         content = pyc_py_is_complete(json_string_value(code));
-        pyc_py_leave();
+        int why = python_end(k);
+        if (why != PYC_GUARD_NONE)
+            content = timed_out(k, msg, why, content);
     }
     pyc__reply(k, chan, msg, "is_complete_reply", NULL, content);
 }
@@ -63,9 +113,11 @@ pyc__on_complete(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     if (code == NULL) {
         content = pyc__bad_request("complete_request content lacks a string 'code'");
     } else {
-        pyc_py_enter();
+        python_begin(k, chan, PYC_LIMITS_REQUEST_TIMEOUT);
         content = pyc_py_complete(code, pos);
-        pyc_py_leave();
+        int why = python_end(k);
+        if (why != PYC_GUARD_NONE)
+            content = timed_out(k, msg, why, content);
     }
     pyc__reply(k, chan, msg, "complete_reply", NULL, content);
 }
@@ -80,9 +132,11 @@ pyc__on_inspect(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     if (code == NULL) {
         content = pyc__bad_request("inspect_request content lacks a string 'code'");
     } else {
-        pyc_py_enter();
+        python_begin(k, chan, PYC_LIMITS_REQUEST_TIMEOUT);
         content = pyc_py_inspect(code, pos, json_is_integer(detail) ? (int)json_integer_value(detail) : 0);
-        pyc_py_leave();
+        int why = python_end(k);
+        if (why != PYC_GUARD_NONE)
+            content = timed_out(k, msg, why, content);
     }
     pyc__reply(k, chan, msg, "inspect_reply", NULL, content);
 }
@@ -99,17 +153,20 @@ pyc__on_comm(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         pyc__on_fork(k, msg);
         return;
     }
-    pyc_py_enter();
+    /* A comm's callback (a widget's) may compute for long: bounded by the cell deadline only. */
+    python_begin(k, chan, 0);
     pyc_py_comm(msg);
-    pyc_py_leave();
+    if (python_end(k) != PYC_GUARD_NONE)
+        pyc_log("a %s handler ran past the cell deadline of %g s and was interrupted", msg->msg_type,
+                k->cell.timeout);
 }
 
 void
 pyc__on_comm_info(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
-    pyc_py_enter();
+    python_begin(k, chan, PYC_LIMITS_REQUEST_TIMEOUT);
     json_t *content = pyc_py_comm_info(msg->content);
-    pyc_py_leave();
+    python_end(k);
     pyc__reply(k, chan, msg, "comm_info_reply", NULL, content);
 }
 
@@ -136,8 +193,17 @@ pyc__on_connect(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 void
 pyc__interrupt_main(pyc_kernel_t *k)
 {
-    if (atomic_load(&k->executing))
-        pthread_kill(k->main_thread, SIGINT);
+    if (!atomic_load(&k->executing))
+        return;
+    pid_t iso = (pid_t)atomic_load(&k->iso_pid);
+    if (iso > 0) {
+        /* An isolated cell is stopped by killing its process, whatever SIGINT handlers Python code set. */
+        int none = 0;
+        atomic_compare_exchange_strong(&k->iso_stop, &none, ISO_STOP_INTERRUPT);
+        kill(iso, SIGKILL);
+        return;
+    }
+    pthread_kill(k->main_thread, SIGINT);
 }
 
 void
@@ -163,8 +229,12 @@ pyc__on_shutdown(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 void
 pyc__on_interrupt(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
-    /* Delivered as a real SIGINT to the main thread so that blocking calls (time.sleep) wake up. */
-    pthread_kill(k->main_thread, SIGINT);
+    /* Delivered as a real SIGINT to the main thread so that blocking calls (time.sleep) wake up; an isolated
+     * cell's process is killed instead. */
+    if (atomic_load(&k->iso_pid) > 0)
+        pyc__interrupt_main(k);
+    else
+        pthread_kill(k->main_thread, SIGINT);
     pyc__reply(k, chan, msg, "interrupt_reply", NULL, json_pack("{s:s}", "status", "ok"));
 }
 

@@ -202,6 +202,8 @@ pyc__run_isolated(pyc_kernel_t *k, const char *code, const pyc_py_exec_opts_t *o
         goto out;
     }
 
+    atomic_store(&k->iso_stop, 0);
+    atomic_store(&k->iso_pid, (int)pid);
     pyc_py_interrupt_arm();
     atomic_store(&k->executing, 1);
     for (;;) {
@@ -238,6 +240,10 @@ pyc__run_isolated(pyc_kernel_t *k, const char *code, const pyc_py_exec_opts_t *o
         kill(pid, SIGKILL);
     int status = 0;
     waitpid(pid, &status, 0);
+    atomic_store(&k->iso_pid, 0);
+    /* Killed by the kernel (interrupt_request, its deadline): an interrupt, not a death. */
+    if (df == NULL && atomic_load(&k->iso_stop) != 0)
+        outcome = "interrupted";
     close(p[0]);
     pyc_streams_flush(k->streams);
     if (strcmp(outcome, "died") == 0 && WIFSIGNALED(status))

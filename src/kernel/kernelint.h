@@ -100,10 +100,15 @@ struct pyc_kernel {
     atomic_int quit;
     atomic_int restart;
     pyc_guard_t *guard;          /* owned: the time limits' thread; thread-safe */
+    atomic_int iso_pid;          /* the running isolated cell's process, 0 when none */
+    atomic_int iso_stop;         /* why the kernel killed it: 0 not, ISO_STOP_INTERRUPT or ISO_STOP_DEADLINE */
     pyc_outgate_t out;           /* the running cell's output cap; its own lock */
     pthread_mutex_t usage_lock;  /* guards usage (control thread and any other) */
     pyc_usage_state_t usage;
 };
+
+/* Why an isolated cell's process was killed by the kernel (iso_stop). */
+enum { ISO_STOP_INTERRUPT = 1, ISO_STOP_DEADLINE = 2 };
 
 /* ---- publish.c ------------------------------------------------------------------------------------------ */
 
@@ -206,7 +211,8 @@ void pyc__on_shutdown(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
 void pyc__on_interrupt(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
 void pyc__on_usage(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
 
-/* Asks the main thread to stop the running cell, if any (SIGINT).  Any thread. */
+/* Asks the main thread to stop the running cell, if any (SIGINT), or kills a running isolated cell's process
+ * (iso_stop says why).  Any thread. */
 void pyc__interrupt_main(pyc_kernel_t *k);
 
 /* Asks the kernel to shut down: sets quit, interrupts a running cell and wakes the main loop.  Any thread. */

@@ -33,6 +33,7 @@ pyc_limits_init(pyc_limits_t *l)
 {
     memset(l, 0, sizeof *l);
     l->cell_grace = PYC_LIMITS_DEFAULT_GRACE;
+    l->shutdown_grace = PYC_LIMITS_DEFAULT_SHUTDOWN_GRACE;
 }
 
 /* Splits text into a number and a unit: *unit points at the first non-space after the number, and the

@@ -24,7 +24,7 @@
 typedef struct pyc_limits {
     double idle_timeout;         /* s without a request before a clean shutdown */
     double lifetime;             /* s after start before a clean shutdown (a running cell is stopped) */
-    double shutdown_grace;       /* s the closing shutdown (atexit, finalization) may take */
+    double shutdown_grace;       /* s the closing shutdown (atexit, finalization) may take; default 10 */
     double cell_timeout;         /* s a cell may run before it is interrupted */
     double cell_grace;           /* s an interrupted cell has to stop before the kernel ends; default 5 */
     size_t output_bytes;         /* bytes of output per cell */
@@ -42,6 +42,14 @@ typedef struct pyc_cell_limits {
 /* The default cell grace, in seconds. */
 #define PYC_LIMITS_DEFAULT_GRACE 5.0
 
+/* The default shutdown grace, in seconds: a non-daemon thread or an atexit handler that never returns must
+ * not keep a kernel alive for ever after it was asked to shut down.  0 (--shutdown-grace=0) waits for ever. */
+#define PYC_LIMITS_DEFAULT_SHUTDOWN_GRACE 10.0
+
+/* How long a completion, inspection or is_complete request may run user code (a property, __getattr__, a
+ * custom __dir__) before it is interrupted, unless the kernel's cell deadline is tighter. */
+#define PYC_LIMITS_REQUEST_TIMEOUT 10.0
+
 /* One limit's names: the option (without "--"), the environment variable, and what it is. */
 typedef struct pyc_limit_desc {
     const char *option;
@@ -52,7 +60,7 @@ typedef struct pyc_limit_desc {
 /* The table of limits, ended by an entry whose option is NULL. */
 extern const pyc_limit_desc_t pyc_limit_descs[];
 
-/* Sets *l to all-off with the default grace. */
+/* Sets *l to all-off, with the default cell and shutdown graces. */
 void pyc_limits_init(pyc_limits_t *l);
 
 /* Parses a duration into seconds (>= 0, finite).  Returns 0, or -1 with err. */

@@ -55,8 +55,10 @@ json_t *
 pyc_outcome_limit_error(const pyc_limit_stop_t *s, json_t *traceback)
 {
     char evalue[512];
-    const char *ename = s->why == PYC_GUARD_LIFETIME ? "KernelLifetimeEnded" : "CellTimeout";
-    const char *what = s->isolated ? "the isolated cell" : "the cell";
+    const char *ename = s->why == PYC_GUARD_LIFETIME ? "KernelLifetimeEnded"
+                        : s->what != NULL              ? "RequestTimeout"
+                                                       : "CellTimeout";
+    const char *what = s->what != NULL ? s->what : s->isolated ? "the isolated cell" : "the cell";
     if (s->why == PYC_GUARD_LIFETIME)
         snprintf(evalue, sizeof evalue, "the kernel's lifetime of %g s ended while %s ran", s->lifetime, what);
     else

@@ -32,6 +32,7 @@ extern const char *const pyc_outcome_limit_names[4];
 
 /* What stopped a cell, for its error. */
 typedef struct pyc_limit_stop {
+    const char *what;            /* what was stopped ("the complete_request"); NULL: the cell */
     int why;                     /* PYC_GUARD_DEADLINE or PYC_GUARD_LIFETIME */
     bool stuck;                  /* it did not stop within its grace: the kernel is ending */
     bool isolated;               /* it ran in a forked child, which was killed */
@@ -39,7 +40,8 @@ typedef struct pyc_limit_stop {
     double lifetime, grace;      /* the kernel's */
 } pyc_limit_stop_t;
 
-/* The error of a cell stopped by a limit: ename CellTimeout (its deadline) or KernelLifetimeEnded.  traceback
+/* The error of a cell stopped by a limit: ename CellTimeout (its deadline; RequestTimeout for another
+ * request that ran user code) or KernelLifetimeEnded.  traceback
  * (borrowed, may be NULL) is where an in-kernel cell was when it was stopped; its KeyboardInterrupt line is
  * replaced by the limit's own.  A new reference. */
 json_t *pyc_outcome_limit_error(const pyc_limit_stop_t *s, json_t *traceback);

@@ -201,3 +201,81 @@ def test_repr_json_returning_a_cycle_leaves_the_kernel_alive(kc):
             "Loop()")
     execute(kc, code, timeout=30)
     pyctest.assert_alive(kc)
+
+
+# ---- 7. user code reached outside a cell is bounded --------------------------------------------------------
+
+
+def test_inspect_never_calls_a_property(kc):
+    """Shift-Tab on a property that loops forever: answered at once, without running it (IPython does not
+    call it either)."""
+    execute(kc, "class Loop:\n    @property\n    def forever(self):\n        '''Never ends.'''\n        while True:\n"
+                "            pass\nloop = Loop()")
+    reply, _ = pyctest.request(kc, "inspect_request", {"code": "loop.forever", "cursor_pos": 12,
+                                                        "detail_level": 0}, timeout=20)
+    assert reply["content"]["status"] == "ok"
+    pyctest.assert_alive(kc)
+
+
+@pyc_only
+def test_completion_stuck_in_user_code_is_stopped_by_the_deadline(tmp_path):
+    """A __dir__ that loops forever (completion calls it): the request is interrupted at the kernel's
+    deadline and answered with RequestTimeout, and the kernel goes on."""
+    k = pyctest.Kernel("pyc", env={"PYC_CELL_TIMEOUT": "1"})
+    try:
+        execute(k.kc, "class Endless:\n    def __dir__(self):\n        while True:\n            pass\ne = Endless()")
+        reply, msgs = pyctest.request(k.kc, "complete_request", {"code": "e.", "cursor_pos": 2}, timeout=20)
+        assert reply["content"]["status"] == "error"
+        assert reply["content"]["ename"] == "RequestTimeout"
+        assert "complete_request" in reply["content"]["evalue"]
+        pyctest.assert_alive(k.kc)
+    finally:
+        k.shutdown()
+
+
+@pyc_only
+def test_interrupt_reaches_a_completion_stuck_in_user_code(kernel):
+    kc = kernel.kc
+    execute(kc, "class Endless2:\n    def __dir__(self):\n        while True:\n            pass\ne2 = Endless2()")
+    msg_id = pyctest.send(kc, "complete_request", {"code": "e2.", "cursor_pos": 3})
+    time.sleep(0.5)
+    irq = pyctest.send(kc, "interrupt_request", {}, channel="control")
+    pyctest.get_reply(kc, irq, channel="control")
+    reply = pyctest.get_reply(kc, msg_id, timeout=20)
+    assert reply["content"]["status"] == "error"
+    assert reply["content"]["ename"] == "KeyboardInterrupt"
+    pyctest.drain(kc)
+    pyctest.assert_alive(kc)
+
+
+@pyc_only
+def test_a_non_daemon_thread_does_not_keep_a_kernel_alive_after_shutdown():
+    """A thread that never ends would block the interpreter's shutdown for ever: the default shutdown grace
+    (10 s) ends the process."""
+    k = pyctest.Kernel("pyc")
+    pid = k.pid
+    execute(k.kc, "import threading, time\nthreading.Thread(target=time.sleep, args=(10**6,)).start()")
+    pyctest.request(k.kc, "shutdown_request", {"restart": False}, channel="control")
+    deadline = time.monotonic() + 30
+    while pyctest.pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = pyctest.pid_alive(pid)
+    k.shutdown(now=True)
+    assert not alive
+    assert "shutdown took longer than its grace of 10 s" in k.stderr()
+
+
+@pyc_only
+def test_isolated_cell_timeout_holds_after_sigint_is_taken_over(kc):
+    """Many libraries install their own SIGINT handler; the deadline of an isolated cell must still kill only
+    the child (it used to end the whole kernel)."""
+    execute(kc, "import signal\nold_handler = signal.signal(signal.SIGINT, lambda *a: None)")
+    try:
+        reply, _ = execute(kc, "%%isolate 1\nwhile True:\n    pass", timeout=30)
+        assert reply["content"]["status"] == "error"
+        assert reply["content"]["ename"] == "CellTimeout"
+        assert reply["metadata"]["pyc"]["outcome"] == "timeout"
+        assert reply["metadata"]["pyc"]["state"] == "intact"
+        pyctest.assert_alive(kc)
+    finally:
+        execute(kc, "signal.signal(signal.SIGINT, old_handler)")

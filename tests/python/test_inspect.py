@@ -179,3 +179,37 @@ def test_candidates():
     assert _inspect.candidates("f(g(x), ", 8) == ["f"]
     assert _inspect.candidates("f(g(x", 5) == ["x", "g", "f"]
     assert _inspect.candidates("x = 1  # f(", 11) == []
+
+
+def test_properties_and_descriptors_are_never_called():
+    """Shift-Tab on an attribute must not run the object's code: a property that loops forever once wedged
+    the kernel for good.  What the class stores is shown instead (a property's docstring and type)."""
+    calls = []
+
+    class Guarded:
+        def __init__(self):
+            self.plain = [1, 2]
+
+        @property
+        def boom(self):
+            """A property that must not run."""
+            calls.append("boom")
+            while True:
+                pass
+
+        def method(self, x):
+            """A method."""
+
+        @classmethod
+        def make(cls):
+            """A classmethod."""
+
+    ns = {"g": Guarded(), "Guarded": Guarded}
+    t = _text("g.boom", ns)
+    assert calls == []
+    assert "A property that must not run." in t and "property" in t
+    assert "Signature: g.method(x)" in _text("g.method", ns)
+    assert "Signature: Guarded.make()" in _text("Guarded.make", ns)
+    assert "String form: [1, 2]" in _text("g.plain", ns)
+    # the obj? magic inspects the same way
+    assert calls == []

@@ -2,8 +2,8 @@
 
 inspect(code, cursor_pos, detail_level, namespace) finds the expression at the cursor -- the dotted name
 under or just before it, or, when the cursor is inside a call's parentheses, the function being called, as
-IPython does -- evaluates it without calling anything (pyc._source.guarded_eval) and returns the content of
-an inspect_reply whose text/plain is describe()'s text: signature, docstring, file and type (detail 0), the
+IPython does -- evaluates it without calling anything, properties included (pyc._source.guarded_eval with
+static) -- and returns the content of an inspect_reply whose text/plain is describe()'s text: signature, docstring, file and type (detail 0), the
 source instead of the docstring when it is available (detail 1).  The layout follows IPython's (plain text,
 no colours).  Unknown names give found=False; inspect() never raises.
 """
@@ -26,7 +26,7 @@ def inspect(code, cursor_pos, detail_level=0, namespace=None):
         expr = find_expression(code, cursor_pos, ns)
         if expr is None:
             return not_found
-        text = describe(_source.guarded_eval(expr, ns), expr, detail_level)
+        text = describe(_source.guarded_eval(expr, ns, static=True), expr, detail_level)
     except Exception:
         return not_found
     return {"status": "ok", "found": True, "data": {"text/plain": text}, "metadata": {}}
@@ -39,7 +39,7 @@ def find_expression(code, cursor_pos, namespace=None):
         if namespace is None:
             return expr
         try:
-            _source.guarded_eval(expr, namespace)
+            _source.guarded_eval(expr, namespace, static=True)
             return expr
         except Exception:
             continue

@@ -286,7 +286,7 @@ def page(target, detail_level=0):
         from . import _inspect, _source
 
         try:
-            obj = _source.guarded_eval(target, _merged(frame))
+            obj = _source.guarded_eval(target, _merged(frame), static=True)
         except Exception:
             print("Object `%s` not found." % target)
             return None

@@ -170,34 +170,64 @@ def _subscript_ok(container):
     return mod.startswith(("pandas.", "numpy", "collections"))
 
 
-def guarded_eval(expr, namespace):
+def static_attr(obj, name):
+    """obj.name without running code of obj's: the attribute as it is stored (inspect.getattr_static), so that
+    a property or another descriptor is never called -- a property that loops forever must not wedge the
+    kernel on Shift-Tab.  Functions, classmethods and staticmethods are bound as getattr would (their __get__
+    is the interpreter's own); any other descriptor (a property, a slot, a custom __get__) is returned
+    itself, which is what an inspection shows (its docstring and type)."""
+    import inspect
+    import types
+
+    value = inspect.getattr_static(obj, name)
+    if isinstance(obj, type):
+        # on a class, getattr binds only classmethods and unwraps staticmethods
+        if isinstance(value, (classmethod, staticmethod)):
+            return value.__get__(None, obj)
+        return value
+    try:
+        own = object.__getattribute__(obj, "__dict__")
+    except (AttributeError, TypeError):
+        own = {}
+    if isinstance(own, dict) and own.get(name, _MISSING) is value:
+        return value             # the instance's own attribute (a module's function): never bound
+    if isinstance(value, (types.FunctionType, classmethod, staticmethod, types.BuiltinFunctionType,
+                          types.MethodDescriptorType, types.ClassMethodDescriptorType)):
+        return value.__get__(obj, type(obj))
+    return value
+
+
+def guarded_eval(expr, namespace, static=False):
     """Evaluates an expression made of names, attributes, literals and subscripts of plain containers
-    (dict, list, tuple, str, collections, numpy, pandas) in namespace; raises on anything else."""
+    (dict, list, tuple, str, collections, numpy, pandas) in namespace; raises on anything else.  With static,
+    attributes are read without calling properties or other descriptors (static_attr): for inspection, which
+    must never run user code."""
     expr = expr.strip()
+    attr = static_attr if static else getattr
     if _DOTTED.fullmatch(expr):
         parts = expr.split(".")
         obj = lookup_name(parts[0], namespace)
         for p in parts[1:]:
-            obj = getattr(obj, p)
+            obj = attr(obj, p)
         return obj
     import ast
 
     tree = ast.parse(expr, mode="eval")
-    return _eval_node(tree.body, namespace, ast)
+    return _eval_node(tree.body, namespace, ast, attr)
 
 
-def _eval_node(node, ns, ast):
+def _eval_node(node, ns, ast, attr=getattr):
     if isinstance(node, ast.Name):
         return lookup_name(node.id, ns)
     if isinstance(node, ast.Attribute):
-        return getattr(_eval_node(node.value, ns, ast), node.attr)
+        return attr(_eval_node(node.value, ns, ast, attr), node.attr)
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Subscript):
-        container = _eval_node(node.value, ns, ast)
+        container = _eval_node(node.value, ns, ast, attr)
         if not _subscript_ok(container):
             raise Unsafe("subscript of %s" % type(container).__name__)
-        key = _eval_node(node.slice, ns, ast)
+        key = _eval_node(node.slice, ns, ast, attr)
         if isinstance(container, dict) and type(container) is not dict:
             # defaultdict (__missing__) and friends would create the key: look, do not touch
             if not dict.__contains__(container, key):
@@ -205,19 +235,19 @@ def _eval_node(node, ns, ast):
             return dict.__getitem__(container, key)
         return container[key]
     if isinstance(node, ast.Slice):
-        parts = [None if p is None else _eval_node(p, ns, ast) for p in (node.lower, node.upper, node.step)]
+        parts = [None if p is None else _eval_node(p, ns, ast, attr) for p in (node.lower, node.upper, node.step)]
         return slice(*parts)
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        items = [_eval_node(e, ns, ast) for e in node.elts]
+        items = [_eval_node(e, ns, ast, attr) for e in node.elts]
         return {ast.List: list, ast.Tuple: tuple, ast.Set: set}[type(node)](items)
     if isinstance(node, ast.Dict):
         if any(k is None for k in node.keys):
             raise Unsafe("dict unpacking")
-        return {_eval_node(k, ns, ast): _eval_node(v, ns, ast) for k, v in zip(node.keys, node.values)}
+        return {_eval_node(k, ns, ast, attr): _eval_node(v, ns, ast, attr) for k, v in zip(node.keys, node.values)}
     if isinstance(node, ast.JoinedStr):
         return ""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        v = _eval_node(node.operand, ns, ast)
+        v = _eval_node(node.operand, ns, ast, attr)
         if isinstance(v, (int, float, complex)):
             return -v if isinstance(node.op, ast.USub) else v
     raise Unsafe(type(node).__name__)

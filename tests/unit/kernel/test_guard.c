@@ -247,8 +247,10 @@ test_shutdown_grace(void **state)
     calls_t c = {0};
     pyc_limits_t l;
     pyc_limits_init(&l);
+    assert_true(l.shutdown_grace == PYC_LIMITS_DEFAULT_SHUTDOWN_GRACE);   /* on unless turned off */
+    l.shutdown_grace = 0;
     pyc_guard_t *g = new_guard(&c, &l);
-    pyc_guard_shutdown(g);                   /* no grace set: nothing */
+    pyc_guard_shutdown(g);                   /* a grace of 0: wait for ever */
     advance(g, 100);
     assert_int_equal(atomic_load(&c.overdue), 0);
     pyc_guard_destroy(&g);
