@@ -196,6 +196,17 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 
     if (!res.ok && stop_on_error && !silent)
         pyc__abort_queue(k);     /* before the reply: a request sent after the client saw it is not aborted */
+    if (!res.ok) {
+        /* The error is output too: cut to what the cap leaves, and counted (it always goes out). */
+        json_t *fit = pyc_outcome_fit_error(res.error, pyc_outgate_room(&k->out));
+        json_decref(res.error);
+        res.error = fit;
+        if (!silent) {
+            char *text = json_dumps(res.error, JSON_COMPACT);
+            pyc_outgate_count(&k->out, text != NULL ? strlen(text) : 0);
+            free(text);
+        }
+    }
     json_t *content;
     if (res.ok) {
         content = json_pack("{s:s, s:i, s:o, s:o}", "status", "ok", "execution_count", count, "user_expressions",

@@ -14,14 +14,33 @@
 
 #include "log.h"
 
+/* Publishes, once, the notice that output between cells is dropped from now on. */
+static void
+idle_notice(pyc_kernel_t *k)
+{
+    if (!pyc_outgate_take_notice(&k->out))
+        return;
+    char text[256];
+    int n = snprintf(text, sizeof text, "\n[pyc] output limit reached: output between cells (from threads a "
+                     "cell started) is dropped for the rest of the session (limit: %zu bytes, %zu messages)\n",
+                     k->limits.output_bytes, k->limits.output_messages);
+    json_t *c = json_pack("{s:s, s:s%}", "name", "stderr", "text", text, (size_t)n);
+    char *content = c != NULL ? json_dumps(c, JSON_COMPACT) : NULL;
+    json_decref(c);
+    if (content != NULL)
+        pyc__publish_current(k, "stream", content, strlen(content), NULL, NULL, 0);
+}
+
 void
 pyc__stream_publish(void *ctx, int which, const char *text, size_t n)
 {
     pyc_kernel_t *k = ctx;
     pyc_buf_t b;
     n = pyc_outgate_admit(&k->out, n, text);
-    if (n == 0)
+    if (n == 0) {
+        idle_notice(k);
         return;
+    }
     const char *head = which == PYC_STDOUT ? "{\"name\":\"stdout\",\"text\":" : "{\"name\":\"stderr\",\"text\":";
     pyc_buf_init(&b, SIZE_MAX / 2);
     if (pyc_buf_reserve(&b, n + 48) < 0 || pyc_buf_adds(&b, head) < 0 ||
@@ -33,6 +52,7 @@ pyc__stream_publish(void *ctx, int which, const char *text, size_t n)
     size_t len;
     char *content = pyc_buf_detach(&b, &len);
     pyc__publish_current(k, "stream", content, len, NULL, NULL, 0);
+    idle_notice(k);              /* after the part that still fitted */
 }
 
 static void
@@ -56,7 +76,9 @@ host_publish_ex(void *ctx, const char *msg_type, json_t *content, json_t *metada
     size_t total = text != NULL ? strlen(text) : 0;
     for (size_t i = 0; i < nbuf; i++)
         total += buffers[i].size;
-    if (text == NULL || (pyc_outgate_counts(msg_type) && pyc_outgate_admit(&k->out, total, NULL) == 0)) {
+    bool drop = text == NULL || (pyc_outgate_counts(msg_type) && pyc_outgate_admit(&k->out, total, NULL) == 0);
+    if (drop) {
+        idle_notice(k);
         if (text == NULL)
             pyc_log("could not encode the content of %s", msg_type);
         free(text);

@@ -138,6 +138,7 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
         k->limits = *cfg->limits;
     else
         pyc_limits_init(&k->limits);
+    pyc_outgate_set_session_caps(&k->out, k->limits.output_bytes, k->limits.output_messages);
     k->hard_exit = cfg->hard_exit;
     k->hard_exit_ctx = cfg->hard_exit_ctx;
     pyc_guard_callbacks_t gcb = pyc__guard_callbacks(k);

@@ -4,6 +4,7 @@
 #include "outcome.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
@@ -102,6 +103,51 @@ pyc_outcome_metadata(const pyc_outcome_t *o)
                      limit != NULL ? json_string(limit) : json_null(), "output_dropped", dropped, "output", output,
                      "memory_cap_hit", o->memory_hit, "state", o->lost ? "lost" : "intact", "kernel_ending",
                      o->lost || o->kernel_ending, "wall_time", o->wall, "cpu_time", o->cpu);
+}
+
+/* The size of v as compact JSON. */
+static size_t
+json_size(json_t *v)
+{
+    char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    size_t n = text != NULL ? strlen(text) : 0;
+    free(text);
+    return n;
+}
+
+json_t *
+pyc_outcome_fit_error(json_t *error, size_t budget)
+{
+    if (!json_is_object(error) || json_size(error) <= budget)
+        return json_incref(error);
+    json_t *e = json_deep_copy(error);
+    size_t before = json_size(e);
+    const char *ev = json_string_value(json_object_get(e, "evalue"));
+    if (ev != NULL && strlen(ev) > 1000) {
+        size_t cut = 1000;
+        while (cut > 0 && ((unsigned char)ev[cut] & 0xC0) == 0x80)
+            cut--;
+        json_object_set_new(e, "evalue", json_sprintf("%.*s... [cut by the output limit]", (int)cut, ev));
+    }
+    json_t *tb = json_object_get(e, "traceback");
+    size_t dropped = 0;
+    while (json_is_array(tb) && json_array_size(tb) > 0 && json_size(e) > budget) {
+        json_array_remove(tb, 0);
+        dropped++;
+    }
+    /* The last line, alone, may still be too large: cut it like evalue. */
+    size_t n = json_is_array(tb) ? json_array_size(tb) : 0;
+    const char *last = n > 0 ? json_string_value(json_array_get(tb, n - 1)) : NULL;
+    if (last != NULL && json_size(e) > budget && strlen(last) > 1000) {
+        size_t cut = 1000;
+        while (cut > 0 && ((unsigned char)last[cut] & 0xC0) == 0x80)
+            cut--;
+        json_array_set_new(tb, n - 1, json_sprintf("%.*s... [cut by the output limit]", (int)cut, last));
+    }
+    if (json_is_array(tb) && (dropped > 0 || json_size(e) < before))
+        json_array_insert_new(tb, 0, json_sprintf("[pyc] the output limit cut this error: %zu traceback line%s "
+                                                  "dropped", dropped, dropped == 1 ? "" : "s"));
+    return e;
 }
 
 bool

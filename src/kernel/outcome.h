@@ -61,6 +61,13 @@ typedef struct pyc_outcome {
 /* metadata.pyc of an execute_reply (a new reference). */
 json_t *pyc_outcome_metadata(const pyc_outcome_t *o);
 
+/* A cell's error ({"ename", "evalue", "traceback"}, borrowed) cut to about `budget` bytes of JSON, the room
+ * the output cap leaves: evalue is cut to 1000 characters, then the traceback's lines are dropped from the
+ * top (the last lines say where it failed), with one line that says how many went.  At least ename, the
+ * start of evalue and that line are always kept: the client must learn that the cell failed.  A new
+ * reference (the same error, when it fits). */
+json_t *pyc_outcome_fit_error(json_t *error, size_t budget);
+
 /* True when a cell's error ({"ename", ...}, borrowed) is a MemoryError. */
 bool pyc_outcome_is_memory_error(json_t *error);
 

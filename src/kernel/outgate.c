@@ -3,6 +3,7 @@
  */
 #include "outgate.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,7 +33,28 @@ pyc_outgate_admit(pyc_outgate_t *g, size_t bytes, const char *text)
 {
     size_t allow = bytes;
     pthread_mutex_lock(&g->lock);
-    if (g->active) {
+    if (!g->active && (g->session_max_bytes > 0 || g->session_max_msgs > 0)) {
+        /* Between cells: the session's budget, cut like a cell's. */
+        if (g->idle_dropping || (g->session_max_msgs > 0 && g->idle_msgs >= g->session_max_msgs)) {
+            allow = 0;
+        } else if (g->session_max_bytes > 0 && bytes > g->session_max_bytes - g->idle_bytes) {
+            allow = text != NULL ? g->session_max_bytes - g->idle_bytes : 0;
+            while (allow > 0 && ((unsigned char)text[allow] & 0xC0) == 0x80)
+                allow--;
+        }
+        if (allow > 0) {
+            g->idle_msgs++;
+            g->idle_bytes += allow;
+        } else {
+            g->idle_dropped_msgs++;
+        }
+        g->idle_dropped_bytes += bytes - allow;
+        if (!g->idle_dropping &&
+            (allow < bytes || (g->session_max_msgs > 0 && g->idle_msgs >= g->session_max_msgs))) {
+            g->idle_dropping = true;
+            g->idle_notice = true;
+        }
+    } else if (g->active) {
         if (g->dropping || (g->max_msgs > 0 && g->msgs >= g->max_msgs)) {
             allow = 0;
         } else if (g->max_bytes > 0 && bytes > g->max_bytes - g->bytes) {
@@ -66,6 +88,43 @@ pyc_outgate_set(pyc_outgate_t *g, bool active, size_t max_bytes, size_t max_msgs
     }
     g->active = active;
     pthread_mutex_unlock(&g->lock);
+}
+
+void
+pyc_outgate_set_session_caps(pyc_outgate_t *g, size_t max_bytes, size_t max_msgs)
+{
+    pthread_mutex_lock(&g->lock);
+    g->session_max_bytes = max_bytes;
+    g->session_max_msgs = max_msgs;
+    pthread_mutex_unlock(&g->lock);
+}
+
+size_t
+pyc_outgate_room(pyc_outgate_t *g)
+{
+    pthread_mutex_lock(&g->lock);
+    size_t room = g->max_bytes == 0 ? SIZE_MAX : g->bytes < g->max_bytes ? g->max_bytes - g->bytes : 0;
+    pthread_mutex_unlock(&g->lock);
+    return room;
+}
+
+void
+pyc_outgate_count(pyc_outgate_t *g, size_t bytes)
+{
+    pthread_mutex_lock(&g->lock);
+    g->msgs++;
+    g->bytes += bytes;
+    pthread_mutex_unlock(&g->lock);
+}
+
+bool
+pyc_outgate_take_notice(pyc_outgate_t *g)
+{
+    pthread_mutex_lock(&g->lock);
+    bool notice = g->idle_notice;
+    g->idle_notice = false;
+    pthread_mutex_unlock(&g->lock);
+    return notice;
 }
 
 void

@@ -8,6 +8,14 @@
  * is cut exactly at the byte limit on a whole UTF-8 character.  At the end of the cell the kernel publishes
  * one notice that says how much was dropped (pyc_outgate_notice).
  *
+ * Between cells (a thread the cell started may go on printing), output counts against one budget for the
+ * whole session, of the same size as a cell's caps (pyc_outgate_set_session_caps): once it is spent, output
+ * between cells is dropped for the rest of the session, and pyc_outgate_take_notice says so once.
+ *
+ * A cell's error is output too: pyc_outgate_room says how much of the cap is left, so that an error is cut
+ * to fit, and pyc_outgate_count counts it whatever its size (the client must always learn that a cell
+ * failed).
+ *
  * The gate is pure bookkeeping: no I/O, no Python, no time.  Output comes from the stream flusher, the main
  * thread and Python threads at once, so every call takes the gate's lock (see the lock order in kernel.h).
  */
@@ -24,6 +32,11 @@ typedef struct pyc_outgate {
     bool dropping;               /* the cap was reached: everything else of this cell is dropped */
     size_t max_bytes, max_msgs;  /* 0: no cap */
     size_t bytes, msgs, dropped_bytes, dropped_msgs;
+    /* Between cells, for the whole session. */
+    size_t session_max_bytes, session_max_msgs;   /* 0: no cap */
+    size_t idle_bytes, idle_msgs, idle_dropped_bytes, idle_dropped_msgs;
+    bool idle_dropping;          /* the session's budget is spent */
+    bool idle_notice;            /* ... and nobody was told yet */
 } pyc_outgate_t;
 
 /* A copy of the counts, taken under the lock. */
@@ -47,6 +60,18 @@ size_t pyc_outgate_admit(pyc_outgate_t *g, size_t bytes, const char *text);
 /* Starts a cell's count with its caps (0: none), or ends it (active false).  The caller flushes output
  * first, so that nothing of the previous request is counted against this one. */
 void pyc_outgate_set(pyc_outgate_t *g, bool active, size_t max_bytes, size_t max_msgs);
+
+/* The budget of output between cells, for the whole session (0: no cap). */
+void pyc_outgate_set_session_caps(pyc_outgate_t *g, size_t max_bytes, size_t max_msgs);
+
+/* The bytes the running cell may still publish: SIZE_MAX without a byte cap. */
+size_t pyc_outgate_room(pyc_outgate_t *g);
+
+/* Counts a message of `bytes` that goes out whatever the cap (a cell's error, cut to pyc_outgate_room). */
+void pyc_outgate_count(pyc_outgate_t *g, size_t bytes);
+
+/* True once, when output between cells was first dropped: the caller publishes one notice. */
+bool pyc_outgate_take_notice(pyc_outgate_t *g);
 
 /* Drops everything from now on until the next pyc_outgate_set (a stuck cell that the kernel is ending). */
 void pyc_outgate_stop(pyc_outgate_t *g);

@@ -279,3 +279,42 @@ def test_isolated_cell_timeout_holds_after_sigint_is_taken_over(kc):
         pyctest.assert_alive(kc)
     finally:
         execute(kc, "signal.signal(signal.SIGINT, old_handler)")
+
+
+# ---- 6. output that tried to escape its cap ----------------------------------------------------------------
+
+
+@pyc_only
+def test_output_cap_holds_for_errors_and_between_cells():
+    k = pyctest.Kernel("pyc", env={"PYC_OUTPUT_LIMIT": "1K"})
+    try:
+        # An error of 8 MB (8 MB of traceback went out under a 1 KiB cap before).
+        reply, msgs = execute(k.kc, "raise ValueError('x' * 8_000_000)")
+        errors = [m for m in msgs if m["msg_type"] == "error"]
+        assert len(errors) == 1
+        size = len(pyctest.json.dumps(errors[0]["content"]))
+        assert size < 4096, size
+        assert errors[0]["content"]["ename"] == "ValueError"
+        assert len(pyctest.json.dumps(reply["content"])) < 4096
+        # A thread the cell started prints 2 MB after the cell ended: one budget for the whole session.
+        reply, _ = execute(k.kc, "import threading, time\n"
+                                 "def talk():\n"
+                                 "    for _ in range(100):\n"
+                                 "        print('y' * 20000, flush=True)\n"
+                                 "        time.sleep(0.01)\n"
+                                 "threading.Thread(target=talk).start()")
+        assert reply["content"]["status"] == "ok"
+        text, deadline = "", time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                m = k.kc.get_iopub_msg(timeout=0.5)
+            except Exception:
+                continue
+            if m["msg_type"] == "stream":
+                text += m["content"]["text"]
+        ys = sum(line.count("y") for line in text.splitlines() if not line.startswith("[pyc]"))
+        assert 0 < ys <= 1024, ys
+        assert "output between cells" in text
+        pyctest.assert_alive(k.kc)
+    finally:
+        k.shutdown()

@@ -8,6 +8,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -128,6 +130,48 @@ test_memory_error_and_clock(void **state)
     assert_true(cpu >= 0 && cpu <= wall + 0.1);
 }
 
+static void
+test_fit_error(void **state)
+{
+    (void)state;
+    json_t *tb = json_array();
+    for (int i = 0; i < 1000; i++)
+        json_array_append_new(tb, json_sprintf("  File \"<cell>\", line %d, in f%d", i, i));
+    json_array_append_new(tb, json_string("RecursionError: too deep"));
+    json_t *e = json_pack("{s:s, s:s, s:o}", "ename", "RecursionError", "evalue", "too deep", "traceback", tb);
+    json_t *same = pyc_outcome_fit_error(e, SIZE_MAX);
+    assert_ptr_equal(same, e);                  /* it fits: untouched */
+    json_decref(same);
+    json_t *cut = pyc_outcome_fit_error(e, 1024);
+    char *text = json_dumps(cut, JSON_COMPACT);
+    assert_true(strlen(text) <= 1024 + 200);    /* about the budget, with the line that says so */
+    free(text);
+    json_t *t = json_object_get(cut, "traceback");
+    assert_non_null(strstr(json_string_value(json_array_get(t, 0)), "the output limit cut this error"));
+    assert_string_equal(json_string_value(json_array_get(t, json_array_size(t) - 1)), "RecursionError: too deep");
+    assert_string_equal(str(cut, "ename"), "RecursionError");
+    json_decref(cut);
+    /* No room at all: still ename, evalue and the note. */
+    cut = pyc_outcome_fit_error(e, 0);
+    assert_string_equal(str(cut, "ename"), "RecursionError");
+    assert_int_equal(json_array_size(json_object_get(cut, "traceback")), 1);
+    json_decref(cut);
+    json_decref(e);
+    /* A huge evalue is cut to 1000 characters. */
+    char *big = malloc(100001);
+    memset(big, 'v', 100000);
+    big[100000] = '\0';
+    e = json_pack("{s:s, s:s, s:[s]}", "ename", "ValueError", "evalue", big, "traceback", big);
+    cut = pyc_outcome_fit_error(e, 2048);
+    assert_true(strlen(str(cut, "evalue")) < 1100);
+    text = json_dumps(cut, JSON_COMPACT);
+    assert_true(strlen(text) < 4096);
+    free(text);
+    json_decref(cut);
+    json_decref(e);
+    free(big);
+}
+
 int
 main(void)
 {
@@ -137,6 +181,7 @@ main(void)
         cmocka_unit_test(test_limit_error_in_the_kernel),
         cmocka_unit_test(test_limit_error_isolated_and_stuck),
         cmocka_unit_test(test_memory_error_and_clock),
+        cmocka_unit_test(test_fit_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

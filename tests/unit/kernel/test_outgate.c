@@ -9,6 +9,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdint.h>
 #include <string.h>
 
 #include "outgate.h"
@@ -133,6 +134,47 @@ test_notice_fits_a_small_buffer(void **state)
     pyc_outgate_destroy(&g);
 }
 
+static void
+test_between_cells_one_budget_for_the_session(void **state)
+{
+    (void)state;
+    pyc_outgate_t g;
+    pyc_outgate_init(&g);
+    pyc_outgate_set_session_caps(&g, 10, 0);
+    assert_false(pyc_outgate_take_notice(&g));
+    assert_int_equal(pyc_outgate_admit(&g, 6, "abcdef"), 6);        /* a thread prints after its cell */
+    assert_int_equal(pyc_outgate_admit(&g, 6, "ghijkl"), 4);        /* cut at the budget */
+    assert_true(pyc_outgate_take_notice(&g));                       /* once */
+    assert_false(pyc_outgate_take_notice(&g));
+    assert_int_equal(pyc_outgate_admit(&g, 1, "m"), 0);
+    /* A cell in between has caps of its own and does not restore the session's budget. */
+    pyc_outgate_set(&g, true, 10, 0);
+    assert_int_equal(pyc_outgate_admit(&g, 5, "abcde"), 5);
+    pyc_outgate_set(&g, false, 0, 0);
+    assert_int_equal(pyc_outgate_admit(&g, 1, "n"), 0);
+    assert_false(pyc_outgate_take_notice(&g));
+    pyc_outgate_destroy(&g);
+}
+
+static void
+test_room_and_count_for_errors(void **state)
+{
+    (void)state;
+    pyc_outgate_t g;
+    pyc_outgate_init(&g);
+    pyc_outgate_set(&g, true, 0, 0);
+    assert_int_equal(pyc_outgate_room(&g), SIZE_MAX);
+    pyc_outgate_set(&g, true, 100, 0);
+    assert_int_equal(pyc_outgate_admit(&g, 30, NULL), 30);
+    assert_int_equal(pyc_outgate_room(&g), 70);
+    pyc_outgate_count(&g, 500);                                     /* an error goes out whatever its size */
+    assert_int_equal(pyc_outgate_room(&g), 0);
+    pyc_outgate_stats_t s = pyc_outgate_stats(&g);
+    assert_int_equal(s.bytes, 530);
+    assert_int_equal(s.msgs, 2);
+    pyc_outgate_destroy(&g);
+}
+
 int
 main(void)
 {
@@ -144,6 +186,8 @@ main(void)
         cmocka_unit_test(test_message_cap),
         cmocka_unit_test(test_counted_types),
         cmocka_unit_test(test_notice_fits_a_small_buffer),
+        cmocka_unit_test(test_between_cells_one_budget_for_the_session),
+        cmocka_unit_test(test_room_and_count_for_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
