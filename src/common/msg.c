@@ -174,6 +174,7 @@ pyc_msg_destroy(pyc_msg_t **msg_p)
     if (msg->owner_free != NULL)
         msg->owner_free(msg->owner);
     free(msg->frames_copy);
+    free(msg->invalid);
     free(msg);
     *msg_p = NULL;
 }

@@ -34,6 +34,8 @@ typedef struct pyc_msg {
     void *owner;                 /* storage behind idents and buffers; freed with owner_free */
     void (*owner_free)(void *owner);
     pyc_frame_t *frames_copy;    /* the frame array itself, copied by decode */
+    char *invalid;               /* owned: why a signed request could not be read (pyc_wire_decode_request),
+                                  * or NULL */
 } pyc_msg_t;
 
 /* Makes the message responsible for the storage behind its frames: owner_free(owner) runs when the message

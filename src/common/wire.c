@@ -6,6 +6,7 @@
  */
 #include "wire.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,8 +41,11 @@ header_string(json_t *header, const char *key)
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-int
-pyc_wire_decode(const pyc_frame_t *frames, size_t n, pyc_auth_t *auth, pyc_msg_t **out, pyc_error_t *err)
+/* Decodes; with lenient, a signed message whose header is good but whose parent_header, metadata or content
+ * is not a JSON object is kept (with {} in their place) and marked invalid, so that the kernel can answer it
+ * with an error instead of leaving its client waiting. */
+static int
+decode(const pyc_frame_t *frames, size_t n, pyc_auth_t *auth, bool lenient, pyc_msg_t **out, pyc_error_t *err)
 {
     pyc_msg_t *msg = NULL;
     size_t d;
@@ -74,11 +78,25 @@ pyc_wire_decode(const pyc_frame_t *frames, size_t n, pyc_auth_t *auth, pyc_msg_t
     msg->buffers = &copy[d + 6];
     msg->n_buffers = n - d - 6;
 
-    if ((msg->header = parse_dict(&dicts[0], "header", err)) == NULL ||
-        (msg->parent_header = parse_dict(&dicts[1], "parent_header", err)) == NULL ||
-        (msg->metadata = parse_dict(&dicts[2], "metadata", err)) == NULL ||
-        (msg->content = parse_dict(&dicts[3], "content", err)) == NULL)
+    if ((msg->header = parse_dict(&dicts[0], "header", err)) == NULL)
         goto fail;
+    json_t **rest[3] = {&msg->parent_header, &msg->metadata, &msg->content};
+    static const char *const rest_names[3] = {"parent_header", "metadata", "content"};
+    for (int i = 0; i < 3; i++) {
+        pyc_error_t perr;
+        if ((*rest[i] = parse_dict(&dicts[1 + i], rest_names[i], &perr)) != NULL)
+            continue;
+        if (!lenient) {
+            if (err != NULL)
+                *err = perr;
+            goto fail;
+        }
+        if (msg->invalid == NULL && (msg->invalid = strdup(perr.text)) == NULL) {
+            pyc_error_code(err, PYC_ENOMEM, "out of memory");
+            goto fail;
+        }
+        *rest[i] = json_object();
+    }
 
     msg->msg_id = header_string(msg->header, "msg_id");
     msg->msg_type = header_string(msg->header, "msg_type");
@@ -98,6 +116,19 @@ pyc_wire_decode(const pyc_frame_t *frames, size_t n, pyc_auth_t *auth, pyc_msg_t
 fail:
     pyc_msg_destroy(&msg);
     return -1;
+}
+
+int
+pyc_wire_decode(const pyc_frame_t *frames, size_t n, pyc_auth_t *auth, pyc_msg_t **out, pyc_error_t *err)
+{
+    return decode(frames, n, auth, false, out, err);
+}
+
+int
+pyc_wire_decode_request(const pyc_frame_t *frames, size_t n, pyc_auth_t *auth, pyc_msg_t **out,
+                        pyc_error_t *err)
+{
+    return decode(frames, n, auth, true, out, err);
 }
 
 int

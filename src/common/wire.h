@@ -35,6 +35,14 @@
  * *out to NULL and fills err.  auth may be NULL only in tests that want no signature check. */
 int pyc_wire_decode(const pyc_frame_t *frames, size_t n, pyc_auth_t *auth, pyc_msg_t **out, pyc_error_t *err);
 
+/* The same for a request to the kernel: a signed message whose header is good but whose parent_header,
+ * metadata or content cannot be read (invalid JSON or UTF-8, a lone surrogate, an integer of 2^63 or more) is
+ * decoded all the same, with empty objects in their place and msg->invalid saying why, so that the kernel
+ * answers it with an error instead of dropping it and leaving its client waiting.  Unsigned or unreadable
+ * headers are refused as by pyc_wire_decode. */
+int pyc_wire_decode_request(const pyc_frame_t *frames, size_t n, pyc_auth_t *auth, pyc_msg_t **out,
+                            pyc_error_t *err);
+
 /* Signs the four serialized dicts (header, parent_header, metadata, content) into sig_out, which holds
  * PYC_AUTH_MAX_HEX + 1 bytes.  Returns 0, or -1 when OpenSSL fails. */
 int pyc_wire_sign(const pyc_auth_t *auth, const pyc_frame_t dicts[4], char *sig_out);

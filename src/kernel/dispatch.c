@@ -9,6 +9,7 @@
  */
 #include "kernelint.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,13 +52,38 @@ find_handler(const char *type, bool *control_thread)
     return NULL;
 }
 
+/* A signed request that could not be read (msg->invalid: bad JSON or UTF-8 in its content, say): an error
+ * reply of its own type, so that its client is not left waiting.  Needs no Python. */
+static void
+reply_invalid(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    char type[128], why[300];
+    const char *us = strrchr(msg->msg_type, '_');
+    int base = (int)(us != NULL ? us - msg->msg_type : (long)strlen(msg->msg_type));
+    snprintf(type, sizeof type, "%.*s_reply", base < 100 ? base : 100, msg->msg_type);
+    snprintf(why, sizeof why, "the request could not be read: %s", msg->invalid);
+    pyc_log("%s: %s from session %s: %s", chan == PYC_CHAN_CONTROL ? "control" : "shell", msg->msg_type,
+            msg->session, msg->invalid);
+    json_t *content = pyc__bad_request(why), *md = NULL;
+    if (strcmp(msg->msg_type, "execute_request") == 0) {
+        json_object_set_new(content, "execution_count", json_integer(k->execution_count));
+        json_object_set_new(content, "user_expressions", json_object());
+        json_object_set_new(content, "payload", json_array());
+        md = pyc__reply_metadata("error");
+        json_object_set_new(md, "pyc", json_pack("{s:s, s:s}", "outcome", "bad_request", "state", "intact"));
+    }
+    pyc__reply(k, chan, msg, type, md, content);
+}
+
 /* Handles one request between busy and idle, on the main thread. */
 static void
 dispatch(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
 {
     pyc__status(k, msg, "busy");
     handler_fn fn = find_handler(msg->msg_type, NULL);
-    if (fn != NULL)
+    if (msg->invalid != NULL)
+        reply_invalid(k, chan, msg);
+    else if (fn != NULL)
         fn(k, chan, msg);
     else
         pyc_log("%s: unknown message type '%s' (no reply)", chan == PYC_CHAN_CONTROL ? "control" : "shell",
@@ -77,10 +103,13 @@ pyc_kernel_control(void *ctx, pyc_msg_t *msg)
     /* A resource indicator polling usage_request does not keep an idle kernel alive. */
     if (strcmp(msg->msg_type, "usage_request") != 0)
         pyc_guard_activity(k->guard);
-    if (fn == NULL || !in_control)
+    if (msg->invalid == NULL && (fn == NULL || !in_control))
         return false;
     pyc__status(k, msg, "busy");
-    fn(k, PYC_CHAN_CONTROL, msg);
+    if (msg->invalid != NULL)
+        reply_invalid(k, PYC_CHAN_CONTROL, msg);
+    else
+        fn(k, PYC_CHAN_CONTROL, msg);
     pyc__status(k, msg, "idle");
     pyc_msg_destroy(&msg);
     return true;

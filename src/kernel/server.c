@@ -344,7 +344,7 @@ recv_msg(pyc_server_t *srv, int chan)
             views[i].size = zmq_msg_size(&fs->msgs[i]);
         }
         pyc_error_t err;
-        if (pyc_wire_decode(views, n, srv->auth, &msg, &err) < 0) {
+        if (pyc_wire_decode_request(views, n, srv->auth, &msg, &err) < 0) {
             pyc_log("%s: dropped message: %s", chan_names[chan], err.text);
         } else {
             for (size_t i = 0; i < n - msg->n_idents - msg->n_buffers; i++) {

@@ -167,9 +167,34 @@ def test_no_delimiter(kernel, raw):
     send_bad(kernel, raw, frames[1:], "no_delimiter")
 
 
-def test_invalid_json_content(kernel, raw):
-    header = raw.session.pack(raw.session.msg_header("kernel_info_request"))
-    send_bad(kernel, raw, raw.signed(header, content=b"{not json"), "invalid_json")
+#: Where ipykernel (the reference these suites calibrate against) falls short of what pyc promises: the test
+#: still runs against it, and must fail there.
+ipykernel_falls_short = pytest.mark.xfail(not IS_PYC, strict=True, reason="ipykernel falls short here")
+
+
+@ipykernel_falls_short
+@pytest.mark.parametrize("content", [
+    b"{not json",
+    b'{"code": "print(\xff\xfe)", "silent": false}',           # invalid UTF-8 in the code
+    b'{"code": "x = \'\\ud800\'", "silent": false}',            # a lone surrogate
+    b'{"code": "1", "silent": false, "n": 9223372036854775808}',  # an integer of 2^63
+], ids=["invalid-json", "invalid-utf8", "lone-surrogate", "integer-2-63"])
+def test_signed_request_that_cannot_be_read_gets_an_error_reply(kernel, raw, content):
+    """A signed request whose content cannot be parsed is answered (status error, ename BadRequest, with
+    busy and idle), not dropped: its client would wait for ever."""
+    h = raw.session.msg_header("execute_request")
+    raw.sock.send_multipart(raw.signed(raw.session.pack(h), content=content))
+    got = raw.recv_all(wait=10)
+    assert len(got) == 1, "no reply, or more than one"
+    _, parts = raw.session.feed_identities(got[0])
+    reply = raw.session.deserialize(parts, content=True)
+    assert reply["parent_header"]["msg_id"] == h["msg_id"]
+    assert reply["msg_type"] == "execute_reply"
+    assert reply["content"]["status"] == "error"
+    assert reply["content"]["ename"] == "BadRequest"
+    assert "could not be read" in reply["content"]["evalue"]
+    assert reply["metadata"]["pyc"]["outcome"] == "bad_request"
+    assert_alive(kernel.kc)
 
 
 def test_invalid_json_header(kernel, raw):

@@ -382,6 +382,56 @@ test_invalid_json_each_dict(void **state)
     pyc_auth_destroy(&auth);
 }
 
+/* For a request to the kernel, a signed message with a good header but an unreadable parent_header, metadata
+ * or content is kept, marked invalid (the kernel answers it with an error); a bad header is still refused. */
+static void
+test_request_that_cannot_be_read_is_kept_and_marked(void **state)
+{
+    (void)state;
+    static const char *const bad[] = { "{", "\"text\"", "{\"code\":\"\xff\xfe\"}", "{\"code\":\"\\ud800\"}",
+                                       "{\"n\":9223372036854775808}" };
+    const char *dicts[4];
+    wmsg_t m;
+    for (int which = 1; which < 4; which++) {
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            pyc_auth_t *auth = new_auth(KEY);
+            dicts_with(dicts, which, bad[i]);
+            build(&m, auth, NULL, 0, dicts, NULL, 0);
+            pyc_msg_t *msg = NULL;
+            pyc_error_t err = {0, ""};
+            if (pyc_wire_decode_request(m.f, m.n, auth, &msg, &err) != 0)
+                fail_msg("dict %d, input %zu refused: %s", which, i, err.text);
+            assert_non_null(msg->invalid);
+            assert_string_equal(msg->msg_type, "execute_request");
+            assert_true(json_is_object(msg->content) && json_is_object(msg->metadata) &&
+                        json_is_object(msg->parent_header));
+            pyc_msg_destroy(&msg);
+            pyc_auth_destroy(&auth);
+        }
+    }
+    /* Signature and header are checked as strictly as ever. */
+    pyc_auth_t *auth = new_auth(KEY);
+    dicts_with(dicts, 0, "{");
+    build(&m, auth, NULL, 0, dicts, NULL, 0);
+    pyc_msg_t *msg = NULL;
+    pyc_error_t err = {0, ""};
+    assert_int_equal(pyc_wire_decode_request(m.f, m.n, auth, &msg, &err), -1);
+    assert_null(msg);
+    dicts_with(dicts, 3, "{");
+    build(&m, NULL, NULL, 0, dicts, NULL, 0);
+    assert_int_equal(pyc_wire_decode_request(m.f, m.n, auth, &msg, &err), -1);
+    assert_non_null(strstr(err.text, "signature"));
+    /* A good request is not invalid. */
+    pyc_auth_destroy(&auth);
+    auth = new_auth(KEY);
+    dicts_with(dicts, -1, NULL);
+    build(&m, auth, NULL, 0, dicts, NULL, 0);
+    assert_int_equal(pyc_wire_decode_request(m.f, m.n, auth, &msg, &err), 0);
+    assert_null(msg->invalid);
+    pyc_msg_destroy(&msg);
+    pyc_auth_destroy(&auth);
+}
+
 static void
 test_dict_not_object(void **state)
 {
@@ -633,6 +683,7 @@ main(void)
         cmocka_unit_test(test_signature_checked_before_json),
         cmocka_unit_test(test_replayed),
         cmocka_unit_test(test_invalid_json_each_dict),
+        cmocka_unit_test(test_request_that_cannot_be_read_is_kept_and_marked),
         cmocka_unit_test(test_dict_not_object),
         cmocka_unit_test(test_header_fields),
         cmocka_unit_test(test_owner_freed_on_destroy),
