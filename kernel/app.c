@@ -4,6 +4,7 @@
 #include "app.h"
 
 #include <libgen.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +14,28 @@
 #include "log.h"
 #include "random.h"
 
+/* True for an address only this machine can reach: ipc, 127.0.0.0/8, ::1, localhost. */
+static bool
+loopback(const pyc_connfile_t *cf)
+{
+    return strcmp(cf->transport, "ipc") == 0 || strncmp(cf->ip, "127.", 4) == 0 || strcmp(cf->ip, "::1") == 0 ||
+           strcmp(cf->ip, "localhost") == 0;
+}
+
 int
 pyc_app_bind(pyc_app_t *a, pyc_error_t *err)
 {
+    /* An empty key turns signatures off (the messaging spec allows it): anyone who can connect can run code.
+     * Only on an address no other machine reaches, and never silently. */
+    if (a->cf.keylen == 0) {
+        const char *insecure = getenv("PYC_INSECURE_NO_KEY");
+        if (!loopback(&a->cf) && (insecure == NULL || strcmp(insecure, "1") != 0))
+            return pyc_error_code(err, PYC_EINVAL, "the connection file has an empty key, so messages would "
+                                  "not be signed, and the kernel would listen on %s, which other machines may "
+                                  "reach: refused (give a key, or set PYC_INSECURE_NO_KEY=1)", a->cf.ip);
+        pyc_log("warning: the connection file has an empty key: messages are not signed, and anyone who can "
+                "connect to %s can run code in this kernel", a->cf.ip);
+    }
     sigset_t block;
     sigemptyset(&block);
     sigaddset(&block, SIGINT);

@@ -112,6 +112,8 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
         return 2;
     }
     if (pyc_app_bind(&app, &err) < 0) {
+        /* A connection file that cannot be used is exit 2, like bad arguments; sockets that cannot be bound,
+         * exit 1. */
         pyc_log("%s: %s", app.auth == NULL ? connection_file : "cannot bind", err.text);
         rc = app.auth == NULL ? 2 : 1;
         goto out;

@@ -9,6 +9,8 @@
 #ifndef PYC_LOG_H
 #define PYC_LOG_H
 
+#include <pthread.h>
+
 /* Duplicates the current fd 2 for the log.  Call once, before output capture starts. */
 void pyc_log_init(void);
 
@@ -19,6 +21,23 @@ int pyc_log_fd(void);
 void pyc_log(const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/* A rate limit for lines that a peer can cause at will (a message dropped for a bad signature): at most
+ * PYC_LOG_LIMIT_PER_SECOND lines a second; the rest are counted, and the count is logged once the next second
+ * begins.  Initialize with PYC_LOG_LIMIT_INIT. */
+#define PYC_LOG_LIMIT_PER_SECOND 10
+typedef struct pyc_log_limit {
+    pthread_mutex_t lock;
+    unsigned long second, logged, suppressed;
+} pyc_log_limit_t;
+#define PYC_LOG_LIMIT_INIT {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0}
+
+/* pyc_log under the limit lim (any thread). */
+void pyc_log_limited(pyc_log_limit_t *lim, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
 #endif
     ;
 

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,9 @@
 #include "wire.h"
 
 static const char *const chan_names[PYC_CHAN_COUNT] = {"shell", "iopub", "stdin", "control", "heartbeat"};
+
+/* Lines about dropped messages, which a peer without the key can cause at will, are rate-limited. */
+static pyc_log_limit_t dropped_log = PYC_LOG_LIMIT_INIT;
 
 /* A multipart message waiting in a queue. */
 typedef struct qitem {
@@ -63,6 +67,8 @@ struct pyc_server {
     bool started;
     volatile int stop;
     int stop_iopub;              /* set under iopub_lock once the socket is closed */
+    int64_t max_message;         /* the largest frame shell takes (PYC_MAX_MESSAGE_BYTES) */
+    int iopub_hwm;               /* iopub messages queued for one subscriber at most (PYC_IOPUB_HWM) */
 };
 
 /* ---- queues ---------------------------------------------------------------------------------------- */
@@ -344,21 +350,22 @@ recv_msg(pyc_server_t *srv, int chan)
             views[i].size = zmq_msg_size(&fs->msgs[i]);
         }
         pyc_error_t err;
-        if (pyc_wire_decode_request(views, n, srv->auth, &msg, &err) < 0) {
-            pyc_log("%s: dropped message: %s", chan_names[chan], err.text);
-        } else {
-            for (size_t i = 0; i < n - msg->n_idents - msg->n_buffers; i++) {
-                if (views[msg->n_idents + i].size > PYC_SERVER_MAX_DICT) {
-                    pyc_log("%s: dropped message: a JSON frame is larger than %zu MiB", chan_names[chan],
-                            PYC_SERVER_MAX_DICT >> 20);
-                    pyc_msg_destroy(&msg);
-                    break;
-                }
-            }
-        }
+        /* The four JSON frames are bounded before the HMAC is computed over them. */
+        size_t d = 0;
+        while (d < n && !(views[d].size == PYC_WIRE_DELIM_LEN && memcmp(views[d].data, PYC_WIRE_DELIM,
+                                                                       PYC_WIRE_DELIM_LEN) == 0))
+            d++;
+        bool too_big = false;
+        for (size_t i = d + 2; i < n && i < d + 6; i++)
+            too_big = too_big || views[i].size > PYC_SERVER_MAX_DICT;
+        if (too_big)
+            pyc_log_limited(&dropped_log, "%s: dropped message: a JSON frame is larger than %zu MiB",
+                            chan_names[chan], PYC_SERVER_MAX_DICT >> 20);
+        else if (pyc_wire_decode_request(views, n, srv->auth, &msg, &err) < 0)
+            pyc_log_limited(&dropped_log, "%s: dropped message: %s", chan_names[chan], err.text);
         free(views);
     } else {
-        pyc_log("%s: dropped message: %s", chan_names[chan], why);
+        pyc_log_limited(&dropped_log, "%s: dropped message: %s", chan_names[chan], why);
     }
     if (msg == NULL) {
         frameset_free(fs);
@@ -454,14 +461,25 @@ bind_channel(pyc_server_t *srv, pyc_connfile_t *cf, int chan, int type, pyc_erro
     if (s == NULL)
         return pyc_error_set(err, "cannot create the %s socket: %s", chan_names[chan], zmq_strerror(zmq_errno()));
     srv->sock[chan] = s;
-    int linger = 1000, zero = 0;
+    int linger = 1000, zero = 0, one = 1;
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-    if (type == ZMQ_PUB || type == ZMQ_ROUTER) {
+    /* Bounds against peers that need no key to connect (every one on the network may):
+     *  - the largest frame each channel takes (ZeroMQ disconnects a peer that sends more, before it is held
+     *    in memory): shell carries pickles (PYC_MAX_MESSAGE_BYTES, default 4 GiB and 256 MiB), the others
+     *    small messages;
+     *  - inbound queues of 1000 messages (ZeroMQ's default; a full queue stops reading from that peer,
+     *    which a pipelining client feels as back-pressure, never as loss);
+     *  - replies and iopub queue without a bound for a client that reads (a pipelining client must see
+     *    every busy and idle), except iopub for a subscriber that stops reading, past PYC_IOPUB_HWM
+     *    messages (default 100000), and the heartbeat's echoes past 1000.  */
+    int64_t maxmsg = chan == PYC_CHAN_SHELL ? srv->max_message : chan == PYC_CHAN_HB ? 1024
+                   : chan == PYC_CHAN_IOPUB ? 4096 : (int64_t)PYC_SERVER_MAX_DICT;
+    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if (chan == PYC_CHAN_IOPUB)
+        zmq_setsockopt(s, ZMQ_SNDHWM, &srv->iopub_hwm, sizeof srv->iopub_hwm);
+    else if (chan != PYC_CHAN_HB)
         zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero);
-        zmq_setsockopt(s, ZMQ_RCVHWM, &zero, sizeof zero);
-    }
     if (type == ZMQ_ROUTER) {
-        int one = 1;
         /* A reply to a client that went away is dropped, not an error for the next one. */
         zmq_setsockopt(s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
     }
@@ -492,6 +510,14 @@ pyc_server_new(pyc_connfile_t *cf, pyc_auth_t *auth, pyc_error_t *err)
         return NULL;
     }
     srv->auth = auth;
+    srv->max_message = (int64_t)(PYC_SERVER_MAX_BUFFERS + PYC_SERVER_MAX_DICT);
+    srv->iopub_hwm = 100000;
+    const char *v = getenv("PYC_MAX_MESSAGE_BYTES");
+    if (v != NULL && v[0] != '\0' && strtoll(v, NULL, 10) > 0)
+        srv->max_message = strtoll(v, NULL, 10);
+    v = getenv("PYC_IOPUB_HWM");
+    if (v != NULL && v[0] != '\0' && strtol(v, NULL, 10) > 0)
+        srv->iopub_hwm = (int)strtol(v, NULL, 10);
     srv->io.send = io_send;
     srv->io.next_pending = io_next_pending;
     srv->io.recv_stdin = io_recv_stdin;

@@ -318,3 +318,85 @@ def test_output_cap_holds_for_errors_and_between_cells():
         pyctest.assert_alive(k.kc)
     finally:
         k.shutdown()
+
+
+# ---- 9. peers without the key cannot make the kernel grow ------------------------------------------------
+
+
+def rss_mb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0
+
+
+@pyc_only
+def test_keyless_floods_do_not_grow_the_kernel(fresh_kernel):
+    """300,000 heartbeat pings whose echoes are never read (60 MB here before, 1.6 GB for 200,000 in a
+    review), and a frame larger than a channel takes, from a peer without the key: the kernel's memory stays
+    bounded and it answers."""
+    import zmq
+
+    info = fresh_kernel.km.get_connection_info()
+    pid = fresh_kernel.pid
+    before = rss_mb(pid)
+    ctx = zmq.Context()
+    try:
+        hb = ctx.socket(zmq.DEALER)
+        hb.setsockopt(zmq.SNDHWM, 0)
+        hb.setsockopt(zmq.RCVHWM, 10)
+        hb.setsockopt(zmq.SNDTIMEO, 5000)
+        hb.linger = 0
+        hb.connect("tcp://127.0.0.1:%d" % info["hb_port"])
+        sent = 0
+        try:
+            for _ in range(300000):
+                hb.send(b"ping" * 16)
+                sent += 1
+        except zmq.Again:
+            pass                 # the kernel stopped reading: the back-pressure this test wants
+        ctl = ctx.socket(zmq.DEALER)
+        ctl.linger = 0
+        ctl.connect("tcp://127.0.0.1:%d" % info["control_port"])
+        big = b"x" * (300 << 20)     # more than the 256 MiB a control frame may hold
+        ctl.send_multipart([b"<IDS|MSG>", b"0" * 64, big, b"{}", b"{}", b"{}"])
+        del big
+        time.sleep(3)
+        pyctest.assert_alive(fresh_kernel.kc)
+        grown = rss_mb(pid) - before
+        assert grown < 30, "the kernel grew by %.0f MB" % grown
+    finally:
+        ctx.destroy(linger=0)
+
+
+# ---- low: an empty key -----------------------------------------------------------------------------------
+
+
+@pyc_only
+def test_an_empty_key_is_refused_off_loopback_and_warned_about_on_it(tmp_path):
+    """An empty key turns signatures off: refused where other machines may connect (the kernel exits before
+    it binds anything), a warning on loopback."""
+    import json
+    import subprocess
+
+    path = tmp_path / "open.json"
+    path.write_text(json.dumps({"transport": "tcp", "ip": "0.0.0.0", "shell_port": 0, "iopub_port": 0,
+                                "stdin_port": 0, "control_port": 0, "hb_port": 0, "key": "",
+                                "signature_scheme": "hmac-sha256"}))
+    p = subprocess.run([pyctest.PYC_KERNEL, "-f", str(path)], capture_output=True, text=True, timeout=30,
+                       env=pyctest.child_env())
+    assert p.returncode == 2
+    assert "empty key" in p.stderr and "refused" in p.stderr
+    path.write_text(json.dumps({"transport": "tcp", "ip": "127.0.0.1", "shell_port": 0, "iopub_port": 0,
+                                "stdin_port": 0, "control_port": 0, "hb_port": 0, "key": "",
+                                "signature_scheme": "hmac-sha256"}))
+    k = subprocess.Popen([pyctest.PYC_KERNEL, "-f", str(path)], stderr=subprocess.PIPE, text=True,
+                         env=pyctest.child_env())
+    pyctest.register_pid(k.pid)
+    try:
+        line = k.stderr.readline()
+        assert "warning" in line and "empty key" in line, line
+    finally:
+        pyctest.kill_pid(k.pid)
+        k.stderr.close()
