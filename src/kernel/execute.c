@@ -12,6 +12,7 @@
 #include "kernelint.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -65,6 +66,7 @@ run_cell(pyc_kernel_t *k, const char *code, const pyc_py_exec_opts_t *opts, pyc_
          json_t **iso_md)
 {
     int why = PYC_GUARD_NONE;
+    atomic_store(&k->memory_interrupts, 0);
     pyc_guard_cell_begin(k->guard, k->cell.timeout);
     if (k->cell.isolated) {
         pyc__run_isolated(k, code, opts, res, iso_md);     /* the guard keeps its deadline */
@@ -175,17 +177,22 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     if (iso_md != NULL)
         outcome = json_string_value(json_object_get(iso_md, "outcome"));
     if (why != PYC_GUARD_NONE) {
-        pyc_limit_stop_t stop = {NULL, why, false, k->cell.isolated, k->cell.timeout, k->limits.lifetime,
-                                 k->limits.cell_grace};
-        json_t *e = pyc_outcome_limit_error(&stop, json_object_get(res.error, "traceback"));
-        json_decref(res.error);
-        res.error = e;
+        pyc_limit_stop_t stop = {.why = why, .isolated = k->cell.isolated, .cell_timeout = k->cell.timeout,
+                                 .lifetime = k->limits.lifetime, .grace = k->limits.cell_grace,
+                                 .memory_cap = (double)k->limits.memory};
+        /* Past the memory watch, the cell's own MemoryError (raised in it by the watch) stands as it is. */
+        if (why != PYC_GUARD_MEMORY || !pyc_outcome_is_memory_error(res.error)) {
+            json_t *e = pyc_outcome_limit_error(&stop, json_object_get(res.error, "traceback"));
+            json_decref(res.error);
+            res.error = e;
+        }
         res.ok = false;
-        outcome = why == PYC_GUARD_LIFETIME ? "lifetime" : "timeout";
+        outcome = why == PYC_GUARD_LIFETIME ? "lifetime" : why == PYC_GUARD_MEMORY ? "error" : "timeout";
     } else if (!res.ok && interrupted && iso_md == NULL) {
         outcome = "interrupted";
     }
-    bool memory_hit = !res.ok && k->limits.memory > 0 && pyc_outcome_is_memory_error(res.error);
+    bool memory_hit = why == PYC_GUARD_MEMORY ||
+                      (!res.ok && k->limits.memory > 0 && pyc_outcome_is_memory_error(res.error));
     if (memory_hit)
         pyc__memory_reserve(k, false);          /* room for the C side to report it; taken again next cell */
     char notice[512];
@@ -297,6 +304,17 @@ guard_interrupt(void *ctx, int why)
 {
     pyc_kernel_t *k = ctx;
     pid_t iso = (pid_t)atomic_load(&k->iso_pid);
+    if (why == PYC_GUARD_MEMORY && iso <= 0 && atomic_fetch_add(&k->memory_interrupts, 1) == 0) {
+        /* First a MemoryError in the cell, as an allocation past RLIMIT_DATA gives; a SIGINT (which would
+         * raise KeyboardInterrupt) only if it does not stop, half way through the grace. */
+        char msg[200];
+        snprintf(msg, sizeof msg, "the cell grew the kernel's memory past its cap of %zu bytes (shared memory "
+                 "counted)", k->limits.memory);
+        pyc_log("cell %d grew the kernel's memory past its cap; raising MemoryError in it", k->cell.count);
+        pyc_py_raise_memory_error(msg);
+        pthread_kill(k->main_thread, SIGINT);
+        return;
+    }
     pyc_log("%s ran past its %s; %s", k->current != NULL ? k->current->msg_type : "a cell",
             pyc_outcome_limit_names[why], iso > 0 ? "killing its process" : "interrupting it");
     if (iso > 0) {
@@ -346,8 +364,9 @@ guard_stuck(void *ctx, int why)
         pyc__reply(k, k->cell.chan, msg, type, NULL, err);
         pyc__status(k, msg, "idle");
     } else if (msg != NULL) {
-        pyc_limit_stop_t stop = {NULL, why, true, k->cell.isolated, k->cell.timeout, k->limits.lifetime,
-                                 k->limits.cell_grace};
+        pyc_limit_stop_t stop = {.why = why, .stuck = true, .isolated = k->cell.isolated,
+                                 .cell_timeout = k->cell.timeout, .lifetime = k->limits.lifetime,
+                                 .grace = k->limits.cell_grace, .memory_cap = (double)k->limits.memory};
         json_t *err = pyc_outcome_limit_error(&stop, NULL);
         char notice[512];
         if (!k->cell.silent) {
@@ -359,9 +378,10 @@ guard_stuck(void *ctx, int why)
         double wall, cpu;
         pyc_cellclock_read(&k->cell.clock, &wall, &cpu);
         pyc_outcome_t o = {
-            .outcome = why == PYC_GUARD_LIFETIME ? "lifetime" : "timeout",
+            .outcome = why == PYC_GUARD_LIFETIME ? "lifetime" : why == PYC_GUARD_MEMORY ? "error" : "timeout",
             .interrupted = true,
             .why = why,
+            .memory_hit = why == PYC_GUARD_MEMORY,
             .lost = true,
             .output = pyc_outgate_stats(&k->out),
             .wall = wall,
@@ -390,5 +410,5 @@ guard_overdue(void *ctx)
 pyc_guard_callbacks_t
 pyc__guard_callbacks(pyc_kernel_t *k)
 {
-    return (pyc_guard_callbacks_t){guard_interrupt, guard_stuck, guard_expire, guard_overdue, k, NULL};
+    return (pyc_guard_callbacks_t){guard_interrupt, guard_stuck, guard_expire, guard_overdue, k, NULL, NULL};
 }

@@ -10,12 +10,15 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
+#include "proc.h"
 
 enum { CELL_NONE, CELL_RUNNING, CELL_STUCK };
 
@@ -38,6 +41,9 @@ struct pyc_guard {
     double interrupted_at;
     int interrupts;              /* interrupts sent for this cell (at most 2) */
     double shutdown_at;          /* 0: not shutting down; -1: overdue, reported */
+    /* The memory watch (pyc_guard_watch_memory). */
+    unsigned long long mem_limit;    /* bytes of resident memory; 0: off */
+    unsigned long long mem_at_begin; /* at the start of the running cell */
     /* pyc_guard_poke's handshake: asked counts pokes, answered the pokes the thread has acted on. */
     pthread_cond_t answered_cond;
     unsigned long asked, answered;
@@ -48,6 +54,18 @@ monotonic(void *ctx)
 {
     (void)ctx;
     return pyc_now_s();
+}
+
+/* The process's resident memory, from /proc/self/statm (about 5 us). */
+static unsigned long long
+statm_rss(void *ctx)
+{
+    (void)ctx;
+    char buf[128];
+    unsigned long long size, res;
+    if (pyc_proc_read_small("/proc/self/statm", buf, sizeof buf) < 0 || sscanf(buf, "%llu %llu", &size, &res) != 2)
+        return 0;
+    return res * (unsigned long long)sysconf(_SC_PAGESIZE);
 }
 
 /* The guard's time: its clock (monotonic unless a test gave one). */
@@ -90,6 +108,18 @@ due(pyc_guard_t *g, double now, int *why, double *next)
         if (life_end > 0 && (dl == 0 || life_end < dl)) {
             dl = life_end;
             dwhy = PYC_GUARD_LIFETIME;
+        }
+        if (g->interrupts == 0 && g->mem_limit > 0) {
+            unsigned long long rss = g->cb.memory(g->cb.ctx);
+            if (rss > g->mem_limit && rss > g->mem_at_begin + (1u << 20)) {
+                g->fired = PYC_GUARD_MEMORY;
+                g->interrupted_at = now;
+                g->interrupts = 1;
+                *why = PYC_GUARD_MEMORY;
+                min_into(next, now + l->cell_grace / 2);
+                return ACT_INTERRUPT;
+            }
+            min_into(next, now + PYC_GUARD_MEMORY_POLL_MS / 1000.0);
         }
         if (g->interrupts == 0) {
             if (dl > 0 && now >= dl) {
@@ -269,6 +299,8 @@ pyc_guard_new(const pyc_limits_t *limits, const pyc_guard_callbacks_t *cb, pyc_e
     g->cb = *cb;
     if (g->cb.now == NULL)
         g->cb.now = monotonic;
+    if (g->cb.memory == NULL)
+        g->cb.memory = statm_rss;
     if (start(g, false, err) < 0) {
         pthread_mutex_destroy(&g->lock);
         pthread_cond_destroy(&g->cond);
@@ -316,8 +348,9 @@ pyc_guard_cell_begin(pyc_guard_t *g, double timeout)
     g->deadline_why = PYC_GUARD_DEADLINE;
     g->fired = PYC_GUARD_NONE;
     g->interrupts = 0;
+    g->mem_at_begin = g->mem_limit > 0 ? g->cb.memory(g->cb.ctx) : 0;
     atomic_store(&g->cell, CELL_RUNNING);
-    if (timeout > 0)
+    if (timeout > 0 || g->mem_limit > 0)
         ensure_started(g);
     pthread_cond_signal(&g->cond);
     pthread_mutex_unlock(&g->lock);
@@ -346,6 +379,15 @@ pyc_guard_shutdown(pyc_guard_t *g)
     pthread_mutex_lock(&g->lock);
     g->shutdown_at = now_s(g) + g->limits.shutdown_grace;
     ensure_started(g);
+    pthread_cond_signal(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+}
+
+void
+pyc_guard_watch_memory(pyc_guard_t *g, unsigned long long limit)
+{
+    pthread_mutex_lock(&g->lock);
+    g->mem_limit = limit;
     pthread_cond_signal(&g->cond);
     pthread_mutex_unlock(&g->lock);
 }

@@ -3,9 +3,10 @@
  * and its grace, and the shutdown grace (DESIGN.md section 6).
  *
  * The guard never touches Python or a socket itself: it calls the kernel back, from its own thread.
- *   on_interrupt(why)   a cell ran past its deadline: interrupt it.  Called again once, half way through the
- *                       grace, in case the first interrupt was eaten.  Runs with the guard's lock held: it
- *                       must only signal, never wait or call back into the guard.
+ *   on_interrupt(why)   a cell ran past its deadline, or (PYC_GUARD_MEMORY) grew the process past its memory
+ *                       watch: interrupt it.  Called again once, half way through the grace, in case the
+ *                       first interrupt was eaten.  Runs with the guard's lock held: it must only signal,
+ *                       never wait or call back into the guard.
  *   on_stuck(why)       the interrupted cell has not stopped within the grace: the guard now owns the cell's
  *                       end; the callback reports it to the client and ends the process.  It must not return.
  *   on_expire(why)      the kernel was idle too long, or its lifetime is over: shut down cleanly (and
@@ -28,7 +29,7 @@
 typedef struct pyc_guard pyc_guard_t;
 
 /* Why a limit acted. */
-enum { PYC_GUARD_NONE = 0, PYC_GUARD_DEADLINE, PYC_GUARD_LIFETIME, PYC_GUARD_IDLE };
+enum { PYC_GUARD_NONE = 0, PYC_GUARD_DEADLINE, PYC_GUARD_LIFETIME, PYC_GUARD_IDLE, PYC_GUARD_MEMORY };
 
 typedef struct pyc_guard_callbacks {
     void (*on_interrupt)(void *ctx, int why);
@@ -39,6 +40,9 @@ typedef struct pyc_guard_callbacks {
     /* The clock every limit is measured on, in seconds (called with ctx); NULL is CLOCK_MONOTONIC.  Tests
      * give a clock they move by hand, and pyc_guard_poke to have the guard look at it. */
     pyc_clock_fn now;
+    /* The process's resident memory in bytes (called with ctx), for the memory watch; NULL: the guard
+     * reads /proc/self/statm. */
+    unsigned long long (*memory)(void *ctx);
 } pyc_guard_callbacks_t;
 
 /* Starts the guard thread.  limits is copied.  Returns NULL with err when the thread cannot start. */
@@ -56,6 +60,14 @@ void pyc_guard_cell_begin(pyc_guard_t *g, double timeout);
 /* Main thread: the cell ended.  Returns true when the main thread still owns the cell's end, with *why set
  * to the limit that interrupted it (PYC_GUARD_NONE when none did); false when on_stuck has taken over. */
 bool pyc_guard_cell_end(pyc_guard_t *g, int *why);
+
+/* Watches the resident memory of the process while cells run (every PYC_GUARD_MEMORY_POLL_MS): a cell that
+ * grows it past `limit` bytes is interrupted with why PYC_GUARD_MEMORY, then treated like one past its
+ * deadline (a second interrupt, then on_stuck after the grace).  This catches what RLIMIT_DATA does not
+ * count (shared and file mappings: mmap(-1, n), a memfd).  A cell that starts above the limit is hit only
+ * when it grows further, so that a cell can still free memory.  0 turns the watch off. */
+#define PYC_GUARD_MEMORY_POLL_MS 50
+void pyc_guard_watch_memory(pyc_guard_t *g, unsigned long long limit);
 
 /* Main thread: the kernel is closing; on_overdue runs when it is not done within the shutdown grace. */
 void pyc_guard_shutdown(pyc_guard_t *g);

@@ -61,7 +61,8 @@ timed_out(pyc_kernel_t *k, const pyc_msg_t *msg, int why, json_t *content)
     json_decref(content);
     snprintf(what, sizeof what, "the %.100s", msg->msg_type);
     pyc_limit_stop_t stop = {.what = what, .why = why, .cell_timeout = k->cell.timeout,
-                             .lifetime = k->limits.lifetime, .grace = k->limits.cell_grace};
+                             .lifetime = k->limits.lifetime, .grace = k->limits.cell_grace,
+                             .memory_cap = (double)k->limits.memory};
     json_t *e = pyc_outcome_limit_error(&stop, NULL);
     json_object_set_new(e, "status", json_string("error"));
     return e;

@@ -222,8 +222,9 @@ pyc_kernel_starting(pyc_kernel_t *k)
         "codemirror_mode", "name", "ipython", "version", 3, "nbconvert_exporter", "python", "banner", banner,
         "help_links", "text", "Python Reference", "url", "https://docs.python.org/3/", "debugger", 0);
     pyc_checkpoint_t *cp = pyc__checkpoint(k);
-    json_t *pyc = json_pack("{s:o, s:o}", "limits", pyc_limits_to_json(&k->limits), "checkpoint",
-                            cp != NULL ? json_string(pyc_checkpoint_path(cp)) : json_null());
+    json_t *pyc = json_pack("{s:o, s:o, s:o}", "limits", pyc_limits_to_json(&k->limits), "checkpoint",
+                            cp != NULL ? json_string(pyc_checkpoint_path(cp)) : json_null(), "memory_enforcement",
+                            pyc__memory_enforcement(k));
     if (k->replayed != NULL)
         json_object_set(pyc, "replayed", k->replayed);
     json_object_set_new(info, "pyc", pyc);

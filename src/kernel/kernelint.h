@@ -102,6 +102,7 @@ struct pyc_kernel {
     pyc_guard_t *guard;          /* owned: the time limits' thread; thread-safe */
     atomic_int iso_pid;          /* the running isolated cell's process, 0 when none */
     atomic_int iso_stop;         /* why the kernel killed it: 0 not, ISO_STOP_INTERRUPT or ISO_STOP_DEADLINE */
+    atomic_int memory_interrupts;/* the memory watch's interrupts of the running cell */
     pyc_outgate_t out;           /* the running cell's output cap; its own lock */
     pthread_mutex_t usage_lock;  /* guards usage (control thread and any other) */
     pyc_usage_state_t usage;
@@ -228,6 +229,10 @@ void pyc__abort_queue(pyc_kernel_t *k);
 
 /* Under a memory cap: keeps (true) or gives back (false) the reserve. */
 void pyc__memory_reserve(pyc_kernel_t *k, bool keep);
+
+/* How the session's memory is fenced, for kernel_info: ["rlimit_data", "rss_watch"] under a cap, plus
+ * {"cgroup": file, "bytes": N} for a memory limit of the cgroup the kernel runs in.  A new reference. */
+json_t *pyc__memory_enforcement(const pyc_kernel_t *k);
 
 /* ---- kernel.c ------------------------------------------------------------------------------------------- */
 

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "proc.h"
@@ -65,5 +66,48 @@ pyc_kernel_limit_memory(pyc_kernel_t *k, pyc_error_t *err)
     rl.rlim_cur = rl.rlim_max = (rlim_t)want;
     if (setrlimit(RLIMIT_DATA, &rl) < 0)
         return pyc_error_set(err, "memory limit: setrlimit: %s", strerror(errno));
+    /* RLIMIT_DATA does not count shared mappings (mmap(-1, n) from Python, a memfd, /dev/shm): the guard
+     * also watches what the process really holds, its resident memory. */
+    unsigned long long rss = 0, pss = 0;
+    if (pyc_proc_memory(getpid(), &rss, &pss) == 0 && rss > 0)
+        pyc_guard_watch_memory(k->guard, rss + (k->mem_reserve != NULL ? MEM_RESERVE : 0) + k->limits.memory);
     return 0;
+}
+
+json_t *
+pyc__memory_enforcement(const pyc_kernel_t *k)
+{
+    json_t *how = json_array();
+    if (k->limits.memory > 0) {
+        json_array_append_new(how, json_string("rlimit_data"));
+        json_array_append_new(how, json_string("rss_watch"));
+    }
+    /* A cgroup the kernel was started in, with a memory limit (systemd-run -p MemoryMax=..., a container):
+     * the stronger fence, kept by the operating system; pyc reports it, and does not make one itself. */
+    char buf[4096], path[4400];
+    if (pyc_proc_read_small("/proc/self/cgroup", buf, sizeof buf) > 0) {
+        char *save = NULL;
+        for (char *line = strtok_r(buf, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+            const char *p = NULL, *file = NULL;
+            if (strncmp(line, "0::", 3) == 0) {
+                p = line + 3;
+                file = "memory.max";
+                snprintf(path, sizeof path, "/sys/fs/cgroup%s/%s", p, file);
+            } else if ((p = strstr(line, ":memory:")) != NULL) {
+                p += 8;
+                file = "memory.limit_in_bytes";
+                snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/%s", p, file);
+            } else {
+                continue;
+            }
+            char val[64];
+            if (pyc_proc_read_small(path, val, sizeof val) <= 0)
+                continue;
+            unsigned long long max = strtoull(val, NULL, 10);
+            if (strncmp(val, "max", 3) == 0 || max == 0 || max >= (1ULL << 60))
+                continue;
+            json_array_append_new(how, json_pack("{s:s, s:I}", "cgroup", path, "bytes", (json_int_t)max));
+        }
+    }
+    return how;
 }

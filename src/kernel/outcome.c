@@ -10,11 +10,12 @@
 
 #include "guard.h"
 
-const char *const pyc_outcome_limit_names[4] = {
+const char *const pyc_outcome_limit_names[5] = {
     [PYC_GUARD_NONE] = NULL,
     [PYC_GUARD_DEADLINE] = "deadline",
     [PYC_GUARD_LIFETIME] = "lifetime",
     [PYC_GUARD_IDLE] = "idle",
+    [PYC_GUARD_MEMORY] = "memory",
 };
 
 static double
@@ -57,10 +58,14 @@ pyc_outcome_limit_error(const pyc_limit_stop_t *s, json_t *traceback)
 {
     char evalue[512];
     const char *ename = s->why == PYC_GUARD_LIFETIME ? "KernelLifetimeEnded"
+                        : s->why == PYC_GUARD_MEMORY   ? "MemoryError"
                         : s->what != NULL              ? "RequestTimeout"
                                                        : "CellTimeout";
     const char *what = s->what != NULL ? s->what : s->isolated ? "the isolated cell" : "the cell";
-    if (s->why == PYC_GUARD_LIFETIME)
+    if (s->why == PYC_GUARD_MEMORY)
+        snprintf(evalue, sizeof evalue, "%s grew the kernel's memory past its cap of %.0f bytes (shared memory "
+                 "counted)", what, s->memory_cap);
+    else if (s->why == PYC_GUARD_LIFETIME)
         snprintf(evalue, sizeof evalue, "the kernel's lifetime of %g s ended while %s ran", s->lifetime, what);
     else
         snprintf(evalue, sizeof evalue, "%s ran past its deadline of %g s", what, s->cell_timeout);
@@ -97,9 +102,11 @@ pyc_outcome_metadata(const pyc_outcome_t *o)
                                (json_int_t)g->msgs, "dropped_bytes", (json_int_t)g->dropped_bytes,
                                "dropped_messages", (json_int_t)g->dropped_msgs);
     bool dropped = g->dropped_msgs > 0 || g->dropped_bytes > 0;
-    const char *limit = o->why > PYC_GUARD_NONE && o->why <= PYC_GUARD_IDLE ? pyc_outcome_limit_names[o->why] : NULL;
+    const char *limit = o->why > PYC_GUARD_NONE && o->why <= PYC_GUARD_MEMORY ? pyc_outcome_limit_names[o->why]
+                                                                              : NULL;
+    bool timed_out = o->why == PYC_GUARD_DEADLINE || o->why == PYC_GUARD_LIFETIME;
     return json_pack("{s:s, s:b, s:b, s:o, s:b, s:o, s:b, s:s, s:b, s:f, s:f}", "outcome", o->outcome,
-                     "interrupted", o->interrupted, "timed_out", o->why != PYC_GUARD_NONE, "limit",
+                     "interrupted", o->interrupted, "timed_out", timed_out, "limit",
                      limit != NULL ? json_string(limit) : json_null(), "output_dropped", dropped, "output", output,
                      "memory_cap_hit", o->memory_hit, "state", o->lost ? "lost" : "intact", "kernel_ending",
                      o->lost || o->kernel_ending, "wall_time", o->wall, "cpu_time", o->cpu);

@@ -28,7 +28,7 @@ void pyc_cellclock_start(pyc_cellclock_t *c);
 void pyc_cellclock_read(const pyc_cellclock_t *c, double *wall, double *cpu);
 
 /* The name of each limit in metadata.pyc.limit, indexed by PYC_GUARD_* (NULL for PYC_GUARD_NONE). */
-extern const char *const pyc_outcome_limit_names[4];
+extern const char *const pyc_outcome_limit_names[5];
 
 /* What stopped a cell, for its error. */
 typedef struct pyc_limit_stop {
@@ -38,6 +38,7 @@ typedef struct pyc_limit_stop {
     bool isolated;               /* it ran in a forked child, which was killed */
     double cell_timeout;         /* its deadline, seconds */
     double lifetime, grace;      /* the kernel's */
+    double memory_cap;           /* bytes, for PYC_GUARD_MEMORY */
 } pyc_limit_stop_t;
 
 /* The error of a cell stopped by a limit: ename CellTimeout (its deadline; RequestTimeout for another
@@ -50,7 +51,8 @@ json_t *pyc_outcome_limit_error(const pyc_limit_stop_t *s, json_t *traceback);
 typedef struct pyc_outcome {
     const char *outcome;         /* ok, error, interrupted, timeout, lifetime, aborted, bad_request, died */
     bool interrupted;            /* an interrupt reached the cell */
-    int why;                     /* PYC_GUARD_*: the limit that stopped it */
+    int why;                     /* PYC_GUARD_*: the limit that stopped it (timed_out only for a deadline or
+                                  * the lifetime) */
     bool memory_hit;             /* it raised MemoryError under a memory cap */
     bool lost;                   /* the kernel is ending and its state is lost */
     bool kernel_ending;          /* the kernel shuts down after this reply */

@@ -12,6 +12,9 @@
  */
 #include "pyint.h"
 
+#include <stdatomic.h>
+#include <stdint.h>
+
 #include <string.h>
 
 static unsigned long cell_serial;
@@ -418,6 +421,45 @@ discard_late_interrupt(void)
     pyc__py_interrupted = 0;
 }
 
+/* The number of the running cell, for a MemoryError asked for from another thread (pyc_py_raise_memory_error)
+ * that must be raised in that cell and in no later one. */
+static atomic_uint cell_seq;
+static char pending_message[256];
+/* 1 + the cell_seq whose SIGINT is to raise MemoryError instead of KeyboardInterrupt; 0 when none. */
+static atomic_uint memory_error_for;
+
+/* Runs in the main thread, where the interpreter looks at pending calls: raises MemoryError in the cell
+ * that was running when it was asked for. */
+static int
+raise_memory_error(void *seq)
+{
+    if (!pyc__py_cell.running || (unsigned)(uintptr_t)seq != atomic_load(&cell_seq))
+        return 0;
+    PyErr_SetString(PyExc_MemoryError, pending_message);
+    return -1;
+}
+
+void
+pyc_py_raise_memory_error(const char *message)
+{
+    snprintf(pending_message, sizeof pending_message, "%s", message);
+    atomic_store(&memory_error_for, atomic_load(&cell_seq) + 1);
+}
+
+bool
+pyc__py_memory_error_on_sigint(void)
+{
+    /* In the SIGINT handler, on the main thread: CPython 3.11 wakes the eval loop for a pending call only when
+     * it is added by the main thread itself (COMPUTE_EVAL_BREAKER checks the calling thread), hence this
+     * detour through a signal.  Py_AddPendingCall is safe here: the kernel adds no other pending calls, so
+     * the main thread cannot be inside the pending-call machinery when the signal comes. */
+    unsigned want = atomic_exchange(&memory_error_for, 0);
+    if (want == 0)
+        return false;
+    Py_AddPendingCall(raise_memory_error, (void *)(uintptr_t)(want - 1));
+    return true;
+}
+
 void
 pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_result_t *res)
 {
@@ -434,6 +476,7 @@ pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_res
         .execution_count = opts->execution_count,
     };
     pyc__py_interrupted = 0;
+    atomic_fetch_add(&cell_seq, 1);
     pyc__py_executing = 1;
     json_decref(pyc__py_payload);
     pyc__py_payload = json_array();

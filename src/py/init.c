@@ -87,6 +87,8 @@ on_sigint(int sig)
 {
     (void)sig;
     if (pyc__py_executing) {
+        if (pyc__py_memory_error_on_sigint())
+            return;
         pyc__py_interrupted = 1;
         atomic_fetch_add(&interrupt_count, 1);
         PyErr_SetInterrupt();

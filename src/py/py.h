@@ -119,6 +119,11 @@ int pyc_py_isolate_merge(const void *blob, size_t len, json_t **merged, json_t *
 void pyc_py_interrupt_arm(void);
 void pyc_py_interrupt_disarm(void);
 
+/* Any thread, without the GIL: arms MemoryError(message) for the running cell; the caller then sends SIGINT
+ * to the main thread, whose handler raises it (at the cell's next bytecode) instead of KeyboardInterrupt,
+ * and in no later cell.  For the memory watch, which runs on the guard thread. */
+void pyc_py_raise_memory_error(const char *message);
+
 /* Runs atexit handlers and finalizes the interpreter.  Must hold the GIL (pyc_py_enter). */
 void pyc_py_finalize(void);
 

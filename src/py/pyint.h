@@ -33,6 +33,10 @@ extern PyObject *pyc__py_finder;
 /* The payload list of the running cell's execute_reply (exec.c). */
 extern json_t *pyc__py_payload;
 
+/* In the SIGINT handler: when a MemoryError was asked for (pyc_py_raise_memory_error), schedules it and
+ * returns true (the signal is then no KeyboardInterrupt). */
+bool pyc__py_memory_error_on_sigint(void);
+
 /* The _pyc builtin module (streams, displayhook, display, input); registered before init. */
 PyObject *pyc__py_module_init(void);
 

@@ -400,3 +400,32 @@ def test_an_empty_key_is_refused_off_loopback_and_warned_about_on_it(tmp_path):
     finally:
         pyctest.kill_pid(k.pid)
         k.stderr.close()
+
+
+# ---- 5. memory that RLIMIT_DATA does not count ------------------------------------------------------------
+
+
+@pyc_only
+@pytest.mark.skipif(bool(os.environ.get("PYC_SANITIZER_LOGS")),
+                    reason="AddressSanitizer reserves terabytes of address space up front")
+def test_shared_memory_cannot_escape_the_memory_cap():
+    """An anonymous shared mapping (not counted by RLIMIT_DATA) filled page by page under a 200 MB cap: the
+    resident-memory watch raises MemoryError in the cell before the process holds much more than the cap
+    (1 to 1.8 GB before), and the kernel goes on; freeing the mapping works in the next cell."""
+    k = pyctest.Kernel("pyc", env={"PYC_MEMORY_LIMIT": "200M"})
+    try:
+        info = k.kernel_info()
+        assert "rss_watch" in info["pyc"]["memory_enforcement"]
+        reply, _ = execute(k.kc, "import mmap\nm = mmap.mmap(-1, 1 << 30)\n"
+                                 "for i in range(0, 1 << 30, 4096):\n    m[i] = 1", timeout=120)
+        assert reply["content"]["status"] == "error"
+        assert reply["content"]["ename"] == "MemoryError"
+        md = reply["metadata"]["pyc"]
+        assert md["memory_cap_hit"] is True and md["limit"] == "memory" and md["state"] == "intact"
+        held = rss_mb(k.pid)
+        assert held < 200 + 150, held        # the cap, the kernel's own start-up memory, one poll of slack
+        reply, _ = execute(k.kc, "m.close(); del m")
+        assert reply["content"]["status"] == "ok"
+        pyctest.assert_alive(k.kc)
+    finally:
+        k.shutdown()

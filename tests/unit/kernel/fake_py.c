@@ -191,3 +191,9 @@ void
 pyc_py_interrupt_disarm(void)
 {
 }
+
+void
+pyc_py_raise_memory_error(const char *message)
+{
+    (void)message;
+}

@@ -66,10 +66,20 @@ fake_clock(void *ctx)
     return atomic_load(&fake_now);
 }
 
+/* The process's memory as the guard sees it in these tests. */
+static _Atomic unsigned long long fake_rss = 100 << 20;
+
+static unsigned long long
+fake_memory(void *ctx)
+{
+    (void)ctx;
+    return atomic_load(&fake_rss);
+}
+
 static pyc_guard_t *
 new_guard(calls_t *c, const pyc_limits_t *l)
 {
-    pyc_guard_callbacks_t cb = {on_interrupt, on_stuck, on_expire, on_overdue, c, fake_clock};
+    pyc_guard_callbacks_t cb = {on_interrupt, on_stuck, on_expire, on_overdue, c, fake_clock, fake_memory};
     pyc_guard_t *g = pyc_guard_new(l, &cb, NULL);
     assert_non_null(g);
     return g;
@@ -264,6 +274,56 @@ test_shutdown_grace(void **state)
     pyc_guard_destroy(&g);
 }
 
+/* The memory watch: a cell that grows the process past the limit is interrupted (why MEMORY), a second time
+ * half way through the grace, then taken over; a cell that starts above the limit is hit only when it grows
+ * further; nothing is watched between cells. */
+static void
+test_memory_watch(void **state)
+{
+    (void)state;
+    calls_t c = {0};
+    pyc_limits_t l;
+    pyc_limits_init(&l);
+    l.cell_grace = 1;
+    atomic_store(&fake_rss, 100 << 20);
+    pyc_guard_t *g = new_guard(&c, &l);
+    pyc_guard_watch_memory(g, 200 << 20);
+    pyc_guard_cell_begin(g, 0);
+    atomic_store(&fake_rss, 150 << 20);
+    advance(g, 0.125);
+    assert_int_equal(atomic_load(&c.interrupts), 0);
+    atomic_store(&fake_rss, 300 << 20);
+    advance(g, 0.0625);                      /* the next look, within one poll */
+    assert_int_equal(atomic_load(&c.interrupts), 1);
+    assert_int_equal(atomic_load(&c.last_why), PYC_GUARD_MEMORY);
+    advance(g, 0.5);
+    assert_int_equal(atomic_load(&c.interrupts), 2);
+    int why = -1;
+    assert_true(pyc_guard_cell_end(g, &why));
+    assert_int_equal(why, PYC_GUARD_MEMORY);
+    /* Between cells: nothing. */
+    advance(g, 1);
+    assert_int_equal(atomic_load(&c.interrupts), 2);
+    /* A cell that starts above the limit (to free memory) is left alone... */
+    pyc_guard_cell_begin(g, 0);
+    advance(g, 0.125);
+    assert_int_equal(atomic_load(&c.interrupts), 2);
+    atomic_store(&fake_rss, 250 << 20);      /* ... and it frees some */
+    advance(g, 0.125);
+    assert_int_equal(atomic_load(&c.interrupts), 2);
+    assert_true(pyc_guard_cell_end(g, &why));
+    assert_int_equal(why, PYC_GUARD_NONE);
+    /* ... until it grows further. */
+    pyc_guard_cell_begin(g, 0);
+    atomic_store(&fake_rss, 400 << 20);
+    advance(g, 0.0625);
+    assert_int_equal(atomic_load(&c.interrupts), 3);
+    advance(g, 2);                           /* does not stop: the stuck path */
+    assert_int_equal(atomic_load(&c.stuck), 1);
+    assert_false(pyc_guard_cell_end(g, &why));
+    pyc_guard_destroy(&g);
+}
+
 /* The real clock still works: a deadline of 50 ms fires on its own, without pokes. */
 static void
 test_real_clock(void **state)
@@ -272,7 +332,7 @@ test_real_clock(void **state)
     calls_t c = {0};
     pyc_limits_t l;
     pyc_limits_init(&l);
-    pyc_guard_callbacks_t cb = {on_interrupt, on_stuck, on_expire, on_overdue, &c, NULL};
+    pyc_guard_callbacks_t cb = {on_interrupt, on_stuck, on_expire, on_overdue, &c, NULL, NULL};
     pyc_guard_t *g = pyc_guard_new(&l, &cb, NULL);
     pyc_guard_cell_begin(g, 0.05);
     assert_true(wait_for(&c.interrupts, 1, 5));
@@ -293,6 +353,7 @@ main(void)
         cmocka_unit_test(test_idle_timeout_and_activity),
         cmocka_unit_test(test_lifetime_during_a_cell),
         cmocka_unit_test(test_shutdown_grace),
+        cmocka_unit_test(test_memory_watch),
         cmocka_unit_test(test_real_clock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
