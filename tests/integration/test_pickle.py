@@ -4,6 +4,7 @@ before anything is unpickled.  pyc-only."""
 
 import hashlib
 import os
+import secrets
 import sys
 import uuid
 import warnings
@@ -692,8 +693,12 @@ def test_direct_copy_refuses_tampered_stream(pkc):
     a = np.arange(200_000, dtype=np.float64)
     bufs = pyc_client._dumps(a)
     for tamper in (True, False):
-        land, _ = pyc_client.request(pkc, {"op": "listen", "timeout": 30})
-        assert set(land) >= {"address", "ticket", "machine"} and land["status"] == "ok"
+        ticket = secrets.token_hex(16)
+        land, _ = pyc_client.request(pkc, {"op": "listen", "timeout": 30, "ticket": ticket,
+                                           "sender": {"pid": os.getpid(), "uid": os.getuid()}})
+        assert set(land) >= {"address", "machine", "pid", "uid"} and land["status"] == "ok"
+        assert "ticket" not in land         # answers go out on iopub, which others may read
+        land["ticket"] = ticket
         sent = [bytes(b) for b in bufs]
         if tamper:
             sent[1] = sent[1][:1000] + bytes([sent[1][1000] ^ 1]) + sent[1][1001:]
@@ -740,7 +745,7 @@ def test_direct_copy_falls_back_to_relay(pkc, kc2, monkeypatch):
     assert landings(kc2) == 0
     with pytest.raises(PycError) as ei:
         pyc_client.request(pkc, {"op": "get", "name": "fb_x", "send_to": {"address": "pyc-pickle-1-00",
-                                 "ticket": "0" * 32, "machine": "another-boot/net:[1]"}})
+                                 "ticket": "0" * 32, "machine": "another-boot/net:[1]", "pid": 1, "uid": 0}})
     assert ei.value.ename == "NotLocal"
 
 
@@ -762,7 +767,9 @@ def test_direct_copy_errors(pkc, kc2):
         run_ok(kc2, "del os.environ['PYC_PICKLE_MAX_BYTES']")
     assert landings(kc2) == 0
     # a listen nobody sends to expires; its ticket is then refused
-    land, _ = pyc_client.request(kc2, {"op": "listen", "timeout": 0.3})
+    land, _ = pyc_client.request(kc2, {"op": "listen", "timeout": 0.3, "ticket": "1" * 32,
+                                       "sender": {"pid": os.getpid(), "uid": os.getuid()}})
+    land["ticket"] = "1" * 32
     import time
 
     time.sleep(0.8)
@@ -773,6 +780,9 @@ def test_direct_copy_errors(pkc, kc2):
     assert ei.value.ename == "BadRequest" and "ticket" in ei.value.evalue
     # bad requests
     for data in ({"op": "listen", "timeout": -1}, {"op": "listen", "timeout": "soon"},
+                 {"op": "listen", "timeout": 5},                                  # no ticket of the client's
+                 {"op": "listen", "timeout": 5, "ticket": "2" * 32},              # no sender
+                 {"op": "listen", "timeout": 5, "ticket": "short", "sender": {"pid": 1, "uid": 0}},
                  {"op": "get", "name": "lim_x", "send_to": {"port": 1}},
                  {"op": "put", "name": "x", "ticket": 7, "sha256": []}):
         with pytest.raises(PycError) as ei:
@@ -780,6 +790,48 @@ def test_direct_copy_errors(pkc, kc2):
         assert ei.value.ename == "BadRequest", data
     assert pyc_client.request(kc2, {"op": "cancel", "ticket": "0" * 32})[0]["landing_error"] is None
     assert_alive(kc2)
+
+
+def test_direct_path_keeps_other_local_processes_out(pkc, kc2):
+    """What a local user who reads iopub learns (the landing's address, never the ticket) lets it neither
+    receive a pickle nor feed one: the landing keeps its name bound, takes connections of the expected sender
+    only (SO_PEERCRED), and the sender checks that the socket is the receiving kernel's."""
+    import socket
+
+    ticket = secrets.token_hex(16)
+    me = pyc_client.request(pkc, {"op": "whoami"})[0]
+    assert me["pid"] != os.getpid()
+    land, _ = pyc_client.request(kc2, {"op": "listen", "timeout": 20, "ticket": ticket,
+                                       "sender": {"pid": me["pid"], "uid": me["uid"]}})
+    assert "ticket" not in land
+    # The name cannot be taken over while the landing waits.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as thief:
+        with pytest.raises(OSError):
+            thief.bind("\0" + land["address"])
+    # A process other than the sender is closed on unread, even with the right ticket.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as other:
+        other.connect("\0" + land["address"])
+        try:
+            other.sendall(b"PYC1" + ticket.encode())
+            other.settimeout(5)
+            assert other.recv(1) == b""     # closed on it
+        except (ConnectionResetError, BrokenPipeError):
+            pass                            # closed before it wrote: the same
+    pyc_client.request(kc2, {"op": "cancel", "ticket": ticket})
+    # The sender refuses a socket that is not the receiving kernel's.
+    run_ok(pkc, "trap_x = np.arange(10)")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as trap:
+        trap.bind("\0pyc-pickle-trap-%d" % os.getpid())
+        trap.listen(1)
+        with pytest.raises(PycError) as ei:
+            pyc_client.request(pkc, {"op": "get", "name": "trap_x", "chunk": CHUNK, "send_to": {
+                "address": "pyc-pickle-trap-%d" % os.getpid(), "ticket": ticket, "machine": me["machine"],
+                "timeout": 5, "pid": land["pid"], "uid": land["uid"]}})
+        assert ei.value.ename == "ConnectionError" and "not the receiving kernel" in ei.value.evalue
+    # And a copy still works.
+    reply = pyc_client.copy(pkc, "trap_x", kc2)
+    assert reply["path"] == "direct"
+    assert landings(kc2) == 0
 
 
 def test_copy_while_source_changes(pkc, kc2):

@@ -34,6 +34,7 @@ same trust boundary as executing code in the kernel.
 """
 
 import pickle
+import secrets
 import time
 import uuid
 import warnings
@@ -273,15 +274,23 @@ def _copy_direct(src_client, name, dst_client, put, deadline):
     see pyc._pickle).  Returns (get answer, put answer), or None when the kernels cannot reach each other
     that way, in which case nothing was changed in either."""
     left = _time_left(deadline, "pyc.pickle copy")
+    # The ticket is this client's secret: it travels only in signed requests, never in an answer (answers
+    # go out on iopub, which other local users may read).  Each kernel checks the other's process (its
+    # answer to whoami, and to listen) on the socket before a byte moves.
+    ticket = secrets.token_hex(16)
     try:
-        landing, _ = request(dst_client, {"op": "listen", "timeout": left}, timeout=left)
+        me, _ = request(src_client, {"op": "whoami"}, timeout=left)
+        landing, _ = request(dst_client, {"op": "listen", "timeout": left, "ticket": ticket,
+                                          "sender": {"pid": me.get("pid"), "uid": me.get("uid")}}, timeout=left)
     except PycError:
         return None                          # not this version of pyc, or it cannot listen: relay
-    ticket = landing.get("ticket")
+    if landing.get("machine") != me.get("machine"):
+        _cancel(dst_client, ticket, deadline)
+        return None                          # two machines (or network namespaces): relay
     get = _names_request("get", name)
     get["chunk"] = CHUNK
     get["send_to"] = {"address": landing.get("address"), "ticket": ticket, "machine": landing.get("machine"),
-                      "timeout": left}
+                      "timeout": left, "pid": landing.get("pid"), "uid": landing.get("uid")}
     try:
         got, buffers = request(src_client, get, timeout=_time_left(deadline, "the get of pyc.pickle copy"))
     except BaseException as e:

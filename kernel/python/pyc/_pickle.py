@@ -31,15 +31,21 @@ list of chunk digests, with "chunk" in the request.
 Kernel to kernel without the client in between (pyc_client.copy, when both kernels run on the same machine
 and network namespace; every step is a request of its own, signed with the receiving kernel's key):
 
-    B: {"op": "listen", "timeout": S}
-        -> {"status": "ok", "op": "listen", "address": ADDR, "ticket": T, "machine": M}
-       B listens on the abstract Unix socket "\\0" + ADDR (Linux; abstract names belong to the network
-       namespace and never reach the network) for S seconds (default 60), for one connection presenting T.
+    A: {"op": "whoami"}  -> {"status": "ok", "op": "whoami", "pid": P, "uid": U, "machine": M}
+    B: {"op": "listen", "timeout": S, "ticket": T, "sender": {"pid": P, "uid": U}}
+        -> {"status": "ok", "op": "listen", "address": ADDR, "machine": M, "pid": PB, "uid": UB}
+       T (32 hex digits) is chosen by the client and travels only in signed requests on shell, never in an
+       answer (answers go out on iopub, which any local process may read without the key).  B listens on the
+       abstract Unix socket "\\0" + ADDR (Linux; abstract names belong to the network namespace and never
+       reach the network) for S seconds (default 60), for one connection presenting T from process P of
+       user U (SO_PEERCRED; connections of anyone else are closed unread), and keeps the name bound until a
+       put or cancel claims the transfer or it expires, so that no other process can take the name.
     A: {"op": "get", "name": "x", "chunk": C, "send_to": {"address": ADDR, "ticket": T, "machine": M,
-                                                          "timeout": S}}
+                                                          "timeout": S, "pid": PB, "uid": UB}}
         -> the answer of a get, without buffers, with "sent": true
        A refuses with "NotLocal" unless M is its own machine id (boot id and network namespace: the same
-       abstract socket names then), connects and writes the stream
+       abstract socket names then), connects, refuses ("ConnectionError") unless the listening process is PB
+       of user UB (SO_PEERCRED), and writes the stream
            b"PYC1" + T (32 ASCII bytes) + u64 n + u64 C + n * u64 size + the n buffers' bytes
        (little-endian), hashing chunks while it sends; "ConnectionError" when that fails.  B receives into
        fresh memory and hashes each chunk as it lands.  (A Unix socket moved 100 MiB in 31-43 ms on the
@@ -50,9 +56,9 @@ and network namespace; every step is a request of its own, signed with the recei
        unpickled, exactly as for a put with message buffers.
     B: {"op": "cancel", "ticket": T}  -> {"status": "ok", "op": "cancel", "landing_error": null or
        [ename, evalue]}: gives up a transfer (the client sends it when A failed).
-A transfer nobody claims with a put within its timeout is dropped.  The ticket only keeps stray
-connections out; what may be unpickled is decided by the digests alone.  At most MAX_LANDINGS transfers
-wait at once.
+A transfer nobody claims with a put within its timeout is dropped.  The ticket and the peer checks keep
+other processes out (a local user who reads iopub learns ADDR, nothing more); what may be unpickled is
+decided by the digests alone.  At most MAX_LANDINGS transfers wait at once.
 
 The pickle is protocol 5; out-of-band buffers (NumPy and pandas data) travel as raw frames of the Jupyter
 message, not base64, and pickle.dumps does not copy them.  Buffers are outside the message's HMAC, so
@@ -563,8 +569,9 @@ class _Landing:
     fresh writable memory and hashes each chunk as it completes.  The put that names the ticket waits for
     it (wait) and checks the digests; nobody else reads the buffers."""
 
-    def __init__(self, limit, timeout):
-        self.ticket = secrets.token_hex(16)
+    def __init__(self, limit, timeout, ticket, sender):
+        self.ticket = ticket
+        self.sender = sender                 # (pid, uid) that may connect
         self.limit = limit
         self.deadline = time.monotonic() + timeout
         self.address = "pyc-pickle-%d-%s" % (os.getpid(), secrets.token_hex(8))
@@ -606,20 +613,21 @@ class _Landing:
                 self.error = ("TransferFailed", "the pickle did not arrive from the other kernel: %s: %s" %
                               (type(e).__name__, e))
         finally:
-            self.server.close()
             if self.error is not None:
                 self.buffers = self.digests = None
             self.done.set()
-        # Nobody claims it in time: let it go.
+        # The name stays bound until the transfer is claimed or expires: no other process may take it over
+        # and receive a pickle meant for this kernel.  Nobody claims it in time: let it go.
         self.claimed.wait(max(0.0, self.deadline - time.monotonic()))
+        self.server.close()
         with _landings_lock:
             if _landings.get(self.ticket) is self:
                 del _landings[self.ticket]
                 self.buffers = self.digests = None
 
     def _accept(self):
-        """The first connection that presents the ticket; others are closed (a stray connection gets 5 s
-        to present one)."""
+        """The first connection of the expected sender (process and user, SO_PEERCRED) that presents the
+        ticket; others are closed (a connection of the sender gets 5 s to present it)."""
         want = STREAM_MAGIC + self.ticket.encode("ascii")
         while True:
             self.server.settimeout(self._left())
@@ -628,6 +636,9 @@ class _Landing:
             except socket.timeout:
                 continue                     # _left() says whether time is up
             try:
+                if _peer(conn) != self.sender:
+                    conn.close()
+                    continue
                 conn.settimeout(min(5.0, self._left()))
                 if hmac.compare_digest(_recv_exact(conn, len(want)), want):
                     return conn
@@ -685,10 +696,36 @@ class _Landing:
             self.buffers = self.digests = None
 
 
+def _peer(sock):
+    """(pid, uid) of the process at the other end of a Unix socket (SO_PEERCRED)."""
+    pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                         struct.calcsize("3i")))
+    return pid, uid
+
+
+def _is_ticket(t):
+    return isinstance(t, str) and len(t) == 32 and all(c in "0123456789abcdef" for c in t)
+
+
+def _whoami():
+    machine = _machine_id()
+    if machine is None:
+        raise RequestFailed("NotSupported", "this kernel cannot tell which machine it runs on (no /proc)")
+    return {"status": "ok", "op": "whoami", "pid": os.getpid(), "uid": os.getuid(), "machine": machine}
+
+
 def _listen(data, limit):
     timeout = data.get("timeout", 60)
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not 0 < timeout <= 86400:
         raise RequestFailed("BadRequest", "\"timeout\" must be a number of seconds (0 to 86400)")
+    ticket, sender = data.get("ticket"), data.get("sender")
+    if not _is_ticket(ticket):
+        raise RequestFailed("BadRequest", "a listen needs \"ticket\": 32 hex digits chosen by the client (the "
+                                          "kernel never makes one: its answers can be read by others)")
+    if (not isinstance(sender, dict) or not all(isinstance(sender.get(k), int) and not isinstance(
+            sender.get(k), bool) for k in ("pid", "uid"))):
+        raise RequestFailed("BadRequest", "a listen needs \"sender\": {\"pid\", \"uid\"} of the kernel that "
+                                          "will send (its answer to \"whoami\")")
     machine = _machine_id()
     if machine is None:
         raise RequestFailed("NotSupported", "this kernel cannot tell which machine it runs on (no /proc)")
@@ -696,13 +733,15 @@ def _listen(data, limit):
         if len(_landings) >= MAX_LANDINGS:
             raise RequestFailed("TooManyTransfers", "%d transfers already wait for their pickle" % MAX_LANDINGS)
         try:
-            landing = _Landing(limit, timeout)
+            if ticket in _landings:
+                raise RequestFailed("BadRequest", "a transfer already waits under this ticket")
+            landing = _Landing(limit, timeout, ticket, (sender["pid"], sender["uid"]))
         except OSError as e:
             raise RequestFailed("ConnectionError", "cannot listen on a Unix socket: %s" % e)
         _landings[landing.ticket] = landing
     landing.thread.start()
-    return {"status": "ok", "op": "listen", "address": landing.address, "ticket": landing.ticket,
-            "machine": machine}
+    return {"status": "ok", "op": "listen", "address": landing.address, "machine": machine,
+            "pid": os.getpid(), "uid": os.getuid()}
 
 
 def _claim(ticket):
@@ -734,22 +773,24 @@ def _send_target(data):
     if not isinstance(to, dict):
         raise RequestFailed("BadRequest", "\"send_to\" must be an object (address, ticket, machine)")
     address, ticket, machine = to.get("address"), to.get("ticket"), to.get("machine")
+    pid, uid = to.get("pid"), to.get("uid")
     timeout = to.get("timeout", 60)
     if (not isinstance(address, str) or not address.startswith("pyc-pickle-") or len(address) > 100
-            or not isinstance(ticket, str) or len(ticket) != 32
-            or not all(c in "0123456789abcdef" for c in ticket) or not isinstance(machine, str)
+            or not _is_ticket(ticket) or not isinstance(machine, str)
+            or not isinstance(pid, int) or not isinstance(uid, int)
             or not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not 0 < timeout <= 86400):
-        raise RequestFailed("BadRequest", "\"send_to\" needs address, ticket (32 hex digits) and machine, as "
+        raise RequestFailed("BadRequest", "\"send_to\" needs address, ticket (32 hex digits), machine, pid and "
+                                          "uid, as "
                                           "answered by op \"listen\"")
     if machine != _machine_id():
         raise RequestFailed("NotLocal", "the receiving kernel runs on another machine or network namespace")
-    return address, ticket, timeout
+    return address, ticket, timeout, (pid, uid)
 
 
 def _send(target, buffers, chunk):
     """Writes the stream to the landing at target, hashing chunks on other threads meanwhile.  Returns the
     chunk digests of each buffer."""
-    address, ticket, timeout = target
+    address, ticket, timeout, listener = target
     sizes = [memoryview(b).nbytes for b in buffers]
     head = (STREAM_MAGIC + ticket.encode("ascii") + struct.pack("<QQ", len(buffers), chunk) +
             struct.pack("<%dQ" % len(buffers), *sizes))
@@ -762,6 +803,9 @@ def _send(target, buffers, chunk):
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)
             sock.connect("\0" + address)
+            if _peer(sock) != listener:
+                raise RequestFailed("ConnectionError", "the socket %s is not the receiving kernel's (another "
+                                    "process holds the name)" % address)
             sock.sendall(head)
             for b in buffers:
                 sock.sendall(b)
@@ -804,8 +848,10 @@ def handle(data, buffers):
         return _listen(data, limit), None
     if op == "cancel":
         return _cancel(data), None
-    raise RequestFailed("BadRequest", "unknown op %r (expected \"get\", \"put\", \"listen\" or \"cancel\")"
-                        % (op,))
+    if op == "whoami":
+        return _whoami(), None
+    raise RequestFailed("BadRequest", "unknown op %r (expected \"get\", \"put\", \"listen\", \"cancel\" or "
+                                      "\"whoami\")" % (op,))
 
 
 def target(comm, open_msg):
