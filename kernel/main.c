@@ -162,6 +162,8 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
         pyc_log("%s", err.text);
         goto out;
     }
+    if (pyc_kernel_crash_reports(app.kernel, &err) < 0)
+        pyc_log("%s", err.text);
     /* C code's printf goes to a pipe now; line buffering makes it appear as it is printed.  Output capture
      * starts only now, so that an interpreter that fails to start can still say why on the real stderr. */
     setvbuf(stdout, NULL, _IOLBF, 0);

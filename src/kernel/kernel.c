@@ -269,6 +269,9 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     k->streams = pyc_streams_new(pyc__stream_publish, k, err);
     if (k->streams == NULL)
         return -1;
+    pyc_error_t cerr;
+    if (pyc__crash_restart_in_child(k, &cerr) < 0)
+        pyc_log("%s", cerr.text);
     return pyc_streams_capture_fds(k->streams, err);
 }
 

@@ -117,6 +117,11 @@ int pyc_kernel_limit_memory(pyc_kernel_t *k, pyc_error_t *err);
  * -1 with err when the file cannot be read or a cell failed. */
 int pyc_kernel_replay(pyc_kernel_t *k, const char *path, pyc_error_t *err);
 
+/* Main thread, after the interpreter started (GIL released): makes a fatal signal (a segfault in C code)
+ * reported -- the Python traceback of every thread to the log, and an error and execute_reply to the running
+ * cell's client -- before the process dies of it (crash.c).  Returns 0, or -1 with err (reports are off). */
+int pyc_kernel_crash_reports(pyc_kernel_t *k, pyc_error_t *err);
+
 /* Main thread: the request loop has ended; the shutdown grace starts now. */
 void pyc_kernel_closing(pyc_kernel_t *k);
 

@@ -225,6 +225,11 @@ void pyc__quit(pyc_kernel_t *k);
  * aborted (execute) or answered (the rest) after this request, in order. */
 void pyc__abort_queue(pyc_kernel_t *k);
 
+/* ---- crash.c ------------------------------------------------------------------------------------------ */
+
+/* In a forked session: crash reports of its own (the reporter thread is the parent's). */
+int pyc__crash_restart_in_child(pyc_kernel_t *k, pyc_error_t *err);
+
 /* ---- memcap.c ------------------------------------------------------------------------------------------- */
 
 /* Under a memory cap: keeps (true) or gives back (false) the reserve. */

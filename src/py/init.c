@@ -293,3 +293,17 @@ pyc_py_fork_done(pid_t pid)
         PyOS_AfterFork_Parent();
     }
 }
+
+int
+pyc_py_faulthandler(int fd, pyc_error_t *err)
+{
+    PyObject *fh = PyImport_ImportModule("faulthandler");
+    PyObject *r = fh != NULL ? PyObject_CallMethod(fh, "enable", "(ii)", fd, 1) : NULL;
+    Py_XDECREF(fh);
+    if (r == NULL) {
+        pyc__py_report("enabling faulthandler");
+        return pyc_error_set(err, "crash reports are off: faulthandler could not be enabled");
+    }
+    Py_DECREF(r);
+    return 0;
+}

@@ -124,6 +124,10 @@ void pyc_py_interrupt_disarm(void);
  * and in no later cell.  For the memory watch, which runs on the guard thread. */
 void pyc_py_raise_memory_error(const char *message);
 
+/* Points Python's faulthandler at fd, for every thread (crash.c reads what it writes there).  GIL held.
+ * Returns 0, or -1 with err. */
+int pyc_py_faulthandler(int fd, pyc_error_t *err);
+
 /* Runs atexit handlers and finalizes the interpreter.  Must hold the GIL (pyc_py_enter). */
 void pyc_py_finalize(void);
 

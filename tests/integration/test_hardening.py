@@ -429,3 +429,34 @@ def test_shared_memory_cannot_escape_the_memory_cap():
         pyctest.assert_alive(k.kc)
     finally:
         k.shutdown()
+
+
+# ---- also: a fatal signal in a cell ---------------------------------------------------------------------
+
+
+@pyc_only
+@pytest.mark.skipif(bool(os.environ.get("PYC_SANITIZER_LOGS")), reason="AddressSanitizer handles SIGSEGV itself")
+def test_a_segfault_in_a_cell_is_reported_before_the_kernel_dies():
+    """ctypes.string_at(0): the kernel dies (nothing can save it), but the client gets the cell's error and
+    reply first, with the Python traceback, and the kernel's log has the traceback of every thread."""
+    k = pyctest.Kernel("pyc")
+    try:
+        execute(k.kc, "import ctypes\ndef crash():\n    return ctypes.string_at(0)")
+        msg_id = k.kc.execute("crash()")
+        reply = pyctest.get_reply(k.kc, msg_id, timeout=30)
+        assert reply["content"]["status"] == "error"
+        assert reply["content"]["ename"] == "KernelDied"
+        assert "signal 11" in reply["content"]["evalue"]
+        assert reply["metadata"]["pyc"]["outcome"] == "died" and reply["metadata"]["pyc"]["state"] == "lost"
+        tb = "\n".join(reply["content"]["traceback"])
+        assert "crash" in tb and "string_at" in tb, tb
+        msgs = pyctest.iopub_for(k.kc, msg_id, timeout=30)
+        assert [m["content"]["ename"] for m in msgs if m["msg_type"] == "error"] == ["KernelDied"]
+        deadline = time.monotonic() + 10
+        while k.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not k.is_alive()
+        log = k.stderr()
+        assert "fatal signal" in log and "crash" in log
+    finally:
+        k.shutdown(now=True)

@@ -197,3 +197,11 @@ pyc_py_raise_memory_error(const char *message)
 {
     (void)message;
 }
+
+int
+pyc_py_faulthandler(int fd, pyc_error_t *err)
+{
+    (void)fd;
+    (void)err;
+    return 0;
+}
