@@ -35,10 +35,24 @@
 /* Signatures remembered to refuse a replayed message (auth.h). */
 #define CLIENT_REPLAY_WINDOW 256
 
-/* The most one received message may hold.  `pyc cp` moves pickles of up to 64 GiB through here, so this is
- * not a memory budget (malloc refuses what the machine cannot hold, and that is reported); it keeps a wrong
- * size in a frame header from asking for absurd amounts. */
-#define CLIENT_MAX_MSG ((size_t)1 << 40)
+/* The most one received message may hold: the kernel's largest pickle transfer (PYC_PICKLE_MAX_BYTES, default
+ * 4 GiB, read from the same variable) and room for the JSON frames beside it, so that a kernel -- or whatever
+ * answers on its port -- cannot make `pyc` ask for more memory than a transfer may take. */
+#define CLIENT_MAX_JSON ((size_t)256 << 20)
+
+static size_t
+max_message(void)
+{
+    size_t pickle = (size_t)4 << 30;
+    const char *v = getenv("PYC_PICKLE_MAX_BYTES");
+    char *end;
+    if (v != NULL && v[0] != '\0') {
+        unsigned long long n = strtoull(v, &end, 10);
+        if (*end == '\0' && n > 0)
+            pickle = (size_t)n;
+    }
+    return pickle + 4 * CLIENT_MAX_JSON;
+}
 
 struct pyc_client {
     pyc_zmtp_t *conn[PYC_CHAN_COUNT];  /* shell, iopub, stdin, control; no heartbeat connection here */
@@ -60,7 +74,7 @@ open_conn(const pyc_connfile_t *cf, int chan, int type, const char *identity, py
         pyc_error_set(err, "the connection has no usable %s endpoint", chan_names[chan]);
         return NULL;
     }
-    pyc_zmtp_t *c = pyc_zmtp_new(ep, type, identity, CLIENT_MAX_MSG, PYC_WIRE_MAX_FRAMES, &zerr);
+    pyc_zmtp_t *c = pyc_zmtp_new(ep, type, identity, max_message(), PYC_WIRE_MAX_FRAMES, &zerr);
     if (c == NULL)
         pyc_error_set(err, "cannot open the %s channel: %s", chan_names[chan], zerr.text);
     return c;

@@ -7,6 +7,7 @@
  */
 #include "checkpoint.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -33,8 +35,9 @@ struct pyc_checkpoint {
     char token[TOKEN_LEN + 1];
     char *header;                /* the lines written when the file is created */
     int fd;                      /* -1 until the first cell */
+    size_t max_cell, max_bytes;  /* pyc_checkpoint_set_caps */
+    bool full;                   /* the file reached max_bytes: nothing more is added */
 };
-
 
 /* Sets dir, path and header for the session id.  Returns 0 or -1. */
 static int
@@ -109,6 +112,8 @@ pyc_checkpoint_t *
 pyc_checkpoint_new(const char *dir, const char *id, const char *python_version, pyc_error_t *err)
 {
     pyc_checkpoint_t *c = calloc(1, sizeof *c);
+    if (c != NULL)
+        pyc_checkpoint_set_caps(c, PYC_CHECKPOINT_MAX_CELL, PYC_CHECKPOINT_MAX_BYTES);
     if (c == NULL) {
         pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
@@ -125,10 +130,25 @@ pyc_checkpoint_add(pyc_checkpoint_t *c, int count, const char *code, pyc_error_t
 {
     if (c->fd < 0)
         return pyc_error_set(err, "checkpoint: the file could not be created");
+    if (c->full)
+        return 0;                /* said once, in the file itself */
     pyc_buf_t b;
     char date[PYC_MSG_DATE_LEN + 1];
+    char stop[256];
     pyc_msg_now(date);
     size_t n = strlen(code);
+    /* A cell larger than a cell may be, or one that would take the file past its size: in its place, a cell
+     * that stops a replay there with the reason (a replay must not go on without a cell it needs). */
+    off_t size = lseek(c->fd, 0, SEEK_END);
+    if (n > c->max_cell || (size > 0 && (size_t)size + n > c->max_bytes)) {
+        bool file_full = n <= c->max_cell;
+        snprintf(stop, sizeof stop, "raise RuntimeError('cell %d (%zu bytes) is not in this checkpoint: %s')",
+                 count, n, file_full ? "the checkpoint reached its size limit (PYC_CHECKPOINT_MAX_BYTES)"
+                                     : "it is larger than a checkpoint keeps (PYC_CHECKPOINT_MAX_CELL)");
+        code = stop;
+        n = strlen(stop);
+        c->full = file_full;
+    }
     pyc_buf_init(&b, SIZE_MAX / 2);
     char marker[128];
     int m = snprintf(marker, sizeof marker, "\n# %%%% pyc %s In[%d] %s\n", c->token, count, date);
@@ -146,6 +166,35 @@ pyc_checkpoint_add(pyc_checkpoint_t *c, int count, const char *code, pyc_error_t
 out:
     pyc_buf_free(&b);
     return rc;
+}
+
+void
+pyc_checkpoint_set_caps(pyc_checkpoint_t *c, size_t max_cell, size_t max_bytes)
+{
+    c->max_cell = max_cell > 0 ? max_cell : SIZE_MAX;
+    c->max_bytes = max_bytes > 0 ? max_bytes : SIZE_MAX;
+}
+
+int
+pyc_checkpoint_expire(const char *dir, double max_age, pyc_error_t *err)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return errno == ENOENT ? 0 : pyc_error_set(err, "checkpoint: cannot read %s: %s", dir, strerror(errno));
+    time_t now = time(NULL);
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        struct stat st;
+        if (len < 4 || strcmp(e->d_name + len - 3, ".py") != 0)
+            continue;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+            difftime(now, st.st_mtime) > max_age && unlinkat(dirfd(d), e->d_name, 0) == 0)
+            removed++;
+    }
+    closedir(d);
+    return removed;
 }
 
 const char *

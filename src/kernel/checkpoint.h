@@ -13,7 +13,12 @@
  *     import numpy as np
  *
  * The random token on every cell marker is what replay splits on, so that a line "# %%" inside a cell's own
- * code cannot cut it in two.  IPython-style lines (!cmd, %time) are kept as typed; replay runs each cell
+ * code cannot cut it in two.
+ *
+ * Bounds (a 200 MB cell once made a 200 MB file): a cell larger than PYC_CHECKPOINT_MAX_CELL (1 MiB) is kept
+ * as a line that stops a replay there and says why; once the file reaches PYC_CHECKPOINT_MAX_BYTES (64 MiB)
+ * one such line ends it.  Files older than PYC_CHECKPOINT_MAX_AGE (30 days) are removed when a kernel starts
+ * (pyc_checkpoint_expire).  The environment variables of the same names change them.  IPython-style lines (!cmd, %time) are kept as typed; replay runs each cell
  * through the kernel's own executor, which understands them.
  */
 #ifndef PYC_CHECKPOINT_H
@@ -25,6 +30,10 @@
 
 typedef struct pyc_checkpoint pyc_checkpoint_t;
 
+#define PYC_CHECKPOINT_MAX_CELL ((size_t)1 << 20)
+#define PYC_CHECKPOINT_MAX_BYTES ((size_t)64 << 20)
+#define PYC_CHECKPOINT_MAX_AGE (30.0 * 86400)
+
 /* A checkpoint for the session `id` (a file name stem: [A-Za-z0-9_.-], others become '_') in dir: creates
  * the directory and a new file holding the header.  Returns NULL with err. */
 pyc_checkpoint_t *pyc_checkpoint_new(const char *dir, const char *id, const char *python_version,
@@ -32,6 +41,13 @@ pyc_checkpoint_t *pyc_checkpoint_new(const char *dir, const char *id, const char
 
 /* Appends one cell.  Returns 0, or -1 with err (a full disk, say; the caller logs it once). */
 int pyc_checkpoint_add(pyc_checkpoint_t *c, int execution_count, const char *code, pyc_error_t *err);
+
+/* Sets the largest cell and the largest file (0: no bound). */
+void pyc_checkpoint_set_caps(pyc_checkpoint_t *c, size_t max_cell, size_t max_bytes);
+
+/* Removes the checkpoint files (*.py) in dir not written for more than max_age seconds.  Returns how many
+ * went, or -1 with err when dir cannot be read. */
+int pyc_checkpoint_expire(const char *dir, double max_age, pyc_error_t *err);
 
 /* The file's path. */
 const char *pyc_checkpoint_path(const pyc_checkpoint_t *c);

@@ -11,7 +11,10 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "checkpoint.h"
 #include "unit_util.h"
@@ -103,12 +106,73 @@ test_checkpoint_refusals(void **state)
     assert_non_null(strstr(err.text, "/nonexistent/file.py"));
 }
 
+static void
+test_checkpoint_bounds(void **state)
+{
+    char dir[PATH_MAX];
+    pyc_error_t err;
+    snprintf(dir, sizeof dir, "%s/ck", (const char *)*state);
+    pyc_checkpoint_t *c = pyc_checkpoint_new(dir, "k", "3.11.2", &err);
+    assert_non_null(c);
+    pyc_checkpoint_set_caps(c, 32, 1200);
+    assert_int_equal(pyc_checkpoint_add(c, 1, "x = 1", &err), 0);
+    assert_int_equal(pyc_checkpoint_add(c, 2, "y = '0123456789012345678901234567890123456789'", &err), 0);
+    char **got;
+    size_t n;
+    assert_int_equal(pyc_checkpoint_load(pyc_checkpoint_path(c), &got, &n, &err), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(got[0], "x = 1");
+    assert_non_null(strstr(got[1], "raise RuntimeError('cell 2 (46 bytes) is not in this checkpoint"));
+    pyc_checkpoint_free_cells(got, n);
+    /* Up to the file's bound, then one line that stops a replay, then nothing. */
+    for (int i = 3; i < 60; i++)
+        assert_int_equal(pyc_checkpoint_add(c, i, "z = 12345", &err), 0);
+    struct stat st;
+    assert_int_equal(stat(pyc_checkpoint_path(c), &st), 0);
+    assert_true(st.st_size <= 1200 + 200);
+    assert_int_equal(pyc_checkpoint_load(pyc_checkpoint_path(c), &got, &n, &err), 0);
+    assert_non_null(strstr(got[n - 1], "the checkpoint reached its size limit"));
+    assert_null(strstr(got[n - 2], "RuntimeError"));
+    pyc_checkpoint_free_cells(got, n);
+    pyc_checkpoint_destroy(&c);
+}
+
+static void
+test_checkpoint_expire(void **state)
+{
+    char path[PATH_MAX];
+    const char *dir = *state;
+    const char *names[] = {"old.py", "new.py", "old.txt"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fclose(f);
+        if (i != 1) {
+            struct timespec old[2] = {{time(NULL) - 40 * 86400, 0}, {time(NULL) - 40 * 86400, 0}};
+            assert_int_equal(utimensat(AT_FDCWD, path, old, 0), 0);
+        }
+    }
+    pyc_error_t err;
+    assert_int_equal(pyc_checkpoint_expire(dir, 30 * 86400.0, &err), 1);
+    snprintf(path, sizeof path, "%s/old.py", dir);
+    assert_int_equal(access(path, F_OK), -1);
+    snprintf(path, sizeof path, "%s/new.py", dir);
+    assert_int_equal(access(path, F_OK), 0);
+    snprintf(path, sizeof path, "%s/old.txt", dir);
+    assert_int_equal(access(path, F_OK), 0);           /* not a checkpoint */
+    snprintf(path, sizeof path, "%s/missing", dir);
+    assert_int_equal(pyc_checkpoint_expire(path, 1, &err), 0);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_checkpoint_round_trip, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test(test_checkpoint_refusals),
+        cmocka_unit_test_setup_teardown(test_checkpoint_bounds, unit_tmpdir_setup, unit_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_expire, unit_tmpdir_setup, unit_tmpdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
