@@ -18,8 +18,9 @@
  * Bounds (a 200 MB cell once made a 200 MB file): a cell larger than PYC_CHECKPOINT_MAX_CELL (1 MiB) is kept
  * as a line that stops a replay there and says why; once the file reaches PYC_CHECKPOINT_MAX_BYTES (64 MiB)
  * one such line ends it.  Files older than PYC_CHECKPOINT_MAX_AGE (30 days) are removed when a kernel starts
- * (pyc_checkpoint_expire).  The environment variables of the same names change them.  IPython-style lines (!cmd, %time) are kept as typed; replay runs each cell
- * through the kernel's own executor, which understands them.
+ * (pyc_checkpoint_expire).  The environment variables of the same names change them.  IPython-style lines
+ * (!cmd, %time) are kept as typed; replay runs each cell through the kernel's own executor, which understands
+ * them.
  */
 #ifndef PYC_CHECKPOINT_H
 #define PYC_CHECKPOINT_H

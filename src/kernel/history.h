@@ -87,6 +87,11 @@ int pyc_history_set_output(pyc_history_t *self, int line, const char *output, py
  * when its history is disabled. */
 json_t *pyc_history_request(pyc_history_t *self, json_t *content);
 
+/* Internal to history.c and history_query.c: answers content from db (NULL: an empty history) for the current
+ * session number session, as pyc_history_request. */
+typedef struct sqlite3 sqlite3;
+json_t *pyc__history_query(sqlite3 *db, int session, json_t *content);
+
 /* The default path: $PYC_HISTORY_FILE if set, else <jupyter data dir>/pyc/history.sqlite where the data dir is
  * $JUPYTER_DATA_DIR, else $XDG_DATA_HOME/jupyter, else $HOME/.local/share/jupyter.  Writes into out.
  *

@@ -1,5 +1,5 @@
 /*
- * exec.c -- running a cell, formatting its error, user_expressions, is_complete, and input().
+ * exec.c -- running a cell, formatting its error, user_expressions, is_complete, and fork-isolated cells.
  *
  * A cell is parsed once into an AST (with top-level await allowed).  When its last statement is an
  * expression, that statement is split off and compiled in "single" mode, so that CPython itself calls
@@ -520,115 +520,6 @@ pyc_py_is_complete(const char *code)
     Py_XDECREF(r);
     return out;
 }
-
-/* ---- input ------------------------------------------------------------------------------------------- */
-
-static PyObject *
-read_line(PyObject *prompt_obj, bool password)
-{
-    const char *prompt = "";
-    PyObject *ps = NULL;
-    if (prompt_obj != NULL && prompt_obj != Py_None) {
-        ps = PyObject_Str(prompt_obj);
-        if (ps == NULL)
-            return NULL;
-        prompt = PyUnicode_AsUTF8(ps);
-        if (prompt == NULL) {
-            Py_DECREF(ps);
-            return NULL;
-        }
-    }
-    if (!pyc__py_cell.running || !pyc__py_cell.allow_stdin) {
-        Py_XDECREF(ps);
-        PyObject *mod = PyImport_ImportModule("_pyc");
-        PyObject *exc = mod != NULL ? PyObject_GetAttrString(mod, "StdinNotImplementedError") : NULL;
-        Py_XDECREF(mod);
-        PyErr_SetString(exc != NULL ? exc : PyExc_RuntimeError,
-                        "input() was called, but this frontend does not support input requests "
-                        "(allow_stdin is false)");
-        Py_XDECREF(exc);
-        return NULL;
-    }
-    char *line = NULL;
-    pyc_error_t err;
-    char *prompt_copy = strdup(prompt);
-    Py_XDECREF(ps);
-    if (prompt_copy == NULL)
-        return PyErr_NoMemory();
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = pyc__py_host.input(pyc__py_host.ctx, prompt_copy, password, &line, &err);
-    Py_END_ALLOW_THREADS
-    free(prompt_copy);
-    if (rc == 1) {
-        if (PyErr_CheckSignals() < 0)
-            return NULL;
-        PyErr_SetNone(PyExc_KeyboardInterrupt);
-        return NULL;
-    }
-    if (rc < 0) {
-        PyErr_SetString(PyExc_RuntimeError, err.text);
-        return NULL;
-    }
-    PyObject *r = PyUnicode_DecodeUTF8(line, (Py_ssize_t)strlen(line), "replace");
-    free(line);
-    return r;
-}
-
-static PyObject *
-py_input(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *prompt = NULL;
-    if (!PyArg_ParseTuple(args, "|O:input", &prompt))
-        return NULL;
-    return read_line(prompt, false);
-}
-
-static PyObject *
-py_getpass(PyObject *self, PyObject *args, PyObject *kwargs)
-{
-    (void)self;
-    static char *kwlist[] = {"prompt", "stream", NULL};
-    PyObject *prompt = NULL, *stream = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:getpass", kwlist, &prompt, &stream))
-        return NULL;
-    if (prompt == NULL) {
-        PyObject *p = PyUnicode_FromString("Password: ");
-        PyObject *r = read_line(p, true);
-        Py_XDECREF(p);
-        return r;
-    }
-    return read_line(prompt, true);
-}
-
-/* _pyc.add_payload(dict): adds a payload (e.g. a page of help) to the running cell's execute_reply. */
-static PyObject *
-py_add_payload(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    if (!PyDict_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "add_payload() takes a dict");
-        return NULL;
-    }
-    if (pyc__py_payload == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "add_payload() outside a cell");
-        return NULL;
-    }
-    json_t *j = pyc__py_to_json(arg);
-    if (j == NULL)
-        return NULL;
-    json_array_append_new(pyc__py_payload, j);
-    Py_RETURN_NONE;
-}
-
-PyMethodDef pyc__py_input_methods[] = {
-    {"add_payload", (PyCFunction)py_add_payload, METH_O, "Add a payload to the current execute_reply."},
-    {"input", (PyCFunction)py_input, METH_VARARGS, "input(prompt='') -> str, asked of the frontend."},
-    {"getpass", (PyCFunction)(void (*)(void))py_getpass, METH_VARARGS | METH_KEYWORDS,
-     "getpass(prompt='Password: ') -> str, asked of the frontend without echo."},
-    {NULL, NULL, 0, NULL},
-};
 
 /* ---- fork-isolated cells ----------------------------------------------------------------------------- */
 
