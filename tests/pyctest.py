@@ -38,6 +38,9 @@ NOT_PYC_REASON = "pyc-only: the kernel under test is not pyc (PYC_TEST_ARGV is s
 ISSUE3 = "issue 3: display/completion/inspection/history/clear_output/pager are not in the kernel-core issue"
 
 pyc_only = pytest.mark.skipif(not IS_PYC, reason=NOT_PYC_REASON)
+
+# True in the sanitizer build (tests/env.am sends every process's reports to PYC_SANITIZER_LOGS).
+UNDER_ASAN = bool(os.environ.get("PYC_SANITIZER_LOGS"))
 issue3 = pytest.mark.xfail(IS_PYC, reason=ISSUE3, strict=False)
 
 

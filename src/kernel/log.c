@@ -29,6 +29,9 @@ pyc_log_fd(void)
 }
 
 static void
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 0)))
+#endif
 vlog(const char *fmt, va_list ap)
 {
     char line[1024];

@@ -19,7 +19,6 @@ from pyctest import (
     eval_value,
     execute,
     kill_pid,
-    pid_alive,
     register_pid,
     stream_text,
 )

@@ -6,20 +6,17 @@ a kernelspec's "env" sets it) or on its command line.  Durations are short but t
 margins: this machine is shared and slow at times, and these are behaviour tests, not timings.
 """
 
-import json
 import os
-import signal
 import subprocess
 import time
 
 import pytest
 
-from pyctest import (IS_PYC, NOT_PYC_REASON, PYC_KERNEL, Deadline, Kernel, eval_value, execute, get_reply,
-                     iopub_for, kill_pid, pid_alive, register_pid, request, send, stream_text, wait_exit)
+from pyctest import (IS_PYC, NOT_PYC_REASON, PYC_KERNEL, UNDER_ASAN, Deadline, Kernel, eval_value, execute,
+                     get_reply, iopub_for, request, send, stream_text)
 
 pytestmark = pytest.mark.skipif(not IS_PYC, reason=NOT_PYC_REASON)
 
-UNDER_ASAN = bool(os.environ.get("PYC_SANITIZER_LOGS"))
 
 
 def run(kc, code, metadata=None, timeout=60, **content):

@@ -5,7 +5,6 @@ completion, inspection, the IPython-style lines, and comms.  pyc does all of it 
 import base64
 import os
 import struct
-import time
 import uuid
 
 import pytest
