@@ -473,10 +473,12 @@ def stdout_throughput(k, mb, timeout=600.0):
 # ---- driver --------------------------------------------------------------------------------------------
 
 def find_pyc(given):
+    """The pyc-kernel to run, as an absolute path (kernels run in a temporary directory)."""
     if given is not None:
-        return given
+        return os.path.abspath(given) if given and os.sep in given else given
     here = os.path.dirname(os.path.abspath(__file__))
-    for cand in (os.path.join(here, "..", "pyc-kernel"), os.path.join(os.getcwd(), "pyc-kernel")):
+    for cand in (os.path.join(here, "..", "pyc-kernel"), os.path.join(here, "..", "build", "pyc-kernel"),
+                 os.path.join(os.getcwd(), "pyc-kernel")):
         if os.path.isfile(cand) and os.access(cand, os.X_OK):
             return os.path.normpath(cand)
     return shutil.which("pyc-kernel") or "pyc-kernel"
