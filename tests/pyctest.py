@@ -173,6 +173,18 @@ def kill_pid(pid, sig=signal.SIGKILL, wait=5.0):
     return True
 
 
+def rss_mb(pid):
+    """The resident memory of process pid in MB (VmRSS), 0 when it is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0
+
+
 def children_of(pid):
     """Pids of the direct children of pid (from /proc)."""
     kids = []

@@ -252,15 +252,27 @@ put_output(pyc_history_t *self, int line, const char *output, pyc_error_t *err)
     return sqlite3_changes(self->db) > 0 ? 1 : 0;
 }
 
+/* The length of a cell's source without its trailing newlines, as it is recorded; -1 with err when it is too
+ * large for SQLite. */
+static int
+source_length(const char *source, int line, size_t *len, pyc_error_t *err)
+{
+    size_t n = strlen(source);
+    while (n > 0 && source[n - 1] == '\n')
+        n--;
+    if (n > INT_MAX)
+        return pyc_error_set(err, "history: cell %d is too large to record (%zu bytes)", line, n);
+    *len = n;
+    return 0;
+}
+
 int
 pyc_history_add(pyc_history_t *self, int line, const char *source, const char *output, pyc_error_t *err)
 {
     assert(self != NULL && source != NULL);
-    size_t len = strlen(source);
-    while (len > 0 && source[len - 1] == '\n')
-        len--;
-    if (len > INT_MAX)
-        return pyc_error_set(err, "history: cell %d is too large to record (%zu bytes)", line, len);
+    size_t len = 0;
+    if (source_length(source, line, &len, err) < 0)
+        return -1;
     bool txn = output != NULL;
     if (txn && sqlite3_exec(self->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
         return db_error(self, "cannot start a transaction", err);
@@ -291,11 +303,9 @@ int
 pyc_history_queue(pyc_history_t *self, int line, const char *source, pyc_error_t *err)
 {
     assert(self != NULL && source != NULL);
-    size_t len = strlen(source);
-    while (len > 0 && source[len - 1] == '\n')
-        len--;
-    if (len > INT_MAX)
-        return pyc_error_set(err, "history: cell %d is too large to record (%zu bytes)", line, len);
+    size_t len = 0;
+    if (source_length(source, line, &len, err) < 0)
+        return -1;
     if (self->n_pending == MAX_PENDING)
         return pyc_error_code(err, PYC_EIO, "history: %d cells are waiting for the locked history file; cell %d "
                               "is not recorded", MAX_PENDING, line);

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import pyctest
-from pyctest import IS_PYC, UNDER_ASAN, execute, pyc_only, stream_text
+from pyctest import IS_PYC, UNDER_ASAN, execute, pyc_only, rss_mb, stream_text
 
 #: Where ipykernel (Debian's 6.x, the reference these suites calibrate against) falls short of what pyc
 #: promises: the test still runs against it, and must fail there.
@@ -321,14 +321,6 @@ def test_output_cap_holds_for_errors_and_between_cells():
 
 
 # ---- 9. peers without the key cannot make the kernel grow ------------------------------------------------
-
-
-def rss_mb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0
 
 
 @pyc_only

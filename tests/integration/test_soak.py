@@ -14,17 +14,9 @@ import pytest
 import zmq
 
 import pyctest
-from pyctest import execute, pyc_only, stream_text
+from pyctest import execute, pyc_only, rss_mb, stream_text
 
 pytestmark = [pytest.mark.slow, pyc_only]
-
-
-def rss_mb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0
 
 
 def flood(info, stop, counts):
