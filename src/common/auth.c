@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "buf.h"
 #include "hmac.h"
 
 #define MAX_DIGEST PYC_HMAC_MAX_DIGEST
@@ -129,7 +130,6 @@ pyc_auth_hexlen(const pyc_auth_t *self)
 int
 pyc_auth_sign(const pyc_auth_t *self, const pyc_frame_t *parts, size_t n, char *hex_out)
 {
-    static const char hex[] = "0123456789abcdef";
     unsigned char raw[MAX_DIGEST];
 
     hex_out[0] = '\0';
@@ -137,11 +137,7 @@ pyc_auth_sign(const pyc_auth_t *self, const pyc_frame_t *parts, size_t n, char *
         return 0;
     if (pyc_hmac_compute(self->hmac, parts, n, raw) < 0)
         return -1;
-    for (size_t i = 0; i < self->digest_len; i++) {
-        hex_out[2 * i] = hex[raw[i] >> 4];
-        hex_out[2 * i + 1] = hex[raw[i] & 15];
-    }
-    hex_out[2 * self->digest_len] = '\0';
+    pyc_hex_encode(raw, self->digest_len, hex_out);
     return 0;
 }
 

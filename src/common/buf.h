@@ -60,4 +60,17 @@ int pyc_write_all(int fd, const void *p, size_t n);
  * completed by more bytes.  Used to split a byte stream into text chunks without cutting a character. */
 size_t pyc_utf8_complete_prefix(const char *s, size_t n);
 
+/* Writes the n bytes at raw as 2 * n lowercase hex digits and a NUL into out (2 * n + 1 bytes). */
+static inline void
+pyc_hex_encode(const void *raw, size_t n, char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *r = raw;
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = hex[r[i] >> 4];
+        out[2 * i + 1] = hex[r[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
 #endif

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "buf.h"
+
 int
 pyc_random_bytes(void *buf, size_t n, pyc_error_t *err)
 {
@@ -26,7 +28,6 @@ pyc_random_bytes(void *buf, size_t n, pyc_error_t *err)
 int
 pyc_random_hex(char *out, size_t nbytes, pyc_error_t *err)
 {
-    static const char hex[] = "0123456789abcdef";
     unsigned char raw[128];
     if (nbytes > sizeof raw)
         return pyc_error_set(err, "pyc_random_hex: %zu bytes asked, at most %zu", nbytes, sizeof raw);
@@ -34,10 +35,6 @@ pyc_random_hex(char *out, size_t nbytes, pyc_error_t *err)
         out[0] = '\0';
         return -1;
     }
-    for (size_t i = 0; i < nbytes; i++) {
-        out[2 * i] = hex[raw[i] >> 4];
-        out[2 * i + 1] = hex[raw[i] & 15];
-    }
-    out[2 * nbytes] = '\0';
+    pyc_hex_encode(raw, nbytes, out);
     return 0;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "buf.h"
 #include "sha256.h"
 
 const char pyc_hmac_backend[] = "builtin";
@@ -82,14 +83,9 @@ pyc_hmac_compute(const pyc_hmac_t *self, const pyc_frame_t *parts, size_t n, uns
 void
 pyc_sha256_hex(const void *p, size_t n, char *hex_out)
 {
-    static const char hex[] = "0123456789abcdef";
     unsigned char raw[PYC_SHA256_DIGEST];
     pyc_sha256(p, n, raw);
-    for (size_t i = 0; i < sizeof raw; i++) {
-        hex_out[2 * i] = hex[raw[i] >> 4];
-        hex_out[2 * i + 1] = hex[raw[i] & 15];
-    }
-    hex_out[2 * sizeof raw] = '\0';
+    pyc_hex_encode(raw, sizeof raw, hex_out);
 }
 
 int

@@ -22,6 +22,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "buf.h"
+
 const char pyc_hmac_backend[] = "openssl";
 
 static void
@@ -143,14 +145,9 @@ out:
 void
 pyc_sha256_hex(const void *p, size_t n, char *hex_out)
 {
-    static const char hex[] = "0123456789abcdef";
     unsigned char raw[SHA256_DIGEST_LENGTH];
     SHA256(p, n, raw);
-    for (size_t i = 0; i < sizeof raw; i++) {
-        hex_out[2 * i] = hex[raw[i] >> 4];
-        hex_out[2 * i + 1] = hex[raw[i] & 15];
-    }
-    hex_out[2 * sizeof raw] = '\0';
+    pyc_hex_encode(raw, sizeof raw, hex_out);
 }
 
 int
