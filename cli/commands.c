@@ -59,7 +59,8 @@ const cli_command_t cli_commands[] = {
      OPTS(new_opts), 1, 1},
     {"run", cli_run, "run NAME CODE|@FILE|- [--json] [--timeout S] [--isolate]",
      "run one cell and print what it produces",
-     "Runs one cell in session NAME: stdout to stdout, stderr and tracebacks to stderr, results as text.\n"
+     "Runs one cell in session NAME: stdout to stdout, stderr and tracebacks to stderr (in color only on a\n"
+     "terminal, and without NO_COLOR), results as text.\n"
      "Exit 0, 1 when the cell raised (or @FILE or stdin could not be read), 5 when it passed --timeout,\n"
      "130 when interrupted with Ctrl-C, 141 when stdout's reader went away (the cell goes on).",
      OPTS(run_opts), 2, 2},

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* errno of the first failed write to stdout, 0 while none failed.  After a failure nothing more is written
  * there: the output is incomplete anyway, and cli_stdout_finish reports it. */
@@ -74,6 +75,29 @@ put_text(cli_output_t *o, FILE *f, const char *s, size_t n)
         o->wrote_nl = s[n - 1] == '\n';
 }
 
+/* Writes a line of a traceback to stderr; without color, its ANSI escape sequences (ESC [ ... final byte, as
+ * IPython-style tracebacks color their parts) are left out, so that a log or a pipe gets plain text. */
+static void
+put_traceback_line(const char *s, size_t n, bool color)
+{
+    if (color) {
+        fwrite(s, 1, n, stderr);
+        return;
+    }
+    size_t start = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '\033' || i + 1 >= n || s[i + 1] != '[')
+            continue;
+        fwrite(s + start, 1, i - start, stderr);
+        size_t j = i + 2;
+        while (j < n && !((unsigned char)s[j] >= 0x40 && (unsigned char)s[j] <= 0x7e))
+            j++;
+        start = j < n ? j + 1 : n;
+        i = start - 1;
+    }
+    fwrite(s + start, 1, n - start, stderr);
+}
+
 /* Prints a mime bundle: its text/plain, else one line naming what it holds. */
 static void
 put_bundle(cli_output_t *o, json_t *data)
@@ -127,11 +151,12 @@ cli_print_iopub(cli_output_t *o, const pyc_msg_t *m)
         json_t *tb = json_object_get(c, "traceback");
         size_t i;
         json_t *line;
+        bool color = isatty(fileno(stderr)) && getenv("NO_COLOR") == NULL;
         fflush(stdout);
         if (json_is_array(tb) && json_array_size(tb) > 0) {
             json_array_foreach(tb, i, line) {
                 if (json_is_string(line)) {
-                    fwrite(json_string_value(line), 1, json_string_length(line), stderr);
+                    put_traceback_line(json_string_value(line), json_string_length(line), color);
                     fputc('\n', stderr);
                 }
             }

@@ -9,12 +9,23 @@ The finder also
   * selects pyc's matplotlib backend: when matplotlib is first imported and the user chose no backend
     (MPLBACKEND unset), it sets MPLBACKEND for that import only; after_cell removes it again once matplotlib
     is loaded, so that child processes, which cannot import pyc, never see it;
-  * points the `comm` package (ipywidgets and friends) at pyc's comms when it is imported;
+  * runs a pyc function right after some modules are imported (AFTER): the `comm` package (ipywidgets 8
+    and friends) is pointed at pyc's comms, and importing IPython makes the IPython shell bound to the
+    kernel (pyc._ipython), which is how IPython comes to be there without ever being imported at start;
+  * imports IPython, when it is installed, before modules that look for it in sys.modules instead of
+    importing it (BEFORE: tqdm.auto chooses its notebook bar so);
+  * serves pyc's own module for ipykernel.comm (SERVED: ipywidgets 6 imports Comm from there, and the real
+    one needs a running ipykernel);
   * shows, in after_cell (run by the kernel after every cell), the figures a cell left open.
 """
 
 import os as _os
 import sys as _sys
+
+
+AFTER = {"comm": ("pyc._comm", "hook_comm_package"), "IPython": ("pyc._ipython", "attach_after_import")}
+BEFORE = {"tqdm.autonotebook": "IPython"}
+SERVED = {"ipykernel.comm": "pyc/_ipykernel_comm.py"}
 
 
 class PycFinder:
@@ -25,6 +36,8 @@ class PycFinder:
         self.mpl_env = False
 
     def _locate(self, fullname):
+        if fullname in SERVED:
+            return SERVED[fullname], False
         rel = fullname.replace('.', '/')
         if rel + '/__init__.py' in self.files:
             return rel + '/__init__.py', True
@@ -37,8 +50,10 @@ class PycFinder:
                 and 'pyc/mpl_backend.py' in self.files:
             _os.environ['MPLBACKEND'] = 'module://pyc.mpl_backend'
             self.mpl_env = True
-        if fullname == 'comm' and path is None:
-            return self._comm_spec()
+        if fullname in AFTER or fullname in BEFORE:
+            return self._hooked_spec(fullname, path)
+        if fullname in SERVED:
+            return type(_sys.__spec__)(fullname, self, origin='<pyc>/' + SERVED[fullname])
         if fullname != 'pyc' and not fullname.startswith('pyc.'):
             return None
         fn, pkg = self._locate(fullname)
@@ -46,18 +61,25 @@ class PycFinder:
             return None
         return type(_sys.__spec__)(fullname, self, origin='<pyc>/' + fn, is_package=pkg)
 
-    def _comm_spec(self):
+    def _hooked_spec(self, fullname, path):
+        """The module's own spec, its loader wrapped to run the BEFORE import and the AFTER function."""
         from importlib.machinery import PathFinder
-        spec = PathFinder.find_spec('comm')
+        spec = PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None or not hasattr(spec.loader, 'exec_module'):
             return spec
         real = spec.loader.exec_module
 
         def exec_module(module):
+            if fullname in BEFORE:
+                try:
+                    __import__(BEFORE[fullname])
+                except ImportError:
+                    pass
             real(module)
-            import pyc._comm
-            pyc._comm.hook_comm_package(module)
-        spec.loader.exec_module = exec_module
+            if fullname in AFTER:
+                where, name = AFTER[fullname]
+                getattr(__import__(where, fromlist=[name]), name)(module)
+        spec.loader.exec_module = exec_module    # the loader is this module's own (PathFinder made it)
         return spec
 
     def create_module(self, spec):

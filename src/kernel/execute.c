@@ -26,6 +26,18 @@ get_bool(json_t *obj, const char *key, bool dflt)
     return json_is_boolean(v) ? json_is_true(v) : dflt;
 }
 
+/* Tracebacks without color when the request's metadata says {"pyc": {"color": false}}, or the kernel runs
+ * with NO_COLOR set (no-color.org); in color otherwise, as IPython sends them. */
+static bool
+plain_errors(const pyc_msg_t *msg)
+{
+    json_t *color = json_object_get(json_object_get(msg->metadata, "pyc"), "color");
+    if (json_is_boolean(color))
+        return json_is_false(color);
+    const char *no = getenv("NO_COLOR");
+    return no != NULL && no[0] != '\0';
+}
+
 pyc_checkpoint_t *
 pyc__checkpoint(pyc_kernel_t *k)
 {
@@ -167,6 +179,7 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         .silent = silent,
         .store_history = store_history,
         .allow_stdin = get_bool(c, "allow_stdin", true),
+        .plain_errors = plain_errors(msg),
         .execution_count = count,
         .user_expressions = json_is_object(uexpr) ? uexpr : NULL,
     };

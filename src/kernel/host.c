@@ -150,6 +150,18 @@ host_input(void *ctx, const char *prompt, bool password, char **out, pyc_error_t
     }
 }
 
+static json_t *
+host_parent(void *ctx)
+{
+    pyc_kernel_t *k = ctx;
+    json_t *header = NULL;
+    pthread_mutex_lock(&k->parent_lock);
+    if (k->parent != NULL)
+        header = json_loadb(k->parent, k->parent_len, 0, NULL);
+    pthread_mutex_unlock(&k->parent_lock);
+    return header;
+}
+
 void
 pyc_kernel_py_host(pyc_kernel_t *k, pyc_py_host_t *host)
 {
@@ -159,4 +171,5 @@ pyc_kernel_py_host(pyc_kernel_t *k, pyc_py_host_t *host)
     host->stream_write = host_stream_write;
     host->stream_flush = host_stream_flush;
     host->input = host_input;
+    host->parent = host_parent;
 }

@@ -1,11 +1,12 @@
 /*
  * display.c -- sys.displayhook, the display() builtin, and the MIME bundles they publish.
  *
- * A bundle always has text/plain (repr).  The IPython repr protocol adds the rest without IPython:
- * _repr_mimebundle_(include, exclude) first, then each _repr_<type>_ method; each may return None (skipped),
- * the data, or (data, metadata).  Binary types (PNG, JPEG, PDF) travel base64-encoded, as the spec says.
- * A repr method that raises is skipped, with the exception printed to stderr: a broken _repr_html_ must not
- * lose the text/plain output.
+ * The IPython display protocol, without IPython: an object with _ipython_display_ shows itself (nothing else
+ * is published for it); otherwise _repr_mimebundle_(include=None, exclude=None) comes first, then text/plain
+ * (IPython's pretty layout, pyc._pretty, unless the bundle gave one), then each _repr_<type>_ method for the
+ * types still missing; each may return None (skipped), the data, or (data, metadata).  Binary types (PNG,
+ * JPEG, PDF) travel base64-encoded, as the spec says.  A repr method that raises is skipped, with the
+ * exception printed to stderr: a broken _repr_html_ must not lose the text/plain output.
  */
 #include "pyint.h"
 
@@ -309,101 +310,190 @@ add_repr(json_t *data, json_t *md, const char *mime, PyObject *r)
     }
 }
 
-int
-pyc__py_format(PyObject *obj, json_t **data_out, json_t **md_out)
+/* A repr method of obj as IPython looks it up (get_real_method): a new reference to a callable, or NULL (no
+ * error set) when there is none or asking raised. */
+static PyObject *
+real_method(PyObject *obj, const char *name)
 {
-    json_t *data = json_object(), *md = json_object();
-    PyObject *r = PyObject_Repr(obj);
-    if (r == NULL) {
-        pyc__py_report("repr()");
-        json_object_set_new(data, "text/plain", json_string("<object whose repr() failed>"));
-    } else {
-        json_object_set_new(data, "text/plain", pyc__py_to_json(r));
-        Py_DECREF(r);
+    PyObject *m = PyObject_GetAttrString(obj, name);
+    if (m == NULL) {
+        PyErr_Clear();
+        return NULL;
     }
-    /* Classes have the repr methods as plain functions; only instances are asked. */
-    if (!PyType_Check(obj)) {
-        PyObject *bundle = PyObject_HasAttrString(obj, "_repr_mimebundle_")
-                               ? PyObject_CallMethod(obj, "_repr_mimebundle_", "OO", Py_None, Py_None)
-                               : NULL;
-        if (bundle == NULL && PyErr_Occurred())
-            pyc__py_report("_repr_mimebundle_");
-        if (bundle != NULL && bundle != Py_None) {
-            PyObject *bdata = bundle, *bmeta = NULL;
-            if (PyTuple_Check(bundle) && PyTuple_GET_SIZE(bundle) == 2) {
-                bdata = PyTuple_GET_ITEM(bundle, 0);
-                bmeta = PyTuple_GET_ITEM(bundle, 1);
-            }
-            if (PyDict_Check(bdata)) {
-                PyObject *key, *value;
-                Py_ssize_t pos = 0;
-                while (PyDict_Next(bdata, &pos, &key, &value)) {
-                    const char *mime = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
-                    if (mime == NULL) {
-                        PyErr_Clear();
-                        continue;
-                    }
-                    json_t *j = mime_value(mime, value);
-                    if (j != NULL)
-                        json_object_set_new(data, mime, j);
-                    else
-                        pyc__py_report(mime);
-                }
-            }
-            if (bmeta != NULL && PyDict_Check(bmeta)) {
-                json_t *m = pyc__py_to_json(bmeta);
-                if (m != NULL)
-                    json_object_update(md, m);
-                json_decref(m);
+    if (!PyCallable_Check(m)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* True for objects that answer every attribute (proxies, mocks): IPython asks them for a canary name that no
+ * real object has, and calls none of their repr methods. */
+static bool
+answers_everything(PyObject *obj)
+{
+    PyObject *c = PyObject_GetAttrString(obj, "_ipython_canary_method_should_not_exist_");
+    if (c == NULL) {
+        PyErr_Clear();
+        return false;
+    }
+    Py_DECREF(c);
+    return true;
+}
+
+/* The text/plain of obj: its repr for the builtin scalars, IPython's layout (pyc._pretty) for the rest; the
+ * repr when the layout fails, and a placeholder when the repr fails too (reported on stderr). */
+static json_t *
+plain_text(PyObject *obj)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+    bool scalar = t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type || t == &PyBool_Type ||
+                  obj == Py_None || t == &PyComplex_Type || t == &PyBytes_Type;
+    PyObject *text = NULL;
+    if (!scalar) {
+        PyObject *pretty = pyc__py_pretty();
+        text = pretty != NULL ? PyObject_CallOneArg(pretty, obj) : NULL;
+        if (text == NULL)
+            pyc__py_report("text/plain");
+    }
+    if (text == NULL)
+        text = PyObject_Repr(obj);
+    if (text == NULL || !PyUnicode_Check(text)) {
+        if (text == NULL)
+            pyc__py_report("repr()");
+        Py_XDECREF(text);
+        return json_string("<object whose repr() failed>");
+    }
+    json_t *j = pyc__py_to_json(text);
+    Py_DECREF(text);
+    if (j == NULL) {
+        PyErr_Clear();
+        return json_string("<object whose repr() failed>");
+    }
+    return j;
+}
+
+/* Adds what _repr_mimebundle_(include=None, exclude=None) returns: a dict of MIME types, or (data,
+ * metadata).  Called with keywords, as IPython calls it (ipywidgets 8 and scikit-learn take **kwargs). */
+static void
+add_bundle(json_t *data, json_t *md, PyObject *method)
+{
+    PyObject *kw = Py_BuildValue("{s:O, s:O}", "include", Py_None, "exclude", Py_None);
+    PyObject *noargs = PyTuple_New(0);
+    PyObject *bundle = kw != NULL && noargs != NULL ? PyObject_Call(method, noargs, kw) : NULL;
+    Py_XDECREF(kw);
+    Py_XDECREF(noargs);
+    if (bundle == NULL) {
+        pyc__py_report("_repr_mimebundle_");
+        return;
+    }
+    PyObject *bdata = bundle, *bmeta = NULL;
+    if (PyTuple_Check(bundle) && PyTuple_GET_SIZE(bundle) == 2) {
+        bdata = PyTuple_GET_ITEM(bundle, 0);
+        bmeta = PyTuple_GET_ITEM(bundle, 1);
+    }
+    if (bdata != Py_None && PyDict_Check(bdata)) {
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(bdata, &pos, &key, &value)) {
+            const char *mime = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+            if (mime == NULL) {
                 PyErr_Clear();
+                continue;
             }
+            json_t *j = mime_value(mime, value);
+            if (j != NULL)
+                json_object_set_new(data, mime, j);
+            else
+                pyc__py_report(mime);
         }
-        Py_XDECREF(bundle);
-        for (size_t i = 0; i < sizeof repr_methods / sizeof repr_methods[0]; i++) {
-            if (json_object_get(data, repr_methods[i].mime) != NULL)
-                continue;
-            PyObject *meth = PyObject_GetAttrString(obj, repr_methods[i].method);
-            if (meth == NULL) {
-                PyErr_Clear();
-                continue;
+    }
+    if (bmeta != NULL && PyDict_Check(bmeta)) {
+        json_t *m = pyc__py_to_json(bmeta);
+        if (m != NULL)
+            json_object_update(md, m);
+        json_decref(m);
+        PyErr_Clear();
+    }
+    Py_DECREF(bundle);
+}
+
+int
+pyc__py_format(PyObject *obj, bool self_display, json_t **data_out, json_t **md_out)
+{
+    *data_out = *md_out = NULL;
+    /* Classes have the repr methods as plain functions, and objects that answer every attribute have none
+     * that mean anything: only other instances are asked. */
+    bool ask = !PyType_Check(obj) && !answers_everything(obj);
+    if (ask && self_display) {
+        PyObject *m = real_method(obj, "_ipython_display_");
+        if (m != NULL) {
+            PyObject *r = PyObject_CallNoArgs(m);
+            Py_DECREF(m);
+            if (r != NULL) {
+                Py_DECREF(r);
+                return 1;
             }
-            PyObject *res = PyObject_CallNoArgs(meth);
-            Py_DECREF(meth);
-            if (res == NULL) {
-                pyc__py_report(repr_methods[i].method);
-                continue;
-            }
-            add_repr(data, md, repr_methods[i].mime, res);
-            Py_DECREF(res);
+            pyc__py_report("_ipython_display_");   /* then shown as any object, as IPython does */
         }
+    }
+    json_t *data = json_object(), *md = json_object();
+    if (ask) {
+        PyObject *m = real_method(obj, "_repr_mimebundle_");
+        if (m != NULL) {
+            add_bundle(data, md, m);
+            Py_DECREF(m);
+        }
+    }
+    if (json_object_get(data, "text/plain") == NULL)
+        json_object_set_new(data, "text/plain", plain_text(obj));
+    for (size_t i = 0; ask && i < sizeof repr_methods / sizeof repr_methods[0]; i++) {
+        if (json_object_get(data, repr_methods[i].mime) != NULL)
+            continue;
+        PyObject *meth = real_method(obj, repr_methods[i].method);
+        if (meth == NULL)
+            continue;
+        PyObject *res = PyObject_CallNoArgs(meth);
+        Py_DECREF(meth);
+        if (res == NULL) {
+            pyc__py_report(repr_methods[i].method);
+            continue;
+        }
+        add_repr(data, md, repr_methods[i].mime, res);
+        Py_DECREF(res);
     }
     *data_out = data;
     *md_out = md;
     return 0;
 }
 
-/* sys.displayhook: publishes execute_result for the value of the cell's last expression. */
+/* sys.displayhook: publishes execute_result for the value of the cell's last expression, and keeps it as
+ * _, _N and Out[N] (pyc._shell). */
 static PyObject *
 displayhook(PyObject *self, PyObject *obj)
 {
     (void)self;
     if (obj == Py_None)
         Py_RETURN_NONE;
-    PyObject *builtins = PyEval_GetBuiltins();
-    if (builtins != NULL && PyDict_SetItemString(builtins, "_", obj) < 0)
-        return NULL;
-    if (pyc__py_cell.silent)
-        Py_RETURN_NONE;
     json_t *data, *md;
-    if (pyc__py_format(obj, &data, &md) < 0)
+    int rc = pyc__py_format(obj, true, &data, &md);
+    if (rc < 0)
         return NULL;
-    json_t *content = json_pack("{s:i, s:o, s:o}", "execution_count", pyc__py_cell.execution_count, "data", data,
-                                "metadata", md);
-    pyc__py_host.publish(pyc__py_host.ctx, "execute_result", content);
+    if (rc == 0) {
+        json_t *content = json_pack("{s:i, s:o, s:o}", "execution_count", pyc__py_cell.execution_count, "data",
+                                    data, "metadata", md);
+        pyc__py_host.publish(pyc__py_host.ctx, "execute_result", content);
+    }
+    PyObject *store = pyc__py_shell("store_result");
+    PyObject *r = store != NULL ? PyObject_CallFunction(store, "Oi", obj, pyc__py_cell.execution_count) : NULL;
+    if (r == NULL)
+        pyc__py_report("keeping the result as Out");
+    Py_XDECREF(r);
     Py_RETURN_NONE;
 }
 
-/* Builds the content of a display_data or update_display_data for obj. */
+/* Builds the content of a display_data or update_display_data for obj; JSON null when obj displayed itself
+ * (_ipython_display_), NULL with a Python error set. */
 static json_t *
 display_content(PyObject *obj, PyObject *metadata, PyObject *transient, PyObject *display_id, int raw)
 {
@@ -415,8 +505,12 @@ display_content(PyObject *obj, PyObject *metadata, PyObject *transient, PyObject
             json_decref(md);
             return NULL;
         }
-    } else if (pyc__py_format(obj, &data, &md) < 0) {
-        return NULL;
+    } else {
+        int rc = pyc__py_format(obj, true, &data, &md);
+        if (rc < 0)
+            return NULL;
+        if (rc == 1)
+            return json_null();      /* obj displayed itself: nothing more to publish */
     }
     if (metadata != NULL && metadata != Py_None) {
         json_t *m = pyc__py_to_json(metadata);
@@ -489,6 +583,8 @@ display(PyObject *self, PyObject *args, PyObject *kwargs)
                                               kwarg(kwargs, "transient"), display_id, is_raw);
             if (content == NULL)
                 goto out;
+            if (json_is_null(content))
+                continue;            /* displayed itself */
             pyc__py_host.publish(pyc__py_host.ctx, "display_data", content);
         }
     }
@@ -519,6 +615,8 @@ update_display(PyObject *self, PyObject *args, PyObject *kwargs)
                                       raw != NULL && PyObject_IsTrue(raw) == 1);
     if (content == NULL)
         return NULL;
+    if (json_is_null(content))
+        Py_RETURN_NONE;
     pyc__py_host.publish(pyc__py_host.ctx, "update_display_data", content);
     Py_RETURN_NONE;
 }

@@ -35,9 +35,9 @@ is_cell_frame(PyObject *tb)
     return r;
 }
 
-/* Appends the strings of a list to a JSON array, each without its final newline. */
+/* Appends the strings of a list to a JSON array, each without its final newline when strip is true. */
 static void
-append_lines(json_t *arr, PyObject *list)
+append_lines(json_t *arr, PyObject *list, bool strip)
 {
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
         Py_ssize_t n;
@@ -46,10 +46,42 @@ append_lines(json_t *arr, PyObject *list)
             PyErr_Clear();
             continue;
         }
-        if (n > 0 && s[n - 1] == '\n')
+        if (strip && n > 0 && s[n - 1] == '\n')
             n--;
         json_array_append_new(arr, json_stringn(s, (size_t)n));
     }
+}
+
+/* The execution count of each cell's file name (<cell-K>), for "Cell In [N]" in tracebacks. */
+static PyObject *cell_counts;
+
+/* The traceback entries of an error: pyc._traceback's IPython-style layout (entries as they are sent), or
+ * the traceback module's when that fails (*strip is then true: its lines end with a newline that the entries
+ * must not have).  Returns a new list or NULL with a Python error set. */
+static PyObject *
+format_traceback(PyObject *type, PyObject *value, PyObject *tb, bool *strip)
+{
+    *strip = false;
+    static PyObject *format;
+    if (format == NULL) {
+        PyObject *mod = PyImport_ImportModule("pyc._traceback");
+        format = mod != NULL ? PyObject_GetAttrString(mod, "format") : NULL;
+        Py_XDECREF(mod);
+    }
+    if (cell_counts == NULL && (cell_counts = PyDict_New()) == NULL)
+        return NULL;
+    PyObject *lines = format != NULL ? PyObject_CallFunction(format, "OOOOO", type, value, tb, cell_counts,
+                                                             pyc__py_cell.plain ? Py_False : Py_True)
+                                     : NULL;
+    if (lines != NULL && PyList_Check(lines))
+        return lines;
+    Py_XDECREF(lines);
+    pyc__py_report("formatting the traceback");
+    *strip = true;
+    PyObject *tbmod = PyImport_ImportModule("traceback");
+    lines = tbmod != NULL ? PyObject_CallMethod(tbmod, "format_exception", "OOO", type, value, tb) : NULL;
+    Py_XDECREF(tbmod);
+    return lines;
 }
 
 json_t *
@@ -83,19 +115,17 @@ pyc__py_error_content(void)
         evalue = "";
     }
     json_t *trace = json_array();
-    PyObject *tbmod = PyImport_ImportModule("traceback");
-    PyObject *lines = tbmod != NULL ? PyObject_CallMethod(tbmod, "format_exception", "OOO", type ? type : Py_None,
-                                                           value ? value : Py_None, cut ? cut : Py_None)
-                                    : NULL;
+    bool strip = false;
+    PyObject *lines = type != NULL ? format_traceback(type, value ? value : Py_None, cut ? cut : Py_None, &strip)
+                                   : NULL;
     if (lines != NULL && PyList_Check(lines)) {
-        append_lines(trace, lines);
+        append_lines(trace, lines, strip);
     } else {
         PyErr_Clear();
         json_array_append_new(trace, json_sprintf("%s: %s", ename, evalue));
     }
     json_t *content = json_pack("{s:s, s:s, s:o}", "ename", ename, "evalue", evalue, "traceback", trace);
     Py_XDECREF(lines);
-    Py_XDECREF(tbmod);
     Py_XDECREF(vs);
     Py_XDECREF(type);
     Py_XDECREF(value);
@@ -187,10 +217,10 @@ ends_with_semicolon(const char *code)
     return memchr(code + start, '#', n - start) == NULL;
 }
 
-/* Runs a cell.  Returns 0, -1 when it raised (Python error set), or -2 when it did not parse (a SyntaxError
- * is set and no code ran). */
+/* Runs a cell.  Unless silent, a last expression statement goes through sys.displayhook.  Returns 0, -1 when
+ * it raised (Python error set), or -2 when it did not parse (a SyntaxError is set and no code ran). */
 static int
-run_cell(const char *code, PyObject *globals)
+run_cell(const char *code, PyObject *globals, bool silent)
 {
     char name[48];
     snprintf(name, sizeof name, "<cell-%lu>", ++cell_serial);
@@ -198,6 +228,11 @@ run_cell(const char *code, PyObject *globals)
     if (filename == NULL)
         return -1;
     register_source(filename, code);
+    PyObject *count = PyLong_FromLong(pyc__py_cell.execution_count);
+    if (count == NULL || (cell_counts == NULL && (cell_counts = PyDict_New()) == NULL) ||
+        PyDict_SetItem(cell_counts, filename, count) < 0)
+        PyErr_Clear();
+    Py_XDECREF(count);
 
     PyCompilerFlags flags = {PyCF_ONLY_AST | PyCF_ALLOW_TOP_LEVEL_AWAIT, PY_MINOR_VERSION};
     PyObject *mod = Py_CompileStringObject(code, filename, Py_file_input, &flags, -1);
@@ -216,7 +251,8 @@ run_cell(const char *code, PyObject *globals)
         PyObject *expr_type = ast != NULL ? PyObject_GetAttrString(ast, "Expr") : NULL;
         PyObject *inter_type = ast != NULL ? PyObject_GetAttrString(ast, "Interactive") : NULL;
         if (expr_type != NULL && inter_type != NULL &&
-            PyObject_IsInstance(PyList_GET_ITEM(body, n - 1), expr_type) == 1 && !ends_with_semicolon(code)) {
+            !silent && PyObject_IsInstance(PyList_GET_ITEM(body, n - 1), expr_type) == 1 &&
+            !ends_with_semicolon(code)) {
             last = PyList_GET_ITEM(body, n - 1);
             Py_INCREF(last);
             if (PyList_SetSlice(body, n - 1, n, NULL) == 0) {
@@ -253,6 +289,77 @@ out:
     return rc;
 }
 
+PyObject *
+pyc__py_shell(const char *name)
+{
+    static const char *const names[] = {"pre_cell", "post_cell", "store_result"};
+    static PyObject *funcs[sizeof names / sizeof names[0]];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strcmp(names[i], name) != 0)
+            continue;
+        if (funcs[i] == NULL) {
+            PyObject *mod = PyImport_ImportModule("pyc._shell");
+            funcs[i] = mod != NULL ? PyObject_GetAttrString(mod, name) : NULL;
+            Py_XDECREF(mod);
+        }
+        return funcs[i];
+    }
+    PyErr_Format(PyExc_AttributeError, "pyc._shell has no function %s", name);
+    return NULL;
+}
+
+PyObject *
+pyc__py_pretty(void)
+{
+    static PyObject *pretty;
+    if (pretty == NULL) {
+        PyObject *mod = PyImport_ImportModule("pyc._pretty");
+        pretty = mod != NULL ? PyObject_GetAttrString(mod, "pretty") : NULL;
+        Py_XDECREF(mod);
+    }
+    return pretty;
+}
+
+/* Before a cell that is not silent: pyc._shell.pre_cell records its source as In[count]; returns true when
+ * an IPython shell wants post_cell after it.  A failure is reported and does not stop the cell. */
+static bool
+shell_pre_cell(const char *code, const pyc_py_exec_opts_t *opts)
+{
+    PyObject *f = pyc__py_shell("pre_cell");
+    PyObject *r = f != NULL ? PyObject_CallFunction(f, "isO", opts->execution_count, code,
+                                                    opts->store_history ? Py_True : Py_False)
+                            : NULL;
+    if (r == NULL) {
+        pyc__py_report("recording the cell in In");
+        return false;
+    }
+    bool want = PyObject_IsTrue(r) == 1;
+    Py_DECREF(r);
+    return want;
+}
+
+/* After the cell, when shell_pre_cell asked for it: the shell's post_execute and post_run_cell events.  The
+ * cell's exception, if any, is kept pending across the call. */
+static void
+shell_post_cell(bool ok)
+{
+    PyObject *type = NULL, *value = NULL, *tb = NULL;
+    if (!ok) {
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        if (value != NULL && tb != NULL)
+            PyException_SetTraceback(value, tb);
+    }
+    PyObject *f = pyc__py_shell("post_cell");
+    PyObject *r = f != NULL ? PyObject_CallFunction(f, "OO", ok ? Py_True : Py_False, value != NULL ? value : Py_None)
+                            : NULL;
+    if (r == NULL)
+        pyc__py_report("the shell's post_run_cell");
+    Py_XDECREF(r);
+    if (!ok)
+        PyErr_Restore(type, value, tb);
+}
+
 /* Calls pyc.<module>.<func>(*args) from the embedded package; returns a new reference or NULL with a
  * Python error set. */
 static PyObject *
@@ -273,7 +380,7 @@ call_support(const char *module, const char *func, PyObject *args)
 /* The cell did not parse: tries pyc._transform.transform_cell (the IPython-style lines !cmd, %magic,
  * obj?).  When it changes nothing, or fails, the original SyntaxError stands. */
 static int
-run_transformed(const char *code, PyObject *globals)
+run_transformed(const char *code, PyObject *globals, bool silent)
 {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
@@ -290,7 +397,7 @@ run_transformed(const char *code, PyObject *globals)
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);
-    int rc = run_cell(tcode, globals);
+    int rc = run_cell(tcode, globals, silent);
     Py_DECREF(t);
     return rc;
 }
@@ -404,7 +511,11 @@ eval_user_expressions(json_t *exprs, PyObject *globals)
             continue;
         }
         json_t *data, *md;
-        pyc__py_format(r, &data, &md);
+        if (pyc__py_format(r, false, &data, &md) < 0) {
+            PyErr_Clear();
+            data = json_pack("{s:s}", "text/plain", "");
+            md = json_object();
+        }
         Py_DECREF(r);
         json_object_set_new(out, key, json_pack("{s:s, s:o, s:o}", "status", "ok", "data", data, "metadata", md));
     }
@@ -474,16 +585,20 @@ pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_res
         .silent = opts->silent,
         .allow_stdin = opts->allow_stdin,
         .execution_count = opts->execution_count,
+        .plain = opts->plain_errors,
     };
     pyc__py_interrupted = 0;
     atomic_fetch_add(&cell_seq, 1);
     pyc__py_executing = 1;
     json_decref(pyc__py_payload);
     pyc__py_payload = json_array();
-    int rc = globals != NULL ? run_cell(code, globals) : -1;
+    bool post = !opts->silent && globals != NULL && shell_pre_cell(code, opts);
+    int rc = globals != NULL ? run_cell(code, globals, opts->silent) : -1;
     if (rc == -2 && strpbrk(code, "!%?") != NULL)
-        rc = run_transformed(code, globals);
+        rc = run_transformed(code, globals, opts->silent);
     after_cell();
+    if (post)
+        shell_post_cell(rc == 0);
     if (rc < 0) {
         res->ok = false;
         if (!PyErr_Occurred())

@@ -232,6 +232,14 @@ pyc_py_init(const pyc_py_config_t *cfg, const pyc_py_host_t *host, pyc_error_t *
     if (vl > 0 && vl < sizeof version)
         snprintf(version, sizeof version, "%.*s", (int)vl, v);
 
+    /* The directory a notebook runs in comes first on sys.path, as '' does for `python -i`: an embedded
+     * interpreter does not get that entry, and `import helper` of a file beside the notebook needs it. */
+    PyObject *path = PySys_GetObject("path");
+    PyObject *here = PyUnicode_FromString("");
+    int path_rc = path != NULL && here != NULL && PyList_Check(path) ? PyList_Insert(path, 0, here) : -1;
+    Py_XDECREF(here);
+    if (path_rc < 0)
+        PyErr_Clear();
     if (install_hooks(err) < 0)
         return -1;
     if (install_finder(cfg->python_files) < 0) {

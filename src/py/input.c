@@ -1,6 +1,7 @@
 /*
  * input.c -- the _pyc functions a running cell calls to reach its frontend: input() and getpass() (an
- * input_request on stdin), and add_payload() (a payload in the cell's execute_reply).
+ * input_request on stdin), add_payload() (a payload in the cell's execute_reply), and parent() (the request
+ * that output goes to).
  *
  * input() and getpass() release the GIL while the host waits for the reply, so other threads run; an interrupt
  * during the wait raises KeyboardInterrupt in the cell.  Outside a cell, or when the request said allow_stdin
@@ -111,7 +112,32 @@ py_add_payload(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* _pyc.parent(): the request that output goes to, as ipykernel's Kernel.get_parent() gives it: {"header",
+ * "parent_header", "metadata", "content", "msg_id", "msg_type"}, with the header filled in (the others are
+ * empty); None before the first request. */
+static PyObject *
+py_parent(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    json_t *header = pyc__py_host.parent != NULL ? pyc__py_host.parent(pyc__py_host.ctx) : NULL;
+    if (!json_is_object(header)) {
+        json_decref(header);
+        Py_RETURN_NONE;
+    }
+    json_t *msg = json_pack("{s:O, s:{}, s:{}, s:{}, s:O?, s:O?}", "header", header, "parent_header", "metadata",
+                            "content", "msg_id", json_object_get(header, "msg_id"), "msg_type",
+                            json_object_get(header, "msg_type"));
+    json_decref(header);
+    if (msg == NULL)
+        return PyErr_NoMemory();
+    PyObject *r = pyc__py_from_json(msg);
+    json_decref(msg);
+    return r;
+}
+
 PyMethodDef pyc__py_input_methods[] = {
+    {"parent", (PyCFunction)py_parent, METH_NOARGS, "The request that output goes to (its message, header filled)."},
     {"add_payload", (PyCFunction)py_add_payload, METH_O, "Add a payload to the current execute_reply."},
     {"input", (PyCFunction)py_input, METH_VARARGS, "input(prompt='') -> str, asked of the frontend."},
     {"getpass", (PyCFunction)(void (*)(void))py_getpass, METH_VARARGS | METH_KEYWORDS,

@@ -36,6 +36,9 @@ typedef struct pyc_py_host {
      * malloc'd reply in *out; 1 when interrupted (SIGINT); -1 with err when stdin is not allowed or the
      * request failed. */
     int (*input)(void *ctx, const char *prompt, bool password, char **out, pyc_error_t *err);
+    /* A new reference to the header of the request that output is published for (the current parent), or
+     * NULL before the first request. */
+    json_t *(*parent)(void *ctx);
 } pyc_py_host_t;
 
 typedef struct pyc_py_config {
@@ -59,6 +62,7 @@ typedef struct pyc_py_exec_opts {
     bool silent;
     bool store_history;
     bool allow_stdin;
+    bool plain_errors;           /* tracebacks without ANSI colors (the client asked, or NO_COLOR is set) */
     int execution_count;         /* shown in execute_result */
     json_t *user_expressions;    /* borrowed; may be NULL */
 } pyc_py_exec_opts_t;

@@ -20,6 +20,7 @@ typedef struct pyc__py_cell {
     int silent;
     int allow_stdin;
     int execution_count;
+    int plain;                   /* tracebacks without color escapes */
 } pyc__py_cell_t;
 extern pyc__py_cell_t pyc__py_cell;
 
@@ -57,9 +58,17 @@ void pyc__py_report(const char *what);
 /* Converts JSON to Python objects; a new reference or NULL with a Python error set. */
 PyObject *pyc__py_from_json(json_t *j);
 
-/* The MIME bundle of obj: data with at least text/plain, and metadata.  Both new references.  Returns 0, or
- * -1 with a Python error set. */
-int pyc__py_format(PyObject *obj, json_t **data, json_t **metadata);
+/* The MIME bundle of obj: data with at least text/plain, and metadata.  Both new references.  Returns 0; or
+ * 1 when obj displayed itself (its _ipython_display_ ran, when self_display is true) and *data and *metadata
+ * are NULL; or -1 with a Python error set. */
+int pyc__py_format(PyObject *obj, bool self_display, json_t **data, json_t **metadata);
+
+/* The function name of pyc._shell (the notebook names In, Out, _N ...; the seam to an IPython shell), looked
+ * up once: a borrowed reference, or NULL with a Python error set. */
+PyObject *pyc__py_shell(const char *name);
+
+/* pyc._pretty.pretty, looked up once: a borrowed reference, or NULL with a Python error set. */
+PyObject *pyc__py_pretty(void);
 
 /* Formats the current Python exception as {"ename", "evalue", "traceback"} and clears it.  Frames before
  * the first frame of a cell are dropped from the traceback. */

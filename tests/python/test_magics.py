@@ -283,31 +283,61 @@ def test_matplotlib_inline(cell):
         cell("%matplotlib qt")
 
 
-def test_unknown_magic(cell):
+@pytest.fixture
+def no_ipython(monkeypatch):
+    """As on a machine without IPython: pyc._shell.get_ipython finds none."""
+    from pyc import _shell
+
+    monkeypatch.setattr(_shell, "get_ipython", lambda: None)
+
+
+class FakeShell:
+    """Records the magics handed to IPython's shell."""
+
+    def __init__(self):
+        self.calls = []
+
+    def run_line_magic(self, name, line, _stack_depth=1):
+        self.calls.append(("line", name, line, _stack_depth))
+        return "line result"
+
+    def run_cell_magic(self, name, line, body):
+        self.calls.append(("cell", name, line, body))
+
+
+def test_unknown_magic_without_ipython(cell, no_ipython):
     with pytest.raises(_magics.UnknownMagic) as e:
         cell("x = 1\n%load_ext autoreload")
     msg = str(e.value)
-    assert msg.startswith("%load_ext is not a magic that pyc knows.")
+    assert msg.startswith("%load_ext is an IPython magic, and IPython is not installed")
     for name in ("%cd", "%env", "%matplotlib inline", "%pwd", "%time", "%timeit", "%%time", "%%timeit", "!cmd"):
         assert name in msg
     assert cell.ns["x"] == 1
 
 
-def test_unknown_and_misplaced_cell_magics(cell):
-    with pytest.raises(_magics.UnknownMagic, match="%%bash is not a cell magic"):
+def test_unknown_and_misplaced_cell_magics(cell, no_ipython):
+    with pytest.raises(_magics.UnknownMagic, match="%%bash is an IPython magic"):
         cell("%%bash\necho hi")
     with pytest.raises(_magics.UsageError, match="first line"):
         cell("x = 1\n%%time\ny = 2")
+
+
+def test_other_magics_go_to_the_ipython_shell(cell, monkeypatch):
+    from pyc import _shell
+
+    shell = FakeShell()
+    monkeypatch.setattr(_shell, "get_ipython", lambda: shell)
+    cell("r = %load_ext autoreload")
+    cell("%%bash -x\necho hi")
+    cell("%time y = 3")          # pyc's own: not handed over
+    assert shell.calls == [("line", "load_ext", "autoreload", 2), ("cell", "bash", "-x", "echo hi")]
+    assert cell.ns["r"] == "line result" and cell.ns["y"] == 3
 
 
 def test_magic_and_shell_in_indented_blocks(cell, capfd):
     cell("for i in range(2):\n    !echo {i}\n    t = %pwd")
     assert capfd.readouterr().out == "0\n1\n"
     assert cell.ns["t"] == os.getcwd()
-
-
-def test_no_ipython():
-    assert "IPython" not in sys.modules
 
 
 def test_matplotlib_inline_before_matplotlib_is_imported():

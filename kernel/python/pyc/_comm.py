@@ -59,6 +59,13 @@ class Comm:
                      metadata, buffers)
         self._closed = False
 
+    @property
+    def kernel(self):
+        """The kernel, as ipykernel's Comm has it (ipywidgets 6 sends only while it is not None)."""
+        from pyc import _shell
+
+        return _shell.kernel()
+
     def send(self, data=None, metadata=None, buffers=None):
         if self._closed:
             raise ValueError("comm %s is closed" % self.comm_id)

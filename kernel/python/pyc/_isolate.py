@@ -5,14 +5,20 @@ The kernel forks a child for a cell whose execute_request asks for isolation (me
 before the cell and collect() after it: every name the cell bound (new, or now naming another object) is
 pickled on its own, so one unpicklable value skips only that name, with the reason.  The parent merges the
 names with merge() (last writer wins).  A cell that mutates an object in place without rebinding its name
-changes nothing in the parent: the child's memory is its own.
+changes nothing in the parent: the child's memory is its own.  The names the kernel binds itself for every
+cell (_, _N, _iN, ...) are not sent back.
 """
 
 import pickle
+import re
 import sys
 import types
 
 _before = None
+
+# The names the kernel keeps for every cell (pyc._shell: _, _N, _i, _iN, In, Out ...): the child's are its
+# own, never sent back.
+_KERNEL_NAMES = re.compile(r"_(i{1,3}|i?\d+)?|In|Out|_ih|_oh|_dh")
 
 
 def _namespace():
@@ -29,7 +35,7 @@ def collect():
     before = _before or {}
     changed, skipped = {}, {}
     for name, value in list(_namespace().items()):
-        if name.startswith("__") or (name in before and before[name] == id(value)):
+        if name.startswith("__") or _KERNEL_NAMES.fullmatch(name) or (name in before and before[name] == id(value)):
             continue
         if isinstance(value, types.ModuleType):
             skipped[name] = "a module (import it in the kernel itself)"

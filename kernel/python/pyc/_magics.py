@@ -3,12 +3,13 @@
   !cmd, x = !cmd, !!cmd    system(cmd), getoutput(cmd)   (a shell command; its output, or its lines)
   obj?, obj??, ?obj        page(expr, level)             (pyc._inspect's text as a "page" payload)
   %name args, x = %name    line_magic(name, args)        (%cd %env %matplotlib %pwd %time %timeit)
-  %%time, %%timeit         cell_magic(name, line, body)  (on the first line of a cell)
+  %%name line              cell_magic(name, line, body)  (%%time %%timeit; on the first line of a cell)
 
 The helpers run in the cell's frame's namespace (found with sys._getframe, so the generated code stays
 short).  As in IPython, `!`, %cd and %env expand {expr} and $name from the namespace (all or nothing: if one
-fails, the command is left as typed; $$ is a literal $); %time and %timeit do not.  Any other magic raises
-UnknownMagic, whose message lists what pyc supports; wrong arguments raise UsageError.
+fails, the command is left as typed; $$ is a literal $); %time and %timeit do not.  Any other magic runs in
+IPython's magic machinery (pyc._ipython's shell), when IPython is installed; without it they raise
+UnknownMagic, whose message lists what pyc supports.  Wrong arguments raise UsageError.
 """
 
 import os
@@ -20,7 +21,7 @@ CELL_MAGICS = ("time", "timeit")
 BACKEND = "module://pyc.mpl_backend"
 
 SUPPORTED = (
-    "pyc (a kernel without IPython) supports: !cmd, x = !cmd, obj? and obj?? (help), "
+    "pyc supports by itself: !cmd, x = !cmd, obj? and obj?? (help), "
     "%cd, %env, %matplotlib inline, %pwd, %time, %timeit, and %%time, %%timeit on a cell's first line."
 )
 
@@ -300,24 +301,36 @@ def page(target, detail_level=0):
 # ---- magics ----------------------------------------------------------------------------------------------
 
 
+def _ipython_shell(kind, name):
+    """The IPython shell that runs the magics pyc does not implement; UnknownMagic when IPython is not
+    installed."""
+    from pyc import _shell
+
+    shell = _shell.get_ipython()
+    if shell is None:
+        raise UnknownMagic("%s%s is an IPython magic, and IPython is not installed (python3-ipython provides "
+                           "it; PYC_IPYTHON=0 also turns it off). %s" % (kind, name, SUPPORTED))
+    return shell
+
+
 def line_magic(name, line=""):
-    """Runs %name line in the caller's namespace."""
-    frame = sys._getframe(1)
+    """Runs %name line in the caller's namespace: pyc's own magic, else IPython's."""
     fn = _LINE.get(name)
     if fn is None:
-        raise UnknownMagic("%%%s is not a magic that pyc knows. %s" % (name, SUPPORTED))
-    return fn(line, frame)
+        # _stack_depth counts from IPython's run_line_magic to the cell's frame, for $name expansion.
+        return _ipython_shell("%", name).run_line_magic(name, line, _stack_depth=2)
+    return fn(line, sys._getframe(1))
 
 
 def cell_magic(name, line, body):
-    """Runs %%name line + body (the rest of the cell) in the caller's namespace."""
-    frame = sys._getframe(1)
+    """Runs %%name line + body (the rest of the cell) in the caller's namespace: pyc's own, else IPython's."""
     fn = _CELL.get(name)
-    if fn is None:
-        raise UnknownMagic("%%%%%s is not a cell magic that pyc knows. %s" % (name, SUPPORTED))
     if body is None:
         raise UsageError("%%%%%s must be on the first line of the cell" % name)
-    return fn(line, frame, body)
+    if fn is None:
+        # IPython's cells end with a newline (its transformers add one); %%writefile writes it
+        return _ipython_shell("%%", name).run_cell_magic(name, line, body if body.endswith("\n") else body + "\n")
+    return fn(line, sys._getframe(1), body)
 
 
 def _parse_user(src, frame, first_line, col=0):
