@@ -29,6 +29,7 @@
 #include "app.h"
 #include "auth.h"
 #include "checkpoint.h"
+#include "clock.h"
 #include "config.h"
 #include "connfile.h"
 #include "fork.h"
@@ -65,6 +66,31 @@ parent_gone(pid_t parent)
 
 /* The process's wiring; a forked session changes it in place (app.c). */
 static pyc_app_t app;
+
+/* Waits up to timeout_ms for the next request while the kernel's asyncio loop gets its turns: the loop's
+ * selector is watched beside the sockets and its next timer bounds each wait, so tasks and callbacks run
+ * between requests without polling, and a request is taken as soon as it comes. */
+static pyc_msg_t *
+wait_with_asyncio(pyc_server_t *srv, int timeout_ms, int *chan)
+{
+    double deadline = pyc_now_s() + timeout_ms / 1000.0;
+    for (;;) {
+        int fd, due;
+        pyc_py_enter();
+        bool work = pyc_py_async_pending(&fd, &due);
+        pyc_py_leave();
+        int left = (int)((deadline - pyc_now_s()) * 1000);
+        if (!work || left <= 0)
+            return pyc_server_next(srv, left > 0 ? left : 0, chan);
+        bool fd_ready;
+        pyc_msg_t *msg = pyc_server_next_fd(srv, due >= 0 && due < left ? due : left, fd, chan, &fd_ready);
+        if (msg != NULL)
+            return msg;
+        pyc_py_enter();
+        pyc_py_async_step();
+        pyc_py_leave();
+    }
+}
 
 /* The guard's hard exit (a cell stuck in C, an overdue shutdown): sends what is queued, removes a forked
  * session's own connection file, and ends the process at once. */
@@ -183,7 +209,8 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
         pyc_msg_t *msg = pyc_server_next(app.srv, 0, &chan);
         if (msg == NULL) {
             pyc_kernel_idle(app.kernel);     /* nothing queued: finish deferred work before waiting */
-            msg = pyc_server_next(app.srv, 1000, &chan);
+            msg = pyc_py_async_active() ? wait_with_asyncio(app.srv, 1000, &chan)
+                                        : pyc_server_next(app.srv, 1000, &chan);
         }
         if (msg != NULL) {
             pyc_kernel_handle(app.kernel, chan, msg);

@@ -10,8 +10,10 @@ The finder also
     (MPLBACKEND unset), it sets MPLBACKEND for that import only; after_cell removes it again once matplotlib
     is loaded, so that child processes, which cannot import pyc, never see it;
   * runs a pyc function right after some modules are imported (AFTER): the `comm` package (ipywidgets 8
-    and friends) is pointed at pyc's comms, and importing IPython makes the IPython shell bound to the
-    kernel (pyc._ipython), which is how IPython comes to be there without ever being imported at start;
+    and friends) is pointed at pyc's comms, importing IPython makes the IPython shell bound to the kernel
+    (pyc._ipython), which is how IPython comes to be there without ever being imported at start, and
+    importing asyncio makes the kernel's event loop (pyc._asyncio), and threads started once threading is
+    imported write to the cell that started them (pyc._threads);
   * imports IPython, when it is installed, before modules that look for it in sys.modules instead of
     importing it (BEFORE: tqdm.auto chooses its notebook bar so);
   * serves pyc's own module for ipykernel.comm (SERVED: ipywidgets 6 imports Comm from there, and the real
@@ -23,7 +25,8 @@ import os as _os
 import sys as _sys
 
 
-AFTER = {"comm": ("pyc._comm", "hook_comm_package"), "IPython": ("pyc._ipython", "attach_after_import")}
+AFTER = {"comm": ("pyc._comm", "hook_comm_package"), "IPython": ("pyc._ipython", "attach_after_import"),
+         "asyncio": ("pyc._asyncio", "install"), "threading": ("pyc._threads", "install")}
 BEFORE = {"tqdm.autonotebook": "IPython"}
 SERVED = {"ipykernel.comm": "pyc/_ipykernel_comm.py"}
 

@@ -31,10 +31,10 @@ idle_notice(pyc_kernel_t *k)
         pyc__publish_current(k, "stream", content, strlen(content), NULL, NULL, 0);
 }
 
-void
-pyc__stream_publish(void *ctx, int which, const char *text, size_t n)
+/* Publishes stream text with parent (a header frame), or with the current parent when parent is NULL. */
+static void
+stream_publish_to(pyc_kernel_t *k, int which, const char *text, size_t n, const char *parent, size_t plen)
 {
-    pyc_kernel_t *k = ctx;
     pyc_buf_t b;
     n = pyc_outgate_admit(&k->out, n, text);
     if (n == 0) {
@@ -51,8 +51,19 @@ pyc__stream_publish(void *ctx, int which, const char *text, size_t n)
     }
     size_t len;
     char *content = pyc_buf_detach(&b, &len);
-    pyc__publish_current(k, "stream", content, len, NULL, NULL, 0);
+    if (parent == NULL) {
+        pyc__publish_current(k, "stream", content, len, NULL, NULL, 0);
+    } else {
+        pyc_frame_t topic = {"stream", 6};
+        pyc__send_frames(k, PYC_CHAN_IOPUB, &topic, 1, "stream", parent, plen, NULL, content, len, true, NULL, 0);
+    }
     idle_notice(k);              /* after the part that still fitted */
+}
+
+void
+pyc__stream_publish(void *ctx, int which, const char *text, size_t n)
+{
+    stream_publish_to(ctx, which, text, n, NULL, 0);
 }
 
 static void
@@ -150,6 +161,36 @@ host_input(void *ctx, const char *prompt, bool password, char **out, pyc_error_t
     }
 }
 
+static size_t
+host_parent_copy(void *ctx, char **out)
+{
+    pyc_kernel_t *k = ctx;
+    size_t len = 0;
+    *out = NULL;
+    pthread_mutex_lock(&k->parent_lock);
+    if (k->parent != NULL && (*out = malloc(k->parent_len)) != NULL) {
+        memcpy(*out, k->parent, k->parent_len);
+        len = k->parent_len;
+    }
+    pthread_mutex_unlock(&k->parent_lock);
+    return len;
+}
+
+static void
+host_stream_write_for(void *ctx, int which, const char *data, size_t n, const char *parent, size_t plen)
+{
+    pyc_kernel_t *k = ctx;
+    pthread_mutex_lock(&k->parent_lock);
+    bool current = k->parent == NULL || (k->parent_len == plen && memcmp(k->parent, parent, plen) == 0);
+    pthread_mutex_unlock(&k->parent_lock);
+    if (current || k->user_forked) {
+        pyc_streams_write(k->streams, which, data, n);
+        return;
+    }
+    pyc_streams_flush(k->streams);         /* what the current cell wrote before keeps its place */
+    stream_publish_to(k, which, data, n, parent, plen);
+}
+
 static json_t *
 host_parent(void *ctx)
 {
@@ -172,4 +213,6 @@ pyc_kernel_py_host(pyc_kernel_t *k, pyc_py_host_t *host)
     host->stream_flush = host_stream_flush;
     host->input = host_input;
     host->parent = host_parent;
+    host->parent_copy = host_parent_copy;
+    host->stream_write_for = host_stream_write_for;
 }

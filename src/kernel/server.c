@@ -577,6 +577,14 @@ pyc_server_io(pyc_server_t *srv)
 pyc_msg_t *
 pyc_server_next(pyc_server_t *srv, int timeout_ms, int *chan)
 {
+    bool fd_ready;
+    return pyc_server_next_fd(srv, timeout_ms, -1, chan, &fd_ready);
+}
+
+pyc_msg_t *
+pyc_server_next_fd(pyc_server_t *srv, int timeout_ms, int fd, int *chan, bool *fd_ready)
+{
+    *fd_ready = false;
     for (;;) {
         qitem_t *it = queue_pop(&srv->inbox_q);
         if (it != NULL) {
@@ -586,15 +594,21 @@ pyc_server_next(pyc_server_t *srv, int timeout_ms, int *chan)
             qitem_free(it);
             return msg;
         }
-        zmq_pollitem_t items[2] = {
+        zmq_pollitem_t items[3] = {
             {.fd = srv->inbox_q.efd, .events = ZMQ_POLLIN},
             {.socket = srv->sock[PYC_CHAN_SHELL], .events = ZMQ_POLLIN},
+            {.fd = fd, .events = ZMQ_POLLIN},
         };
-        int rc = zmq_poll(items, 2, timeout_ms);
+        int rc = zmq_poll(items, fd >= 0 ? 3 : 2, timeout_ms);
         if (rc < 0 && zmq_errno() == EINTR)
             return NULL;
         if (rc <= 0)
             return NULL;
+        if (fd >= 0 && (items[2].revents & ZMQ_POLLIN) && !(items[0].revents & ZMQ_POLLIN) &&
+            !(items[1].revents & ZMQ_POLLIN)) {
+            *fd_ready = true;
+            return NULL;
+        }
         if (items[0].revents & ZMQ_POLLIN) {
             uint64_t v;
             ssize_t r = read(srv->inbox_q.efd, &v, sizeof v);

@@ -49,6 +49,10 @@ pyc_io_t *pyc_server_io(pyc_server_t *srv);
  * (-1: no limit) passes or pyc_server_wake is called. */
 pyc_msg_t *pyc_server_next(pyc_server_t *srv, int timeout_ms, int *chan);
 
+/* As pyc_server_next, watching one more file descriptor too (fd < 0: none): when it becomes readable first,
+ * returns NULL with *fd_ready true. */
+pyc_msg_t *pyc_server_next_fd(pyc_server_t *srv, int timeout_ms, int fd, int *chan, bool *fd_ready);
+
 /* Any thread: makes a waiting pyc_server_next return NULL. */
 void pyc_server_wake(pyc_server_t *srv);
 

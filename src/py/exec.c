@@ -4,8 +4,8 @@
  * A cell is parsed once into an AST (with top-level await allowed).  When its last statement is an
  * expression, that statement is split off and compiled in "single" mode, so that CPython itself calls
  * sys.displayhook with its value, exactly as at the >>> prompt; the rest runs in "exec" mode.  A last line
- * ending in ';' suppresses the result, as in IPython.  Code objects that are coroutines (top-level await)
- * run on one persistent asyncio event loop, made on first use.
+ * ending in ';' suppresses the result, as in IPython.  When a part awaits (top-level await), the whole cell
+ * runs as one coroutine on the kernel's asyncio loop (async.c, pyc._asyncio).
  *
  * The cell's source is registered in linecache under "<cell-N>", so tracebacks and inspect show the user's
  * lines.  Traceback frames before the first cell frame (asyncio's, when awaiting) are dropped.
@@ -19,7 +19,6 @@
 
 static unsigned long cell_serial;
 json_t *pyc__py_payload;          /* payloads of the running cell (add_payload), or NULL */
-static PyObject *event_loop;     /* asyncio loop for top-level await, made on first use */
 /* ---- errors ---------------------------------------------------------------------------------------- */
 
 static int
@@ -156,49 +155,34 @@ register_source(PyObject *filename, const char *code)
     Py_XDECREF(linecache);
 }
 
-/* Runs a coroutine to completion on the kernel's event loop. */
+/* Compiles an AST node in mode (top-level await allowed); a new code object or NULL with a Python error. */
 static PyObject *
-run_coroutine(PyObject *coro)
-{
-    if (event_loop == NULL) {
-        PyObject *asyncio = PyImport_ImportModule("asyncio");
-        if (asyncio == NULL)
-            return NULL;
-        event_loop = PyObject_CallMethod(asyncio, "new_event_loop", NULL);
-        if (event_loop != NULL) {
-            PyObject *r = PyObject_CallMethod(asyncio, "set_event_loop", "O", event_loop);
-            Py_XDECREF(r);
-        }
-        Py_DECREF(asyncio);
-        if (event_loop == NULL)
-            return NULL;
-    }
-    return PyObject_CallMethod(event_loop, "run_until_complete", "O", coro);
-}
-
-/* Compiles an AST node in mode and runs it in globals.  Returns 0, or -1 with a Python error set. */
-static int
-run_node(PyObject *node, PyObject *filename, const char *mode, PyObject *globals)
+compile_node(PyObject *node, PyObject *filename, const char *mode)
 {
     PyObject *builtins = PyEval_GetBuiltins();
     PyObject *compile = PyDict_GetItemString(builtins, "compile");
     if (compile == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "builtins.compile is missing");
-        return -1;
+        return NULL;
     }
-    PyObject *code = PyObject_CallFunction(compile, "OOsii", node, filename, mode, PyCF_ALLOW_TOP_LEVEL_AWAIT, 1);
-    if (code == NULL)
-        return -1;
-    PyObject *r = PyEval_EvalCode(code, globals, globals);
-    if (r != NULL && (((PyCodeObject *)code)->co_flags & CO_COROUTINE) && PyCoro_CheckExact(r)) {
-        PyObject *coro = r;
-        r = run_coroutine(coro);
-        Py_DECREF(coro);
+    return PyObject_CallFunction(compile, "OOsii", node, filename, mode, PyCF_ALLOW_TOP_LEVEL_AWAIT, 1);
+}
+
+/* Runs the cell's code objects in order.  When one of them awaits, all of them run as one coroutine on the
+ * kernel's asyncio loop (async.c), so that what the first part starts (a task) is there for the await. */
+static int
+run_codes(PyObject *codes, PyObject *globals)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(codes); i++) {
+        if (((PyCodeObject *)PyList_GET_ITEM(codes, i))->co_flags & CO_COROUTINE)
+            return pyc__py_run_async(codes, globals);
     }
-    Py_DECREF(code);
-    if (r == NULL)
-        return -1;
-    Py_DECREF(r);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(codes); i++) {
+        PyObject *r = PyEval_EvalCode(PyList_GET_ITEM(codes, i), globals, globals);
+        if (r == NULL)
+            return -1;
+        Py_DECREF(r);
+    }
     return 0;
 }
 
@@ -275,11 +259,18 @@ run_cell(const char *code, PyObject *globals, bool silent)
         if (PyErr_Occurred())
             goto out;
     }
-    if (run_node(mod, filename, "exec", globals) < 0)
-        goto out;
-    if (interactive != NULL && run_node(interactive, filename, "single", globals) < 0)
-        goto out;
-    rc = 0;
+    PyObject *codes = PyList_New(0);
+    PyObject *compiled = codes != NULL ? compile_node(mod, filename, "exec") : NULL;
+    int added = compiled != NULL ? PyList_Append(codes, compiled) : -1;
+    Py_XDECREF(compiled);
+    if (added == 0 && interactive != NULL) {
+        compiled = compile_node(interactive, filename, "single");
+        added = compiled != NULL ? PyList_Append(codes, compiled) : -1;
+        Py_XDECREF(compiled);
+    }
+    if (added == 0)
+        rc = run_codes(codes, globals);
+    Py_XDECREF(codes);
 out:
     Py_XDECREF(interactive);
     Py_XDECREF(last);

@@ -118,11 +118,13 @@ module_init(void)
 PyObject *
 pyc__py_module_init(void)
 {
-    static PyMethodDef methods[16];
+    static PyMethodDef methods[32];
     size_t n = 0;
     for (PyMethodDef *m = pyc__py_display_methods; m->ml_name != NULL; m++)
         methods[n++] = *m;
     for (PyMethodDef *m = pyc__py_input_methods; m->ml_name != NULL; m++)
+        methods[n++] = *m;
+    for (PyMethodDef *m = pyc__py_async_methods; m->ml_name != NULL; m++)
         methods[n++] = *m;
     methods[n] = (PyMethodDef){NULL, NULL, 0, NULL};
     pyc_module_def = (struct PyModuleDef){

@@ -39,6 +39,13 @@ typedef struct pyc_py_host {
     /* A new reference to the header of the request that output is published for (the current parent), or
      * NULL before the first request. */
     json_t *(*parent)(void *ctx);
+    /* A malloc'd copy of the current parent's header frame (its JSON as received) in *out, and its length;
+     * 0 and NULL before the first request. */
+    size_t (*parent_copy)(void *ctx, char **out);
+    /* As stream_write, for a thread that a cell started: parent is that cell's header frame (from
+     * parent_copy).  Text for the current parent is coalesced as usual; text for an earlier cell is
+     * published at once under its own parent, so that it appears in the cell that started the thread. */
+    void (*stream_write_for)(void *ctx, int which, const char *data, size_t n, const char *parent, size_t plen);
 } pyc_py_host_t;
 
 typedef struct pyc_py_config {
@@ -78,6 +85,15 @@ typedef struct pyc_py_exec_result {
  * execute_result unless silent).  Exceptions, KeyboardInterrupt and SystemExit end the cell, never the
  * kernel.  SIGINT raises KeyboardInterrupt only while this runs. */
 void pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_result_t *res);
+
+/* The kernel's asyncio loop between requests (pyc._asyncio).  pyc_py_async_active is true once the loop
+ * exists (any thread, no GIL needed).  pyc_py_async_pending says whether it has work now: true with *fd the
+ * loop's selector (-1 when it has none to offer) and *timeout_ms until its next timer (0: callbacks are
+ * ready; -1: only the selector can wake it).  pyc_py_async_step runs one pass of the loop without waiting.
+ * Both with the GIL held (between pyc_py_enter and pyc_py_leave). */
+bool pyc_py_async_active(void);
+bool pyc_py_async_pending(int *fd, int *timeout_ms);
+void pyc_py_async_step(void);
 
 /* Answers complete_request and inspect_request: new reply contents (status ok, or error with ename and
  * evalue when the support code fails).  cursor_pos counts Unicode code points. */

@@ -90,5 +90,10 @@ int pyc__py_zerocopy_ready(PyObject *module);
 /* Methods of the _pyc module defined in display.c and exec.c. */
 extern PyMethodDef pyc__py_display_methods[];
 extern PyMethodDef pyc__py_input_methods[];
+extern PyMethodDef pyc__py_async_methods[];
+
+/* Runs a cell's code objects (a list) in globals on the kernel's asyncio loop, awaiting those that are
+ * coroutines (async.c).  Returns 0, or -1 with a Python error set. */
+int pyc__py_run_async(PyObject *codes, PyObject *globals);
 
 #endif

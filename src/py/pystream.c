@@ -5,10 +5,103 @@
  * message is made per write (stream.c coalesces).  `buffer` is a binary twin, for code that writes bytes to
  * sys.stdout.buffer.  fileno() returns the real descriptor 1 or 2, which the kernel has turned into a pipe,
  * so os.write(sys.stdout.fileno(), ...) is captured too.
+ *
+ * A thread that a cell started writes to that cell (route), as ipykernel 7 does: pyc._threads gives each
+ * new thread the request of the cell that started it (_pyc.set_thread_parent).
  */
 #include "pyint.h"
 
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 #include <structmember.h>
+
+/* The request whose cell started the calling thread (set by pyc._threads when a thread starts): that
+ * thread's output goes to that cell, even when another cell runs by then.  Its text is handed over a line at
+ * a time (print writes its pieces one by one, and each hand-over to an earlier cell is a message of its
+ * own): up to the last newline, or when 8 KiB wait, or on flush().  One per thread, flushed and freed with
+ * it. */
+#define THREAD_LINE_MAX 8192
+
+typedef struct {
+    char *pending[2];            /* stdout, stderr text not handed over yet */
+    size_t used[2], cap[2];
+    size_t len;
+    char header[];               /* the request's header frame, as received */
+} thread_parent_t;
+
+static pthread_key_t parent_key;
+static pthread_once_t parent_once = PTHREAD_ONCE_INIT;
+
+/* Hands over the first n pending bytes of stream which. */
+static void
+hand_over(thread_parent_t *tp, int which, size_t n)
+{
+    if (n == 0)
+        return;
+    pyc__py_host.stream_write_for(pyc__py_host.ctx, which, tp->pending[which], n, tp->header, tp->len);
+    memmove(tp->pending[which], tp->pending[which] + n, tp->used[which] - n);
+    tp->used[which] -= n;
+}
+
+static void
+thread_parent_free(void *p)
+{
+    thread_parent_t *tp = p;
+    for (int w = 0; w < 2; w++) {
+        hand_over(tp, w, tp->used[w]);
+        free(tp->pending[w]);
+    }
+    free(tp);
+}
+
+static void
+make_parent_key(void)
+{
+    if (pthread_key_create(&parent_key, thread_parent_free) != 0)
+        abort();                 /* at start-up, with keys to spare: cannot happen */
+}
+
+/* Hands text to the kernel for the calling thread's cell. */
+static void
+route(int which, const char *p, size_t n)
+{
+    thread_parent_t *tp = pthread_getspecific(parent_key);
+    if (tp == NULL || pyc__py_host.stream_write_for == NULL) {
+        pyc__py_host.stream_write(pyc__py_host.ctx, which, p, n);
+        return;
+    }
+    if (tp->used[which] + n > tp->cap[which]) {
+        size_t cap = tp->used[which] + n < THREAD_LINE_MAX ? THREAD_LINE_MAX : tp->used[which] + n;
+        char *grown = realloc(tp->pending[which], cap);
+        if (grown == NULL) {
+            hand_over(tp, which, tp->used[which]);
+            pyc__py_host.stream_write_for(pyc__py_host.ctx, which, p, n, tp->header, tp->len);
+            return;
+        }
+        tp->pending[which] = grown;
+        tp->cap[which] = cap;
+    }
+    memcpy(tp->pending[which] + tp->used[which], p, n);
+    tp->used[which] += n;
+    if (tp->used[which] >= THREAD_LINE_MAX) {
+        hand_over(tp, which, tp->used[which]);
+        return;
+    }
+    size_t last = tp->used[which];
+    while (last > 0 && tp->pending[which][last - 1] != '\n')
+        last--;
+    hand_over(tp, which, last);
+}
+
+/* Hands over what the calling thread's cell still waits for. */
+static void
+route_flush(void)
+{
+    thread_parent_t *tp = pthread_getspecific(parent_key);
+    for (int w = 0; tp != NULL && w < 2; w++)
+        hand_over(tp, w, tp->used[w]);
+}
 
 typedef struct {
     PyObject_HEAD
@@ -49,7 +142,7 @@ stream_write(stream_t *self, PyObject *arg)
         Py_ssize_t n;
         const char *p = PyUnicode_AsUTF8AndSize(arg, &n);
         if (p != NULL) {
-            pyc__py_host.stream_write(pyc__py_host.ctx, self->which, p, (size_t)n);
+            route(self->which, p, (size_t)n);
             return PyLong_FromSsize_t(PyUnicode_GET_LENGTH(arg));
         }
         /* Lone surrogates cannot be UTF-8: write them escaped rather than fail. */
@@ -57,7 +150,7 @@ stream_write(stream_t *self, PyObject *arg)
         PyObject *b = PyUnicode_AsEncodedString(arg, "utf-8", "backslashreplace");
         if (b == NULL)
             return NULL;
-        pyc__py_host.stream_write(pyc__py_host.ctx, self->which, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
+        route(self->which, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
         Py_DECREF(b);
         return PyLong_FromSsize_t(PyUnicode_GET_LENGTH(arg));
     }
@@ -68,7 +161,7 @@ stream_write(stream_t *self, PyObject *arg)
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    pyc__py_host.stream_write(pyc__py_host.ctx, self->which, view.buf, (size_t)view.len);
+    route(self->which, view.buf, (size_t)view.len);
     Py_ssize_t len = view.len;
     PyBuffer_Release(&view);
     return PyLong_FromSsize_t(len);
@@ -99,6 +192,7 @@ static PyObject *
 stream_flush(stream_t *self, PyObject *unused)
 {
     (void)unused;
+    route_flush();
     pyc__py_host.stream_flush(pyc__py_host.ctx);
     Py_RETURN_NONE;
 }
@@ -220,9 +314,61 @@ static PyTypeObject stream_type = {
     .tp_getset = stream_getset,
 };
 
+/* _pyc.thread_parent(): the header (bytes) of the request the calling thread's output goes to: its own
+ * cell's when a cell started it, else the current request's; None before the first request. */
+static PyObject *
+py_thread_parent(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    thread_parent_t *tp = pthread_getspecific(parent_key);
+    if (tp != NULL)
+        return PyBytes_FromStringAndSize(tp->header, (Py_ssize_t)tp->len);
+    char *copy = NULL;
+    size_t len = pyc__py_host.parent_copy != NULL ? pyc__py_host.parent_copy(pyc__py_host.ctx, &copy) : 0;
+    if (copy == NULL)
+        Py_RETURN_NONE;
+    PyObject *r = PyBytes_FromStringAndSize(copy, (Py_ssize_t)len);
+    free(copy);
+    return r;
+}
+
+/* _pyc.set_thread_parent(header or None): where the calling thread's output goes from now on. */
+static PyObject *
+py_set_thread_parent(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    thread_parent_t *tp = NULL;
+    if (arg != Py_None) {
+        char *p;
+        Py_ssize_t n;
+        if (PyBytes_AsStringAndSize(arg, &p, &n) < 0)
+            return NULL;
+        tp = calloc(1, sizeof *tp + (size_t)n);
+        if (tp == NULL)
+            return PyErr_NoMemory();
+        tp->len = (size_t)n;
+        memcpy(tp->header, p, (size_t)n);
+    }
+    thread_parent_t *old = pthread_getspecific(parent_key);
+    if (old != NULL)
+        thread_parent_free(old);
+    pthread_setspecific(parent_key, tp);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef parent_methods[] = {
+    {"thread_parent", (PyCFunction)py_thread_parent, METH_NOARGS, "The request this thread's output goes to."},
+    {"set_thread_parent", (PyCFunction)py_set_thread_parent, METH_O, "Send this thread's output to a request."},
+    {NULL, NULL, 0, NULL},
+};
+
 int
 pyc__py_stream_ready(PyObject *module)
 {
+    pthread_once(&parent_once, make_parent_key);
+    if (PyModule_AddFunctions(module, parent_methods) < 0)
+        return -1;
     if (PyType_Ready(&stream_type) < 0)
         return -1;
     Py_INCREF(&stream_type);

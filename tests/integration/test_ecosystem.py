@@ -5,14 +5,16 @@ IPython installed, a real IPython shell (get_ipython, IPython.display, formatter
 scikit-learn.  Every test but the pyc_only ones runs against ipykernel too (PYC_TEST_ARGV)."""
 
 import importlib.util
+import queue
 import re
+import time
 import textwrap
 import uuid
 
 import pytest
 
 import pyctest
-from pyctest import eval_value, execute, outputs, pyc_only, result_text, stream_text
+from pyctest import eval_value, execute, ipykernel_falls_short, outputs, pyc_only, result_text, stream_text
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -274,8 +276,12 @@ def test_rich_knows_it_is_in_jupyter(kc):
                   "rich.print(t)\nrich.get_console().is_jupyter")
     assert "text/html" in data_of(msgs, ["display_data"]) and result_text(msgs) == "True"
     # rich.pretty.install() registers a formatter; results stay rich output, DataFrames stay tables
-    msgs = ok(kc, "import rich.pretty, pandas\nrich.pretty.install()\npandas.DataFrame({'a': [1]})")
-    assert "text/html" in data_of(msgs) and stream_text(msgs) == ""
+    ok(kc, "plain_formatter = get_ipython().display_formatter.formatters['text/plain']")
+    try:
+        msgs = ok(kc, "import rich.pretty, pandas\nrich.pretty.install()\npandas.DataFrame({'a': [1]})")
+        assert "text/html" in data_of(msgs) and stream_text(msgs) == ""
+    finally:
+        ok(kc, "get_ipython().display_formatter.formatters['text/plain'] = plain_formatter")
 
 
 @needs["IPython"]
@@ -308,3 +314,81 @@ def test_sklearn_estimator_has_html_and_no_error(kc):
     msgs = ok(kc, "from sklearn.linear_model import LinearRegression\nLinearRegression()")
     assert "text/html" in data_of(msgs)
     assert stream_text(msgs, "stderr") == ""
+
+
+# ---- asyncio ---------------------------------------------------------------------------------------------
+
+
+def wait_for_stream(kc, parent_id, text, timeout=5.0):
+    """Collects the stream text published for parent_id until text has appeared (the kernel is idle)."""
+    got = ""
+    deadline = time.monotonic() + timeout
+    while text not in got and time.monotonic() < deadline:
+        try:
+            m = kc.get_iopub_msg(timeout=0.1)
+        except queue.Empty:
+            continue
+        if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == parent_id:
+            got += m["content"]["text"]
+    return got
+
+
+def test_await_a_task_made_in_the_same_cell_and_in_another(kc):
+    code = "import asyncio\nasync def f(v):\n    await asyncio.sleep(0.05)\n    return v\n"
+    assert result_text(ok(kc, code + "t = asyncio.create_task(f(1))\nawait t")) == "1"
+    ok(kc, "t2 = asyncio.create_task(f(2))\nawait asyncio.sleep(0)")
+    assert result_text(ok(kc, "await t2")) == "2"
+
+
+def test_a_task_made_in_a_plain_cell_runs(kc):
+    ok(kc, "import asyncio\nplain = asyncio.create_task(asyncio.sleep(0.05, 'plain'))")
+    assert result_text(ok(kc, "await plain")) == "'plain'"
+
+
+def test_background_tasks_run_while_the_kernel_is_idle(kc):
+    reply, _ = execute(kc, "import asyncio\nasync def ticks():\n    for i in range(3):\n"
+                           "        await asyncio.sleep(0.1)\n        print('tick', i)\n"
+                           "background = asyncio.create_task(ticks())")
+    got = wait_for_stream(kc, reply["parent_header"]["msg_id"], "tick 2")
+    assert got == "tick 0\ntick 1\ntick 2\n"
+    assert eval_value(kc, "background.done()") == "True"
+
+
+@pyc_only
+def test_asyncio_run_and_run_until_complete_work_in_plain_cells(kc):
+    ok(kc, "import asyncio\nasync def g():\n    await asyncio.sleep(0.01)\n    return 'g'")
+    assert result_text(ok(kc, "asyncio.run(g())")) == "'g'"
+    assert result_text(ok(kc, "asyncio.get_event_loop().run_until_complete(g())")) == "'g'"
+    assert result_text(ok(kc, "await g()")) == "'g'"      # the kernel's loop again after asyncio.run
+
+
+@pyc_only
+def test_threads_hand_work_to_the_idle_loop(kc):
+    ok(kc, "import asyncio, time\nfut = asyncio.get_event_loop().run_in_executor(None, time.sleep, 0.2)")
+    time.sleep(0.6)
+    assert eval_value(kc, "fut.done()") == "True"
+
+
+# ---- threads ---------------------------------------------------------------------------------------------
+
+
+@ipykernel_falls_short
+def test_a_thread_writes_to_the_cell_that_started_it(kc):
+    first = kc.execute("import threading, time\ndef work():\n    for i in range(3):\n"
+                       "        print('from thread', i)\n        time.sleep(0.2)\n"
+                       "worker = threading.Thread(target=work)\nworker.start()")
+    second = kc.execute("time.sleep(0.8)\nprint('second cell')")
+    text = {first: "", second: ""}
+    idle = set()
+    deadline = time.monotonic() + pyctest.TIMEOUT
+    while (second not in idle or "from thread 2" not in text[first] + text[second]) and time.monotonic() < deadline:
+        try:
+            m = kc.get_iopub_msg(timeout=0.1)
+        except queue.Empty:
+            continue
+        parent = m["parent_header"].get("msg_id")
+        if m["msg_type"] == "stream" and parent in text:
+            text[parent] += m["content"]["text"]
+        elif m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+            idle.add(parent)
+    assert text == {first: "from thread 0\nfrom thread 1\nfrom thread 2\n", second: "second cell\n"}

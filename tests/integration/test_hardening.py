@@ -11,11 +11,7 @@ import time
 import pytest
 
 import pyctest
-from pyctest import IS_PYC, UNDER_ASAN, execute, pyc_only, rss_mb, stream_text
-
-#: Where ipykernel (Debian's 6.x, the reference these suites calibrate against) falls short of what pyc
-#: promises: the test still runs against it, and must fail there.
-ipykernel_falls_short = pytest.mark.xfail(not IS_PYC, strict=True, reason="ipykernel falls short here")
+from pyctest import UNDER_ASAN, execute, ipykernel_falls_short, pyc_only, rss_mb, stream_text
 
 
 # ---- 1. the history file shared by two kernels ----------------------------------------------------------

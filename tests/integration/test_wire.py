@@ -17,7 +17,7 @@ import pytest
 import zmq
 from jupyter_client.session import DELIM, Session
 
-from pyctest import IS_PYC, assert_alive
+from pyctest import IS_PYC, assert_alive, ipykernel_falls_short
 
 # reason -> accepted key words (any of them, case-insensitive) in pyc's "dropped" log line
 REASONS = {
@@ -165,11 +165,6 @@ def test_too_few_frames(kernel, raw):
 def test_no_delimiter(kernel, raw):
     msg, frames = raw.frames()
     send_bad(kernel, raw, frames[1:], "no_delimiter")
-
-
-#: Where ipykernel (the reference these suites calibrate against) falls short of what pyc promises: the test
-#: still runs against it, and must fail there.
-ipykernel_falls_short = pytest.mark.xfail(not IS_PYC, strict=True, reason="ipykernel falls short here")
 
 
 @ipykernel_falls_short

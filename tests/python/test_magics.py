@@ -330,7 +330,7 @@ def test_other_magics_go_to_the_ipython_shell(cell, monkeypatch):
     cell("r = %load_ext autoreload")
     cell("%%bash -x\necho hi")
     cell("%time y = 3")          # pyc's own: not handed over
-    assert shell.calls == [("line", "load_ext", "autoreload", 2), ("cell", "bash", "-x", "echo hi")]
+    assert shell.calls == [("line", "load_ext", "autoreload", 2), ("cell", "bash", "-x", "echo hi\n")]
     assert cell.ns["r"] == "line result" and cell.ns["y"] == 3
 
 
