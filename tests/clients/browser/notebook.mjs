@@ -4,7 +4,7 @@
 // made by tests/clients/test_notebook_browser.py.
 //
 // Usage: node notebook.mjs <config.json>
-//   config: { url, chromium, userDataDir, screenshot, answer, timeoutMs }
+//   config: { url, chromium, userDataDir, screenshot, answer, timeoutMs, reconnectAfter: [cell index, ...] }
 // Exit code 0 when the page was read (whatever it shows); 2 when the page could not be driven (the JSON
 // then has "error").
 
@@ -53,10 +53,23 @@ function readCells() {
         text: area.innerText,
         tables,
         imgs,
+        plotly: !!area.querySelector('.js-plotly-plot svg.main-svg'),
+        math: !!area.querySelector('.MathJax, .MathJax_Display, .MathJax_SVG, mjx-container'),
         rawInput: !!area.querySelector('input.raw_input'),
       });
     }
+    // ipywidgets 6 shows its views in the cell's widget area, below the outputs: their kind (from the class
+    // names), their text and the value they show
+    const widgets = [...cell.querySelectorAll('.widget-area .widget-hslider, .widget-area .widget-hprogress')].map(
+      (w) => ({
+        classes: w.className,
+        text: w.innerText.trim(),
+        readout: ((w.querySelector('.widget-readout') || {}).innerText || '').trim(),
+        boxText: (w.closest('.widget-hbox, .widget-box') || w).innerText.trim(),
+      }),
+    );
     cells.push({
+      widgets,
       source,
       prompt: prompt ? prompt.innerText.trim() : '',
       running: cell.classList.contains('running'),
@@ -149,13 +162,35 @@ try {
           { timeout: Math.min(left(), 20000), polling: 50 },
         );
       }
+      if ((cfg.reconnectAfter ?? []).includes(i)) {
+        // As the Kernel menu's Reconnect: the page's extensions greet the kernel again.
+        await page.evaluate(() => Jupyter.notebook.kernel.reconnect());
+        await page.waitForFunction(
+          () =>
+            Jupyter.notebook.kernel.is_connected() &&
+            document.querySelector('#kernel_indicator_icon.kernel_idle_icon') !== null,
+          null,
+          { timeout: Math.min(left(), 20000), polling: 50 },
+        );
+        await page.waitForTimeout(500);
+        step('reconnected');
+      }
       run.done = true;
     } catch (e) {
       run.error = String(e).split('\n')[0];
     }
     step('cell ' + i);
   }
-  // Let images finish decoding before they are read and shot.
+  // Let images finish decoding, and MathJax and plotly finish drawing, before the page is read and shot.
+  await page
+    .waitForFunction(
+      () =>
+        !!document.querySelector('.js-plotly-plot svg.main-svg') &&
+        !!document.querySelector('.MathJax, .MathJax_Display, .MathJax_SVG, mjx-container'),
+      null,
+      { timeout: 10000 },
+    )
+    .catch(() => {});
   await page
     .waitForFunction(() => [...document.querySelectorAll('.output_area img')].every((i) => i.complete), null, {
       timeout: 5000,
