@@ -1,6 +1,7 @@
 """Batch clients: `jupyter nbconvert --execute` on examples/quickstart.ipynb, and nbclient directly."""
 
 import os
+import shutil
 import subprocess
 import time
 
@@ -19,6 +20,7 @@ from pyctest import (
 )
 
 QUICKSTART = os.path.join(PYC_SRCDIR, "examples", "quickstart.ipynb")
+ECOSYSTEM = os.path.join(PYC_SRCDIR, "examples", "ecosystem.ipynb")
 
 # (source prefix, expected outputs as (output_type, name-or-mime, text))
 EXPECTED = [
@@ -148,6 +150,34 @@ def error_notebook():
             new_code_cell("print('after', a)"),
         ]
     )
+
+
+def test_nbconvert_execute_ecosystem(tmp_path):
+    """examples/ecosystem.ipynb: IPython.display, magics, %autoreload, plotly, sympy, rich, altair,
+    scikit-learn and asyncio, through nbconvert, without an error (a copy runs: it writes a module beside
+    itself)."""
+    nb_path = tmp_path / "ecosystem.ipynb"
+    shutil.copy(ECOSYSTEM, nb_path)
+    rc, out = run_watched(
+        [PYC_PYTHON, "-m", "nbconvert", "--to", "notebook", "--execute", "--inplace",
+         "--ExecutePreprocessor.kernel_name=pyc", "--ExecutePreprocessor.timeout=120", str(nb_path)],
+        timeout=240,
+    )  # fmt: skip
+    assert rc == 0, out
+    nb = nbformat.read(str(nb_path), as_version=4)
+    outputs = {c.source.splitlines()[0]: c.outputs for c in nb.cells if c.cell_type == "code"}
+    errors = [o for outs in outputs.values() for o in outs if o.output_type == "error"]
+    assert not errors, errors
+    data = {first: [m for o in outs if "data" in o for m in o.data] for first, outs in outputs.items()}
+    assert "text/markdown" in data["from IPython.display import display, Markdown, HTML"]
+    assert "application/vnd.plotly.v1+json" in data["import plotly.graph_objects as go"]
+    assert "text/latex" in data["import sympy"]
+    assert "text/html" in data["from rich.table import Table"]
+    texts = {first: "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in outs)
+             for first, outs in outputs.items()}
+    assert "Hi, pyc!" in texts["helper_module.greet('pyc')   # %autoreload picked up the new file"]
+    assert texts["await later"] == "64"
+    assert not (tmp_path / "helper_module.py").exists()
 
 
 def test_nbclient_error_raises():
