@@ -70,6 +70,9 @@ PyObject *pyc__py_shell(const char *name);
 /* pyc._pretty.pretty, looked up once: a borrowed reference, or NULL with a Python error set. */
 PyObject *pyc__py_pretty(void);
 
+/* Notes the execution count of the cell compiled under filename, for tracebacks (error.c). */
+void pyc__py_note_cell(PyObject *filename, int execution_count);
+
 /* Formats the current Python exception as {"ename", "evalue", "traceback"} and clears it.  Frames before
  * the first frame of a cell are dropped from the traceback. */
 json_t *pyc__py_error_content(void);
