@@ -27,6 +27,53 @@ static pyc_kernel_t *fork_kernel;
  * forked session), which sets itself up; any other fork is user code's (os.fork, multiprocessing). */
 static bool kernel_forking;
 
+/* LLVM 14's AddressSanitizer does not take its own locks around fork(2) (the fork interceptor that does came
+ * with LLVM 15): a fork while another thread -- libzmq's I/O thread, the stream flusher -- is inside malloc
+ * left the child waiting for the allocator's lock for ever (seen with gdb: an isolated cell's child stuck in
+ * the malloc of PyOS_AfterFork_Child, 1 run in 2).  In a clang AddressSanitizer build the fork handlers below
+ * take the sanitizer's locks as that interceptor does, last before the fork and first after it.  Other builds
+ * use glibc's malloc, which handles fork itself. */
+#if defined(__clang__) && defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PYC_ASAN_FORK_LOCKS 1
+#endif
+#endif
+#ifdef PYC_ASAN_FORK_LOCKS
+/* __lsan::LockThreadRegistry() and friends: C++ functions of the sanitizer runtime, linked statically. */
+void _ZN6__lsan18LockThreadRegistryEv(void);
+void _ZN6__lsan20UnlockThreadRegistryEv(void);
+void _ZN6__lsan13LockAllocatorEv(void);
+void _ZN6__lsan15UnlockAllocatorEv(void);
+void _ZN11__sanitizer17StackDepotLockAllEv(void);
+void _ZN11__sanitizer19StackDepotUnlockAllEv(void);
+
+static void
+sanitizer_lock(void)
+{
+    _ZN6__lsan18LockThreadRegistryEv();
+    _ZN6__lsan13LockAllocatorEv();
+    _ZN11__sanitizer17StackDepotLockAllEv();
+}
+
+static void
+sanitizer_unlock(void)
+{
+    _ZN11__sanitizer19StackDepotUnlockAllEv();
+    _ZN6__lsan15UnlockAllocatorEv();
+    _ZN6__lsan20UnlockThreadRegistryEv();
+}
+#else
+static void
+sanitizer_lock(void)
+{
+}
+
+static void
+sanitizer_unlock(void)
+{
+}
+#endif
+
 /* Before any fork(2) of this process, from whatever thread calls it: takes every lock of the kernel that
  * another thread may hold, in the order of kernel.h, so that the child inherits none of them taken by a
  * thread that does not exist in it.  (The GIL is held by the forking thread already when Python forks, and
@@ -42,6 +89,7 @@ atfork_prepare(void)
     pthread_mutex_lock(&k->parent_lock);
     pyc_outgate_lock(&k->out);
     pthread_mutex_lock(&k->usage_lock);
+    sanitizer_lock();
 }
 
 static void
@@ -50,6 +98,7 @@ atfork_parent(void)
     pyc_kernel_t *k = fork_kernel;
     if (k == NULL)
         return;
+    sanitizer_unlock();
     pthread_mutex_unlock(&k->usage_lock);
     pyc_outgate_unlock(&k->out);
     pthread_mutex_unlock(&k->parent_lock);
