@@ -27,6 +27,8 @@ def test_error_exit_code_and_traceback(shared):
     assert p.stdout == ""
     assert "ZeroDivisionError: division by zero" in p.stderr
     assert "boom" in p.stderr
+    # the kernel colors its tracebacks as IPython does; pyc prints them plain when stderr is not a terminal
+    assert "\x1b" not in p.stderr and "----> 3" in p.stderr
     # the session goes on
     assert pyc("run", shared, "'alive'", check=EXIT_OK).stdout == "'alive'\n"
     p = pyc("run", shared, "def f(:\n    pass", check=EXIT_ERROR)
