@@ -154,7 +154,7 @@ def test_without_ipython(tmp_path):
 # ---- an IPython shell, when IPython is installed -----------------------------------------------------------
 
 needs = {name: pytest.mark.skipif(importlib.util.find_spec(name) is None, reason="%s is not installed" % name)
-         for name in ("IPython", "ipywidgets", "tqdm", "rich", "plotly", "sympy", "altair", "sklearn")}
+         for name in ("IPython", "ipywidgets", "tqdm", "rich", "plotly", "sympy", "altair", "sklearn", "pip")}
 
 
 @needs["IPython"]
@@ -240,6 +240,13 @@ def test_ipython_magics(kc, tmp_path):
         assert list(data_of(ok(kc, "from IPython.display import HTML\nHTML('<b>x</b>')"))) == ["text/plain"]
     finally:
         ok(kc, "%config DisplayFormatter.active_types = all_types")
+
+
+@needs["IPython"]
+@needs["pip"]
+def test_pip_magic_runs_the_kernels_pip(kc):
+    text = stream_text(ok(kc, "%pip --version"))
+    assert text.startswith("pip ") and "python 3" in text, text
 
 
 # ---- the libraries --------------------------------------------------------------------------------------
