@@ -14,29 +14,10 @@
 /* Set by pyc._asyncio (_pyc.async_loop) once the loop exists. */
 static atomic_bool async_active;
 
-static PyObject *
-asyncio_func(const char *name)
-{
-    static const char *const names[] = {"run_cell", "pending", "step"};
-    static PyObject *funcs[sizeof names / sizeof names[0]];
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (strcmp(names[i], name) != 0)
-            continue;
-        if (funcs[i] == NULL) {
-            PyObject *mod = PyImport_ImportModule("pyc._asyncio");
-            funcs[i] = mod != NULL ? PyObject_GetAttrString(mod, name) : NULL;
-            Py_XDECREF(mod);
-        }
-        return funcs[i];
-    }
-    PyErr_Format(PyExc_AttributeError, "pyc._asyncio has no function %s", name);
-    return NULL;
-}
-
 int
 pyc__py_run_async(PyObject *codes, PyObject *globals)
 {
-    PyObject *run = asyncio_func("run_cell");
+    PyObject *run = pyc__py_support("pyc._asyncio", "run_cell");
     PyObject *r = run != NULL ? PyObject_CallFunctionObjArgs(run, codes, globals, NULL) : NULL;
     if (r == NULL)
         return -1;
@@ -55,7 +36,7 @@ pyc_py_async_pending(int *fd, int *timeout_ms)
 {
     *fd = -1;
     *timeout_ms = -1;
-    PyObject *pending = asyncio_func("pending");
+    PyObject *pending = pyc__py_support("pyc._asyncio", "pending");
     PyObject *r = pending != NULL ? PyObject_CallNoArgs(pending) : NULL;
     if (r == NULL) {
         pyc__py_report("asking the asyncio loop for work");
@@ -71,7 +52,7 @@ pyc_py_async_pending(int *fd, int *timeout_ms)
 void
 pyc_py_async_step(void)
 {
-    PyObject *step = asyncio_func("step");
+    PyObject *step = pyc__py_support("pyc._asyncio", "step");
     PyObject *r = step != NULL ? PyObject_CallNoArgs(step) : NULL;
     if (r == NULL)
         pyc__py_report("the asyncio loop");

@@ -351,7 +351,7 @@ plain_text(PyObject *obj)
                   obj == Py_None || t == &PyComplex_Type || t == &PyBytes_Type;
     PyObject *text = NULL;
     if (!scalar) {
-        PyObject *pretty = pyc__py_pretty();
+        PyObject *pretty = pyc__py_support("pyc._pretty", "pretty");
         text = pretty != NULL ? PyObject_CallOneArg(pretty, obj) : NULL;
         if (text == NULL)
             pyc__py_report("text/plain");
@@ -484,7 +484,7 @@ displayhook(PyObject *self, PyObject *obj)
                                     data, "metadata", md);
         pyc__py_host.publish(pyc__py_host.ctx, "execute_result", content);
     }
-    PyObject *store = pyc__py_shell("store_result");
+    PyObject *store = pyc__py_support("pyc._shell", "store_result");
     PyObject *r = store != NULL ? PyObject_CallFunction(store, "Oi", obj, pyc__py_cell.execution_count) : NULL;
     if (r == NULL)
         pyc__py_report("keeping the result as Out");

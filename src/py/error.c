@@ -60,12 +60,7 @@ static PyObject *
 format_traceback(PyObject *type, PyObject *value, PyObject *tb, bool *strip)
 {
     *strip = false;
-    static PyObject *format;
-    if (format == NULL) {
-        PyObject *mod = PyImport_ImportModule("pyc._traceback");
-        format = mod != NULL ? PyObject_GetAttrString(mod, "format") : NULL;
-        Py_XDECREF(mod);
-    }
+    PyObject *format = pyc__py_support("pyc._traceback", "format");
     if (cell_counts == NULL && (cell_counts = PyDict_New()) == NULL)
         return NULL;
     PyObject *lines = format != NULL ? PyObject_CallFunction(format, "OOOOO", type, value, tb, cell_counts,

@@ -164,34 +164,28 @@ out:
 }
 
 PyObject *
-pyc__py_shell(const char *name)
+pyc__py_support(const char *module, const char *name)
 {
-    static const char *const names[] = {"pre_cell", "post_cell", "store_result"};
-    static PyObject *funcs[sizeof names / sizeof names[0]];
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (strcmp(names[i], name) != 0)
-            continue;
-        if (funcs[i] == NULL) {
-            PyObject *mod = PyImport_ImportModule("pyc._shell");
-            funcs[i] = mod != NULL ? PyObject_GetAttrString(mod, name) : NULL;
-            Py_XDECREF(mod);
-        }
-        return funcs[i];
+    /* The kernel calls a dozen functions of its package; each is looked up once, with the GIL held.  module
+     * and name are string literals, so the table keeps the pointers. */
+    static struct {
+        const char *module, *name;
+        PyObject *func;
+    } cache[32];
+    static size_t used;
+    for (size_t i = 0; i < used; i++) {
+        if (strcmp(cache[i].module, module) == 0 && strcmp(cache[i].name, name) == 0)
+            return cache[i].func;
     }
-    PyErr_Format(PyExc_AttributeError, "pyc._shell has no function %s", name);
-    return NULL;
-}
-
-PyObject *
-pyc__py_pretty(void)
-{
-    static PyObject *pretty;
-    if (pretty == NULL) {
-        PyObject *mod = PyImport_ImportModule("pyc._pretty");
-        pretty = mod != NULL ? PyObject_GetAttrString(mod, "pretty") : NULL;
-        Py_XDECREF(mod);
+    PyObject *mod = PyImport_ImportModule(module);
+    PyObject *func = mod != NULL ? PyObject_GetAttrString(mod, name) : NULL;
+    Py_XDECREF(mod);
+    if (func != NULL && used < sizeof cache / sizeof cache[0]) {
+        cache[used].module = module;
+        cache[used].name = name;
+        cache[used++].func = func;
     }
-    return pretty;
+    return func;              /* a reference the table keeps, or, past its size, one that is never freed */
 }
 
 /* Before a cell that is not silent: pyc._shell.pre_cell records its source as In[count]; returns true when
@@ -199,7 +193,7 @@ pyc__py_pretty(void)
 static bool
 shell_pre_cell(const char *code, const pyc_py_exec_opts_t *opts)
 {
-    PyObject *f = pyc__py_shell("pre_cell");
+    PyObject *f = pyc__py_support("pyc._shell", "pre_cell");
     PyObject *r = f != NULL ? PyObject_CallFunction(f, "isO", opts->execution_count, code,
                                                     opts->store_history ? Py_True : Py_False)
                             : NULL;
@@ -224,7 +218,7 @@ shell_post_cell(bool ok)
         if (value != NULL && tb != NULL)
             PyException_SetTraceback(value, tb);
     }
-    PyObject *f = pyc__py_shell("post_cell");
+    PyObject *f = pyc__py_support("pyc._shell", "post_cell");
     PyObject *r = f != NULL ? PyObject_CallFunction(f, "OO", ok ? Py_True : Py_False, value != NULL ? value : Py_None)
                             : NULL;
     if (r == NULL)
@@ -239,16 +233,8 @@ shell_post_cell(bool ok)
 static PyObject *
 call_support(const char *module, const char *func, PyObject *args)
 {
-    PyObject *mod = PyImport_ImportModule(module);
-    if (mod == NULL)
-        return NULL;
-    PyObject *fn = PyObject_GetAttrString(mod, func);
-    Py_DECREF(mod);
-    if (fn == NULL)
-        return NULL;
-    PyObject *r = PyObject_CallObject(fn, args);
-    Py_DECREF(fn);
-    return r;
+    PyObject *fn = pyc__py_support(module, func);
+    return fn != NULL ? PyObject_CallObject(fn, args) : NULL;
 }
 
 /* The cell did not parse: tries pyc._transform.transform_cell (the IPython-style lines !cmd, %magic,

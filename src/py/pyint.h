@@ -63,12 +63,10 @@ PyObject *pyc__py_from_json(json_t *j);
  * are NULL; or -1 with a Python error set. */
 int pyc__py_format(PyObject *obj, bool self_display, json_t **data, json_t **metadata);
 
-/* The function name of pyc._shell (the notebook names In, Out, _N ...; the seam to an IPython shell), looked
- * up once: a borrowed reference, or NULL with a Python error set. */
-PyObject *pyc__py_shell(const char *name);
-
-/* pyc._pretty.pretty, looked up once: a borrowed reference, or NULL with a Python error set. */
-PyObject *pyc__py_pretty(void);
+/* The function module.name of the kernel's Python package (pyc._shell.pre_cell, pyc._pretty.pretty, ...),
+ * imported and looked up once (module and name must be string literals): a borrowed reference, or NULL with a
+ * Python error set. */
+PyObject *pyc__py_support(const char *module, const char *name);
 
 /* Notes the execution count of the cell compiled under filename, for tracebacks (error.c). */
 void pyc__py_note_cell(PyObject *filename, int execution_count);
