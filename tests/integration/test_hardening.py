@@ -413,7 +413,9 @@ def test_shared_memory_cannot_escape_the_memory_cap():
         md = reply["metadata"]["pyc"]
         assert md["memory_cap_hit"] is True and md["limit"] == "memory" and md["state"] == "intact"
         held = rss_mb(k.pid) - start
-        assert held < 200 + 120, held        # the cap, and one poll (50 ms) of slack on a loaded machine
+        # The cap, and the pages a loop fills between two polls (50 ms) when the machine is loaded: 220 to
+        # 343 MB were seen; without the watch the whole GiB is filled.
+        assert held < 200 + 300, held
         reply, _ = execute(k.kc, "m.close(); del m")
         assert reply["content"]["status"] == "ok"
         pyctest.assert_alive(k.kc)
