@@ -53,10 +53,14 @@ python_end(pyc_kernel_t *k)
     return why;
 }
 
-/* The reply content of a request that its deadline stopped (content, the support code's own, is dropped). */
+/* Ends the Python of a request begun with python_begin: its reply content stands, unless a limit stopped it;
+ * then content (the support code's own) is dropped for the error of that limit. */
 static json_t *
-timed_out(pyc_kernel_t *k, const pyc_msg_t *msg, int why, json_t *content)
+python_end_reply(pyc_kernel_t *k, const pyc_msg_t *msg, json_t *content)
 {
+    int why = python_end(k);
+    if (why == PYC_GUARD_NONE)
+        return content;
     char what[160];
     json_decref(content);
     snprintf(what, sizeof what, "the %.100s", msg->msg_type);
@@ -78,9 +82,7 @@ pyc__on_is_complete(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     } else {
         python_begin(k, chan, PYC_LIMITS_REQUEST_TIMEOUT);
         content = pyc_py_is_complete(json_string_value(code));
-        int why = python_end(k);
-        if (why != PYC_GUARD_NONE)
-            content = timed_out(k, msg, why, content);
+        content = python_end_reply(k, msg, content);
     }
     pyc__reply(k, chan, msg, "is_complete_reply", NULL, content);
 }
@@ -116,9 +118,7 @@ pyc__on_complete(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     } else {
         python_begin(k, chan, PYC_LIMITS_REQUEST_TIMEOUT);
         content = pyc_py_complete(code, pos);
-        int why = python_end(k);
-        if (why != PYC_GUARD_NONE)
-            content = timed_out(k, msg, why, content);
+        content = python_end_reply(k, msg, content);
     }
     pyc__reply(k, chan, msg, "complete_reply", NULL, content);
 }
@@ -135,9 +135,7 @@ pyc__on_inspect(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     } else {
         python_begin(k, chan, PYC_LIMITS_REQUEST_TIMEOUT);
         content = pyc_py_inspect(code, pos, json_is_integer(detail) ? (int)json_integer_value(detail) : 0);
-        int why = python_end(k);
-        if (why != PYC_GUARD_NONE)
-            content = timed_out(k, msg, why, content);
+        content = python_end_reply(k, msg, content);
     }
     pyc__reply(k, chan, msg, "inspect_reply", NULL, content);
 }

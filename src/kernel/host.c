@@ -194,12 +194,10 @@ host_stream_write_for(void *ctx, int which, const char *data, size_t n, const ch
 static json_t *
 host_parent(void *ctx)
 {
-    pyc_kernel_t *k = ctx;
-    json_t *header = NULL;
-    pthread_mutex_lock(&k->parent_lock);
-    if (k->parent != NULL)
-        header = json_loadb(k->parent, k->parent_len, 0, NULL);
-    pthread_mutex_unlock(&k->parent_lock);
+    char *copy;
+    size_t len = host_parent_copy(ctx, &copy);
+    json_t *header = copy != NULL ? json_loadb(copy, len, 0, NULL) : NULL;
+    free(copy);
     return header;
 }
 
