@@ -243,6 +243,16 @@ def test_ipython_magics(kc, tmp_path):
 
 
 @needs["IPython"]
+def test_the_shells_system_runs_in_the_cell(kc):
+    """shell.system (what %pip and %sx use): the command is expanded once, its output is the cell's, and its
+    exit status lands in the user's _exit_code."""
+    ok(kc, "marker = 'from-the-namespace'")
+    text = stream_text(ok(kc, "get_ipython().system('echo $marker; exit 3')"))
+    assert text.replace("\r\n", "\n") == "from-the-namespace\n"      # ipykernel runs it on a pty
+    assert eval_value(kc, "_exit_code") == "3"
+
+
+@needs["IPython"]
 @needs["pip"]
 def test_pip_magic_runs_the_kernels_pip(kc):
     text = stream_text(ok(kc, "%pip --version"))

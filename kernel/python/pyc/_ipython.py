@@ -30,7 +30,8 @@ from IPython.core.interactiveshell import ExecutionInfo, ExecutionResult, Intera
 from traitlets import Any, Type
 from traitlets.config import Config
 
-from pyc import _shell
+from pyc import _shell, _system
+from pyc._system import flush as _flush
 
 _BINARY = ("image/png", "image/jpeg", "application/pdf")
 
@@ -46,14 +47,6 @@ def _bundle(data):
                 value = bytes(value).decode("utf-8", "replace")
         out[mime] = value
     return out
-
-
-def _flush():
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
 
 
 class PycDisplayPublisher(DisplayPublisher):
@@ -118,17 +111,14 @@ class ZMQInteractiveShell(InteractiveShell):
             raise UsageError("pyc runs no GUI event loop (%r); use %%matplotlib inline" % (gui,))
 
     def system(self, cmd):
-        """!cmd and %sx through pyc's runner: the output streams into the cell."""
-        from pyc import _magics
-
-        self.user_ns["_exit_code"] = _magics.system(self.var_expand(cmd, depth=1))
+        """shell.system (%pip, %sx, ...) through pyc's runner: the output streams into the cell.  cmd is
+        expanded here once, as IPython does, and not again by pyc."""
+        self.user_ns["_exit_code"] = _system.run(self.var_expand(cmd, depth=1))
 
     system_piped = system
 
     def getoutput(self, cmd, split=True, depth=0):
-        from pyc import _magics
-
-        return _magics.getoutput(self.var_expand(cmd, depth=depth + 1))
+        return _system.output(self.var_expand(cmd, depth=depth + 1))
 
     def _showtraceback(self, etype, evalue, stb):
         _flush()

@@ -15,10 +15,12 @@ UnknownMagic, whose message lists what pyc supports.  Wrong arguments raise Usag
 import os
 import sys
 
+from pyc import _system
+
 LINE_MAGICS = ("cd", "env", "matplotlib", "pwd", "time", "timeit")
 CELL_MAGICS = ("time", "timeit")
 
-BACKEND = "module://pyc.mpl_backend"
+BACKEND = _system.BACKEND
 
 SUPPORTED = (
     "pyc supports by itself: !cmd, x = !cmd, obj? and obj?? (help), "
@@ -113,139 +115,18 @@ def expand(cmd, namespace):
 # ---- shell -----------------------------------------------------------------------------------------------
 
 
-class SList(list):
-    """The lines of a command's output (`x = !cmd`), with IPython's SList shortcuts .s, .n and .l."""
-
-    @property
-    def s(self):
-        """The lines joined by spaces."""
-        return " ".join(self)
-
-    @property
-    def n(self):
-        """The lines joined by newlines."""
-        return "\n".join(self)
-
-    @property
-    def l(self):  # noqa: E743
-        """The lines as a plain list."""
-        return list(self)
-
-
-def _child_env():
-    """The environment of shell commands: the kernel's, without the MPLBACKEND that selects pyc's backend
-    (a child Python cannot import pyc)."""
-    if os.environ.get("MPLBACKEND") != BACKEND:
-        return None
-    env = dict(os.environ)
-    del env["MPLBACKEND"]
-    return env
-
-
-def _flush():
-    for s in (sys.stdout, sys.stderr):
-        try:
-            s.flush()
-        except Exception:
-            pass
-
-
 def system(cmd):
-    """!cmd: runs cmd with /bin/sh, its output going to the cell's stdout and stderr as it comes; sets
-    _exit_code in the namespace and returns None (as IPython)."""
+    """!cmd: expands cmd in the caller's namespace and runs it (pyc._system.run); sets _exit_code there and
+    returns None (as IPython)."""
     frame = sys._getframe(1)
-    cmd = expand(cmd, _merged(frame))
-    _flush()
-    rc = None
-    try:
-        import _pyc
-
-        run = getattr(_pyc, "system", None)
-    except ImportError:
-        run = None
-    if run is not None:
-        # the kernel's own runner; the child must not inherit pyc's MPLBACKEND (see _child_env)
-        saved = os.environ.pop("MPLBACKEND") if os.environ.get("MPLBACKEND") == BACKEND else None
-        try:
-            rc = run(cmd)
-        finally:
-            if saved is not None:
-                os.environ["MPLBACKEND"] = saved
-    else:
-        rc = _run_streaming(cmd)
-    frame.f_globals["_exit_code"] = rc
+    frame.f_globals["_exit_code"] = _system.run(expand(cmd, _merged(frame)))
     return None
 
 
-def _run_streaming(cmd):
-    import codecs
-    import selectors
-    import signal
-    import subprocess
-
-    p = subprocess.Popen(
-        cmd,
-        shell=True,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=_child_env(),
-    )
-    sel = selectors.DefaultSelector()
-    outs = {
-        p.stdout.fileno(): (sys.stdout, codecs.getincrementaldecoder("utf-8")("replace")),
-        p.stderr.fileno(): (sys.stderr, codecs.getincrementaldecoder("utf-8")("replace")),
-    }
-    for fd in outs:
-        sel.register(fd, selectors.EVENT_READ)
-    try:
-        while outs:
-            for key, _ in sel.select():
-                fd = key.fd
-                data = os.read(fd, 65536)
-                stream, dec = outs[fd]
-                if not data:
-                    text = dec.decode(b"", final=True)
-                    sel.unregister(fd)
-                    del outs[fd]
-                else:
-                    text = dec.decode(data)
-                if text:
-                    stream.write(text)
-                    stream.flush()
-        return p.wait()
-    except BaseException:
-        if p.poll() is None:
-            try:
-                p.send_signal(signal.SIGINT)
-                p.wait(1)
-            except Exception:
-                p.kill()
-                p.wait()
-        raise
-    finally:
-        sel.close()
-        p.stdout.close()
-        p.stderr.close()
-
-
 def getoutput(cmd):
-    """x = !cmd and !!cmd: runs cmd and returns its output (stdout and stderr together) as an SList of
-    lines."""
-    import subprocess
-
-    frame = sys._getframe(1)
-    cmd = expand(cmd, _merged(frame))
-    _flush()
-    r = subprocess.run(
-        cmd,
-        shell=True,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=_child_env(),
-    )
-    return SList(r.stdout.decode("utf-8", "replace").splitlines())
+    """x = !cmd and !!cmd: expands cmd in the caller's namespace and returns its output lines
+    (pyc._system.output)."""
+    return _system.output(expand(cmd, _merged(sys._getframe(1))))
 
 
 # ---- help ------------------------------------------------------------------------------------------------
