@@ -668,7 +668,7 @@ def test_memory_bounded_after_many_transfers(pkc, kc2):
 
 
 def landings(kc):
-    return int(eval_value(kc, "__import__('pyc._pickle').__dict__['_pickle'].__dict__['_landings'].__len__()"))
+    return int(eval_value(kc, "len(__import__('pyc._pickle_direct', fromlist=['_landings'])._landings)"))
 
 
 def test_copy_goes_direct(pkc, kc2):
