@@ -55,17 +55,13 @@ def install(module):
     real = module.tasks.create_task
 
     def create_task(coro, *, name=None, context=None):
+        extra = {} if context is None else {"context": context}
         try:
             module.events.get_running_loop()
         except RuntimeError:
             if _pyc.cell_running() and _on_main_thread():
-                kwargs = {"name": name}
-                if context is not None:
-                    kwargs["context"] = context
-                return loop().create_task(coro, **kwargs)
-        if context is None:
-            return real(coro, name=name)
-        return real(coro, name=name, context=context)
+                return loop().create_task(coro, name=name, **extra)
+        return real(coro, name=name, **extra)
 
     create_task.__doc__ = real.__doc__
     create_task.__wrapped__ = real
@@ -82,13 +78,14 @@ def _on_main_thread():
 
 def run_cell(codes, globals_):
     """Runs the code objects of a cell in order, awaiting those that are coroutines, on the kernel's loop."""
+    from inspect import CO_COROUTINE
+
     lp = loop()
-    flag = 0x80  # CO_COROUTINE
 
     async def cell():
         for code in codes:
             r = eval(code, globals_)
-            if code.co_flags & flag:
+            if code.co_flags & CO_COROUTINE:
                 await r
 
     return lp.run_until_complete(cell())
@@ -115,8 +112,9 @@ def pending():
 
 
 def step():
-    """Runs one pass of the loop: what is ready, and what the selector has (it does not wait)."""
-    lp = loop()
+    """Runs one pass of the loop: what is ready, and what the selector has (it does not wait).  Called after
+    pending(), which made the loop current."""
+    lp = _loop
     lp.call_soon(lp.stop)
     try:
         lp.run_forever()

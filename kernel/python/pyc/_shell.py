@@ -66,15 +66,11 @@ def _ipython_importable():
 
 def get_ipython():
     """The IPython shell of this kernel, made on first use (imports IPython; None when it cannot)."""
-    if host is None:
-        if not hosting():
-            return None
+    if host is None and hosting():
         try:
-            import IPython  # noqa: F401  (the import makes the shell: see pyc._ipython.attach)
-        except Exception:
-            return None
-    if host is None:
-        try:
+            # Importing IPython makes the shell already (pyc._ipython.attach_after_import); attach() then
+            # returns it, or makes it when IPython was imported before hosting could hook it.
+            import IPython  # noqa: F401
             from pyc import _ipython
 
             _ipython.attach()
