@@ -284,6 +284,34 @@ static const struct {
     {"_repr_pdf_", "application/pdf"},
 };
 
+/* Adds a dict of MIME type -> data (a bundle) to data, each value through mime_value.  strict: a value that
+ * cannot be converted ends it with -1 and the Python error set, and a key that is not a str is converted by
+ * str() (a raw bundle the caller gave); otherwise such values are reported on stderr and skipped, as a broken
+ * repr method is, and such keys are skipped.  Returns 0 or -1. */
+static int
+add_mimes(json_t *data, PyObject *dict, bool strict)
+{
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        PyObject *name = PyUnicode_Check(key) ? Py_NewRef(key) : strict ? PyObject_Str(key) : NULL;
+        const char *mime = name != NULL ? PyUnicode_AsUTF8(name) : NULL;
+        json_t *j = mime != NULL ? mime_value(mime, value) : NULL;
+        if (j != NULL) {
+            json_object_set_new(data, mime, j);
+        } else if (strict) {
+            Py_XDECREF(name);
+            return -1;
+        } else if (mime != NULL) {
+            pyc__py_report(mime);
+        } else {
+            PyErr_Clear();
+        }
+        Py_XDECREF(name);
+    }
+    return 0;
+}
+
 /* Adds what one repr method returns; a (data, metadata) pair adds metadata too. */
 static void
 add_repr(json_t *data, json_t *md, const char *mime, PyObject *r)
@@ -392,22 +420,8 @@ add_bundle(json_t *data, json_t *md, PyObject *method)
         bdata = PyTuple_GET_ITEM(bundle, 0);
         bmeta = PyTuple_GET_ITEM(bundle, 1);
     }
-    if (bdata != Py_None && PyDict_Check(bdata)) {
-        PyObject *key, *value;
-        Py_ssize_t pos = 0;
-        while (PyDict_Next(bdata, &pos, &key, &value)) {
-            const char *mime = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
-            if (mime == NULL) {
-                PyErr_Clear();
-                continue;
-            }
-            json_t *j = mime_value(mime, value);
-            if (j != NULL)
-                json_object_set_new(data, mime, j);
-            else
-                pyc__py_report(mime);
-        }
-    }
+    if (bdata != Py_None && PyDict_Check(bdata))
+        add_mimes(data, bdata, false);
     if (bmeta != NULL && PyDict_Check(bmeta)) {
         json_t *m = pyc__py_to_json(bmeta);
         if (m != NULL)
@@ -499,9 +513,10 @@ display_content(PyObject *obj, PyObject *metadata, PyObject *transient, PyObject
 {
     json_t *data, *md;
     if (raw && PyDict_Check(obj)) {
-        data = pyc__py_to_json(obj);
+        data = json_object();
         md = json_object();
-        if (data == NULL) {
+        if (add_mimes(data, obj, true) < 0) {
+            json_decref(data);
             json_decref(md);
             return NULL;
         }
@@ -621,6 +636,45 @@ update_display(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_RETURN_NONE;
 }
 
+/* _pyc.publish_bundle(msg_type, data, metadata=None, transient=None, execution_count=None): publishes a
+ * display_data, update_display_data or execute_result whose MIME bundle another formatter made (IPython's
+ * shell), its values converted as the kernel's own (binary types base64). */
+static PyObject *
+publish_bundle(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    static char *kwlist[] = {"msg_type", "data", "metadata", "transient", "execution_count", NULL};
+    const char *msg_type;
+    PyObject *data, *metadata = Py_None, *transient = Py_None, *count = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO!|OOO:publish_bundle", kwlist, &msg_type, &PyDict_Type,
+                                     &data, &metadata, &transient, &count))
+        return NULL;
+    json_t *content = json_pack("{s:{}}", "data");
+    if (add_mimes(json_object_get(content, "data"), data, true) < 0)
+        goto fail;
+    json_t *md = metadata != Py_None ? pyc__py_to_json(metadata) : json_object();
+    if (md == NULL)
+        goto fail;
+    json_object_set_new(content, "metadata", md);
+    if (transient != Py_None) {
+        json_t *tr = pyc__py_to_json(transient);
+        if (tr == NULL)
+            goto fail;
+        json_object_set_new(content, "transient", tr);
+    }
+    if (count != Py_None) {
+        long n = PyLong_AsLong(count);
+        if (n == -1 && PyErr_Occurred())
+            goto fail;
+        json_object_set_new(content, "execution_count", json_integer(n));
+    }
+    pyc__py_host.publish(pyc__py_host.ctx, msg_type, content);
+    Py_RETURN_NONE;
+fail:
+    json_decref(content);
+    return NULL;
+}
+
 /* clear_output(wait=False): clears the cell's output now, or when the next output arrives (wait=True). */
 static PyObject *
 clear_output(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -642,6 +696,8 @@ PyMethodDef pyc__py_display_methods[] = {
      "update_display(obj, display_id=ID, metadata=None, raw=False): replace an earlier display."},
     {"clear_output", (PyCFunction)(void (*)(void))clear_output, METH_VARARGS | METH_KEYWORDS,
      "clear_output(wait=False): clear the output of the cell."},
+    {"publish_bundle", (PyCFunction)(void (*)(void))publish_bundle, METH_VARARGS | METH_KEYWORDS,
+     "publish_bundle(msg_type, data, metadata=None, transient=None, execution_count=None): publish a bundle."},
     {"publish", (PyCFunction)(void (*)(void))py_publish, METH_VARARGS | METH_KEYWORDS,
      "publish(msg_type, content, metadata=None, buffers=None): publish an iopub message."},
     {NULL, NULL, 0, NULL},

@@ -4,6 +4,7 @@ IPython installed, a real IPython shell (get_ipython, IPython.display, formatter
 %autoreload) that the libraries people use find: ipywidgets, tqdm, rich, plotly, sympy, altair,
 scikit-learn.  Every test but the pyc_only ones runs against ipykernel too (PYC_TEST_ARGV)."""
 
+import base64
 import importlib.util
 import queue
 import re
@@ -176,6 +177,18 @@ def test_ipython_display_publishes(kc):
     assert html["text/html"] == "<b>bold</b>"
     upd = outputs(msgs, "update_display_data")[0]["content"]
     assert upd["data"]["text/plain"] == "'second'" and upd["transient"]["display_id"]
+
+
+@needs["IPython"]
+def test_binary_bundles_travel_as_base64(kc):
+    """Bytes of image types are base64 text in the message, whether the bundle is raw or IPython's own."""
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
+    ok(kc, "png = %r" % png)
+    data = data_of(ok(kc, "display({'image/png': png, 'text/plain': 'raw png'}, raw=True)"))
+    assert base64.b64decode(data["image/png"]) == png and data["text/plain"] == "raw png"
+    data = data_of(ok(kc, "from IPython.display import Image\ndisplay(Image(data=png, format='png'))"))
+    assert base64.b64decode(data["image/png"]) == png
+    assert base64.b64decode(data_of(ok(kc, "Image(data=png, format='png')"))["image/png"]) == png
 
 
 @needs["IPython"]

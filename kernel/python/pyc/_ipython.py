@@ -20,7 +20,6 @@ The shell keeps no history file (HistoryManager.enabled is False: pyc keeps its 
 configuration and runs no startup files; its `config` has an IPKernelApp section, as ipykernel's does.
 """
 
-import binascii
 import sys
 
 import _pyc
@@ -33,29 +32,13 @@ from traitlets.config import Config
 from pyc import _shell, _system
 from pyc._system import flush as _flush
 
-_BINARY = ("image/png", "image/jpeg", "application/pdf")
-
-
-def _bundle(data):
-    """A MIME bundle as JSON can carry it: binary types as base64 text, other bytes decoded."""
-    out = {}
-    for mime, value in (data or {}).items():
-        if isinstance(value, (bytes, bytearray)):
-            if mime in _BINARY:
-                value = binascii.b2a_base64(value).decode("ascii").rstrip("\n")
-            else:
-                value = bytes(value).decode("utf-8", "replace")
-        out[mime] = value
-    return out
-
-
 class PycDisplayPublisher(DisplayPublisher):
     """IPython.display.display and friends, published for the current request."""
 
     def publish(self, data, metadata=None, source=None, *, transient=None, update=False, **kwargs):
         _flush()
-        content = {"data": _bundle(data), "metadata": metadata or {}, "transient": transient or {}}
-        _pyc.publish("update_display_data" if update else "display_data", content)
+        _pyc.publish_bundle("update_display_data" if update else "display_data", data or {}, metadata or {},
+                            transient or {})
 
     def clear_output(self, wait=False):
         _flush()
@@ -78,8 +61,7 @@ class PycDisplayHook(DisplayHook):
         _flush()
         if self._pyc_data and self._pyc_data[0]:
             data, md = self._pyc_data
-            _pyc.publish("execute_result", {"execution_count": self.prompt_count, "data": _bundle(data),
-                                            "metadata": md or {}})
+            _pyc.publish_bundle("execute_result", data, md or {}, None, self.prompt_count)
         self._pyc_data = None
 
 
