@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 
 typedef struct one_stream {
     pyc_buf_t pending;
@@ -40,14 +40,6 @@ struct pyc_streams {
     pthread_t thread;
     bool thread_started;
 };
-
-static uint64_t
-now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void
 wake(pyc_streams_t *s)
@@ -84,7 +76,7 @@ publish_pending(pyc_streams_t *s, int which, bool all)
         st->pending.len -= off;
         st->pending.data[st->pending.len] = '\0';
     }
-    st->since_ns = st->pending.len > 0 ? (st->since_ns ? st->since_ns : now_ns()) : 0;
+    st->since_ns = st->pending.len > 0 ? (st->since_ns ? st->since_ns : pyc_now_ns()) : 0;
 }
 
 /* Appends bytes to a stream, publishing the other stream first when the writer switches.  Caller holds the
@@ -111,7 +103,7 @@ append(pyc_streams_t *s, int which, const char *data, size_t n, bool from_flushe
             publish_pending(s, which, false);
     }
     if (st->pending.len > 0 && st->since_ns == 0)
-        st->since_ns = now_ns();
+        st->since_ns = pyc_now_ns();
     if (was_empty && st->pending.len > 0 && !from_flusher)
         wake(s);
 }
@@ -152,7 +144,7 @@ flusher_main(void *arg)
         }
         int timeout = -1;
         pthread_mutex_lock(&s->lock);
-        uint64_t now = now_ns();
+        uint64_t now = pyc_now_ns();
         for (int i = 0; i < 2; i++) {
             if (s->s[i].since_ns == 0)
                 continue;
@@ -173,7 +165,7 @@ flusher_main(void *arg)
         pthread_mutex_lock(&s->lock);
         for (int i = 0; i < 2; i++)
             drain_pipe(s, i, true);
-        now = now_ns();
+        now = pyc_now_ns();
         for (int i = 0; i < 2; i++) {
             if (s->s[i].since_ns != 0 && now - s->s[i].since_ns >= (uint64_t)PYC_STREAM_FLUSH_MS * 1000000u)
                 publish_pending(s, i, true);

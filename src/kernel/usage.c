@@ -12,9 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "proc.h"
 
 #define MAX_SCAN 65536
@@ -140,9 +140,7 @@ pyc_usage_report(pid_t pid, pyc_usage_state_t *st)
     free(fam);
 
     double hz = (double)sysconf(_SC_CLK_TCK);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    double now = pyc_now_s();
     double kernel_cpu;
     if (st->when > 0 && now > st->when) {
         kernel_cpu = ticks >= st->ticks ? 100.0 * (double)(ticks - st->ticks) / hz / (now - st->when) : 0;
