@@ -10,15 +10,12 @@ cell (_, _N, _iN, ...) are not sent back.
 """
 
 import pickle
-import re
 import sys
 import types
 
-_before = None
+from pyc._shell import is_kernel_name
 
-# The names the kernel keeps for every cell (pyc._shell: _, _N, _i, _iN, In, Out ...): the child's are its
-# own, never sent back.
-_KERNEL_NAMES = re.compile(r"_(i{1,3}|i?\d+)?|In|Out|_ih|_oh|_dh")
+_before = None
 
 
 def _namespace():
@@ -35,7 +32,7 @@ def collect():
     before = _before or {}
     changed, skipped = {}, {}
     for name, value in list(_namespace().items()):
-        if name.startswith("__") or _KERNEL_NAMES.fullmatch(name) or (name in before and before[name] == id(value)):
+        if name.startswith("__") or is_kernel_name(name) or (name in before and before[name] == id(value)):
             continue
         if isinstance(value, types.ModuleType):
             skipped[name] = "a module (import it in the kernel itself)"

@@ -61,10 +61,9 @@ import types
 
 from ._digest import (CHUNK_MAX, CHUNK_MIN, DEFAULT_CHUNK, PROTOCOL, TARGET,  # noqa: F401
                       digests as _digests, is_hex as _is_hex, mismatch as _mismatch)
+from ._shell import is_kernel_name
 
 DEFAULT_MAX_BYTES = 4 << 30
-#: Names a whole-namespace get leaves out (besides "_..." names and modules).
-KERNEL_NAMES = frozenset(("In", "Out", "get_ipython", "exit", "quit"))
 
 _MISSING = object()
 
@@ -252,7 +251,7 @@ def _candidates(names):
     if names is None:
         out = []
         for k, v in list(ns.items()):
-            if not isinstance(k, str) or k.startswith("_") or k in KERNEL_NAMES:
+            if not isinstance(k, str) or k.startswith("_") or is_kernel_name(k):
                 continue
             if isinstance(v, types.ModuleType):
                 continue

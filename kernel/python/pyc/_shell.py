@@ -22,6 +22,7 @@ message of output they publish); it exists with or without IPython.
 
 import builtins
 import os
+import re
 import sys
 
 _ns = None               # the user namespace, __main__.__dict__
@@ -29,6 +30,16 @@ _results = ["", "", ""]  # what this module last put in _, __, ___
 _source = ""             # the source of the last cell recorded (IPython's _i00)
 count = 0                # the execution count of the running (or last) cell
 host = None              # pyc._ipython's shell once it exists: it then keeps the names itself
+
+
+# The names the kernel binds in the user's namespace itself (here, and IPython's shell: get_ipython, exit,
+# quit): a whole-namespace pickle get and a fork-isolated cell's merge leave them alone.
+_KERNEL_NAME = re.compile(r"In|Out|_ih|_oh|_dh|get_ipython|exit|quit|_(i{1,3}|i?\d+)?|__|___")
+
+
+def is_kernel_name(name):
+    """True for In, Out, _, _N, _iN and the other names the kernel keeps itself."""
+    return _KERNEL_NAME.fullmatch(name) is not None
 
 
 def _namespace():
