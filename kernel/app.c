@@ -51,7 +51,9 @@ pyc_app_bind(pyc_app_t *a, pyc_error_t *err)
 int
 pyc_app_start(pyc_app_t *a, pyc_error_t *err)
 {
-    if (pyc_server_start(a->srv, pyc_kernel_control, a->kernel, err) < 0)
+    pyc_server_callbacks_t cb = {.on_control = pyc_kernel_control, .on_subscribe = pyc_kernel_subscribed,
+                                 .ctx = a->kernel};
+    if (pyc_server_start(a->srv, &cb, err) < 0)
         return -1;
     pthread_sigmask(SIG_SETMASK, &a->saved_mask, NULL);
     return 0;

@@ -90,6 +90,10 @@ void pyc_kernel_starting(pyc_kernel_t *k);
  * Takes ownership of msg when it returns true. */
 bool pyc_kernel_control(void *k, pyc_msg_t *msg);
 
+/* Control thread: a client subscribed to iopub with topic[0..len): publishes iopub_welcome (JEP 65) with that
+ * topic, no parent, and content {"subscription": topic}.  A topic that is not UTF-8 gets no welcome. */
+void pyc_kernel_subscribed(void *k, const char *topic, size_t len);
+
 /* Main thread, GIL released: handles one request from shell or control and destroys it. */
 void pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg);
 

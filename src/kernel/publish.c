@@ -196,3 +196,16 @@ pyc__abort_reply(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         json_object_set_new(md, "pyc", json_pack("{s:s, s:s}", "outcome", "aborted", "state", "intact"));
     pyc__reply(k, chan, msg, type, md, json_pack("{s:s}", "status", "aborted"));
 }
+
+void
+pyc_kernel_subscribed(void *ctx, const char *topic, size_t len)
+{
+    pyc_kernel_t *k = ctx;
+    json_t *sub = json_stringn(topic, len);
+    if (sub == NULL) {
+        pyc_log("iopub: a subscription whose topic is not UTF-8 gets no welcome");
+        return;
+    }
+    pyc_frame_t ident = {topic, len};
+    send_json(k, PYC_CHAN_IOPUB, &ident, 1, "iopub_welcome", NULL, 0, NULL, json_pack("{s:o}", "subscription", sub));
+}

@@ -60,8 +60,7 @@ struct pyc_server {
     pthread_mutex_t iopub_lock;  /* whoever holds it may send on iopub */
     int closed;                  /* pyc_server_close has run */
     queue_t control_q, inbox_q;
-    pyc_control_fn on_control;
-    void *control_ctx;
+    pyc_server_callbacks_t cb;
     void *hb_ctl[2];             /* inproc PAIR: [0] kept by the main thread, [1] steers the proxy */
     pthread_t th_control, th_hb;
     bool started;
@@ -242,6 +241,18 @@ send_item(void *sock, qitem_t *it)
     return rc;
 }
 
+/* Under iopub_lock: whether a subscription message waits on iopub.  Asking ZMQ_EVENTS also processes the
+ * socket's pending commands, so the check cannot miss a subscription: a send processes the command that
+ * announced it and thereby clears the socket's ZMQ_FD, which the control thread waits on; this check, made
+ * after every send, hands the news on to the control thread instead. */
+static bool
+iopub_readable(pyc_server_t *srv)
+{
+    int events = 0;
+    size_t size = sizeof events;
+    return zmq_getsockopt(srv->sock[PYC_CHAN_IOPUB], ZMQ_EVENTS, &events, &size) == 0 && (events & ZMQ_POLLIN);
+}
+
 static int
 io_send(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n)
 {
@@ -255,7 +266,10 @@ io_send(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n)
          * the lock both orders the messages and hands the socket from thread to thread safely. */
         pthread_mutex_lock(&srv->iopub_lock);
         int rc = srv->stop_iopub ? -1 : send_item(srv->sock[PYC_CHAN_IOPUB], it);
+        bool subscribed = rc == 0 && iopub_readable(srv);
         pthread_mutex_unlock(&srv->iopub_lock);
+        if (subscribed)
+            queue_signal(&srv->control_q);
         qitem_free(it);
         return rc;
     }
@@ -401,18 +415,69 @@ io_recv_stdin(pyc_io_t *io, int timeout_ms)
 
 /* ---- threads --------------------------------------------------------------------------------------- */
 
+/* Control thread: reads the subscription messages waiting on the XPUB iopub socket and tells the kernel
+ * of each new subscription (JEP 65: it answers with iopub_welcome).  The socket is read under iopub_lock;
+ * the callback runs after the lock is released, because it publishes.  Unsubscriptions (first byte 0) and
+ * anything else are read and dropped.  At most 64 a round; more wait for the next round, which the
+ * re-signalled queue brings at once. */
+static void
+drain_subscriptions(pyc_server_t *srv)
+{
+    enum { MAX_ROUND = 64 };
+    zmq_msg_t subs[MAX_ROUND];
+    int n = 0;
+    bool more = false;
+    pthread_mutex_lock(&srv->iopub_lock);
+    while (!srv->stop_iopub && iopub_readable(srv)) {
+        if (n == MAX_ROUND) {
+            more = true;
+            break;
+        }
+        zmq_msg_init(&subs[n]);
+        if (zmq_msg_recv(&subs[n], srv->sock[PYC_CHAN_IOPUB], ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&subs[n]);
+            break;
+        }
+        const unsigned char *d = zmq_msg_data(&subs[n]);
+        if (zmq_msg_size(&subs[n]) >= 1 && d[0] == 1 && !zmq_msg_more(&subs[n]))
+            n++;
+        else
+            zmq_msg_close(&subs[n]);
+    }
+    pthread_mutex_unlock(&srv->iopub_lock);
+    for (int i = 0; i < n; i++) {
+        if (srv->cb.on_subscribe != NULL)
+            srv->cb.on_subscribe(srv->cb.ctx, (const char *)zmq_msg_data(&subs[i]) + 1, zmq_msg_size(&subs[i]) - 1);
+        zmq_msg_close(&subs[i]);
+    }
+    if (more)
+        queue_signal(&srv->control_q);
+}
+
 static void *
 control_main(void *arg)
 {
     pyc_server_t *srv = arg;
+    /* iopub's own descriptor: readable when the socket has news, such as a subscription (see iopub_readable
+     * for the case where another thread took the news first).  Polled as a plain descriptor: the socket
+     * itself belongs to whoever holds iopub_lock. */
+    int iopub_fd = -1;
+    size_t fd_size = sizeof iopub_fd;
+    pthread_mutex_lock(&srv->iopub_lock);
+    if (zmq_getsockopt(srv->sock[PYC_CHAN_IOPUB], ZMQ_FD, &iopub_fd, &fd_size) < 0)
+        iopub_fd = -1;
+    pthread_mutex_unlock(&srv->iopub_lock);
     for (;;) {
-        zmq_pollitem_t items[2] = {
+        zmq_pollitem_t items[3] = {
             {.socket = srv->sock[PYC_CHAN_CONTROL], .events = ZMQ_POLLIN},
             {.fd = srv->control_q.efd, .events = ZMQ_POLLIN},
+            {.fd = iopub_fd, .events = ZMQ_POLLIN},
         };
         int stopping = srv->stop;
-        if (zmq_poll(items, 2, stopping ? 0 : -1) < 0 && zmq_errno() != EINTR)
+        if (zmq_poll(items, iopub_fd >= 0 ? 3 : 2, stopping ? 0 : -1) < 0 && zmq_errno() != EINTR)
             break;
+        if (!stopping && (items[1].revents | items[2].revents) & ZMQ_POLLIN)
+            drain_subscriptions(srv);
         /* Replies first, so that an answer queued by the main thread leaves before new work arrives. */
         for (qitem_t *it = queue_take_all(&srv->control_q), *next; it != NULL; it = next) {
             next = it->next;
@@ -424,7 +489,7 @@ control_main(void *arg)
         if (items[0].revents & ZMQ_POLLIN) {
             pyc_msg_t *msg;
             while ((msg = recv_msg(srv, PYC_CHAN_CONTROL)) != NULL) {
-                if (srv->on_control != NULL && srv->on_control(srv->control_ctx, msg))
+                if (srv->cb.on_control != NULL && srv->cb.on_control(srv->cb.ctx, msg))
                     continue;
                 qitem_t *it = calloc(1, sizeof *it);
                 if (it == NULL) {
@@ -475,8 +540,11 @@ bind_channel(pyc_server_t *srv, pyc_connfile_t *cf, int chan, int type, pyc_erro
     int64_t maxmsg = chan == PYC_CHAN_SHELL ? srv->max_message : chan == PYC_CHAN_HB ? 1024
                    : chan == PYC_CHAN_IOPUB ? 4096 : (int64_t)PYC_SERVER_MAX_DICT;
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    if (chan == PYC_CHAN_IOPUB)
+    if (chan == PYC_CHAN_IOPUB) {
         zmq_setsockopt(s, ZMQ_SNDHWM, &srv->iopub_hwm, sizeof srv->iopub_hwm);
+        /* Every subscription is passed up, not only the first of each topic: each client gets its welcome. */
+        zmq_setsockopt(s, ZMQ_XPUB_VERBOSE, &one, sizeof one);
+    }
     else if (chan != PYC_CHAN_HB)
         zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero);
     if (type == ZMQ_ROUTER) {
@@ -503,7 +571,7 @@ bind_channel(pyc_server_t *srv, pyc_connfile_t *cf, int chan, int type, pyc_erro
 pyc_server_t *
 pyc_server_new(pyc_connfile_t *cf, pyc_auth_t *auth, pyc_error_t *err)
 {
-    static const int types[PYC_CHAN_COUNT] = {ZMQ_ROUTER, ZMQ_PUB, ZMQ_ROUTER, ZMQ_ROUTER, ZMQ_ROUTER};
+    static const int types[PYC_CHAN_COUNT] = {ZMQ_ROUTER, ZMQ_XPUB, ZMQ_ROUTER, ZMQ_ROUTER, ZMQ_ROUTER};
     pyc_server_t *srv = calloc(1, sizeof *srv);
     if (srv == NULL) {
         pyc_error_code(err, PYC_ENOMEM, "out of memory");
@@ -552,10 +620,9 @@ fail:
 }
 
 int
-pyc_server_start(pyc_server_t *srv, pyc_control_fn on_control, void *ctx, pyc_error_t *err)
+pyc_server_start(pyc_server_t *srv, const pyc_server_callbacks_t *cb, pyc_error_t *err)
 {
-    srv->on_control = on_control;
-    srv->control_ctx = ctx;
+    srv->cb = *cb;
     if (pthread_create(&srv->th_control, NULL, control_main, srv) != 0)
         return pyc_error_set(err, "cannot start the control thread");
     if (pthread_create(&srv->th_hb, NULL, hb_main, srv) != 0) {

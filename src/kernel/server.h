@@ -8,7 +8,9 @@
  *             the replies other threads queue for control.
  *   heartbeat echoes on a ROUTER socket through zmq_proxy.
  * iopub has no thread of its own: whichever thread makes an iopub message sends it, under the iopub lock
- * (a PUB socket without a high-water mark never blocks), which also orders the messages.
+ * (an XPUB socket without a high-water mark never blocks), which also orders the messages.  It is XPUB so
+ * that the kernel learns of each subscription (JEP 65): the control thread reads those and calls
+ * on_subscribe, which answers with iopub_welcome.
  * Threads inherit the signal mask of the thread that creates them: create the server with SIGINT and
  * SIGTERM blocked, so that signals reach only the main thread.  Only this module and fork touch ZeroMQ.
  *
@@ -38,8 +40,17 @@ typedef bool (*pyc_control_fn)(void *ctx, pyc_msg_t *msg);
  * back into cf.  auth is borrowed and must outlive the server. */
 pyc_server_t *pyc_server_new(pyc_connfile_t *cf, pyc_auth_t *auth, pyc_error_t *err);
 
-/* Starts the control and heartbeat threads. */
-int pyc_server_start(pyc_server_t *srv, pyc_control_fn on_control, void *ctx, pyc_error_t *err);
+/* What the server tells its owner, each call on the control thread with ctx. */
+typedef struct pyc_server_callbacks {
+    pyc_control_fn on_control;   /* each decoded control request */
+    /* A client subscribed to iopub with this topic (not NUL-terminated; may be empty, which means all).
+     * Called outside every lock of the server, so it may publish. */
+    void (*on_subscribe)(void *ctx, const char *topic, size_t len);
+    void *ctx;
+} pyc_server_callbacks_t;
+
+/* Starts the control and heartbeat threads; cb is copied. */
+int pyc_server_start(pyc_server_t *srv, const pyc_server_callbacks_t *cb, pyc_error_t *err);
 
 /* The io interface for kernel.c. */
 pyc_io_t *pyc_server_io(pyc_server_t *srv);

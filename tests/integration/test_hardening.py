@@ -109,7 +109,7 @@ with mp.get_context("fork").Pool(2) as pool:
 def test_a_fork_child_that_returns_from_the_cell_is_not_a_second_kernel(kc):
     """os.fork() without os._exit: the child's cell ends, and the child ends with it instead of answering as a
     second kernel on the parent's sockets (one reply, one idle)."""
-    reply, msgs = execute(kc, "import os\npid = os.fork()\nprint('in', 'child' if pid == 0 else 'parent')")
+    reply, msgs = execute(kc, "import os\npid = os.fork()\nprint('in child' if pid == 0 else 'in parent')")
     assert reply["content"]["status"] == "ok"
     out = stream_text(msgs)
     assert "in parent" in out
