@@ -103,6 +103,11 @@ pyc_kernel_control(void *ctx, pyc_msg_t *msg)
     /* A resource indicator polling usage_request does not keep an idle kernel alive. */
     if (strcmp(msg->msg_type, "usage_request") != 0)
         pyc_guard_activity(k->guard);
+    if (msg->invalid == NULL && strcmp(msg->msg_type, "debug_request") == 0) {
+        pyc__status(k, msg, "busy");
+        pyc__debug_request(k, msg);   /* answered, and its idle published, by the debugger's thread */
+        return true;
+    }
     if (msg->invalid == NULL && (fn == NULL || !in_control))
         return false;
     pyc__status(k, msg, "busy");

@@ -183,6 +183,7 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     pthread_mutex_init(&k->parent_lock, NULL);
     pyc_outgate_init(&k->out);
     pthread_mutex_init(&k->usage_lock, NULL);
+    pthread_mutex_init(&k->debugger_lock, NULL);
     if (cfg->limits != NULL)
         k->limits = *cfg->limits;
     else
@@ -247,6 +248,8 @@ pyc_kernel_destroy(pyc_kernel_t **k_p)
     pthread_mutex_destroy(&k->parent_lock);
     pyc_outgate_destroy(&k->out);
     pthread_mutex_destroy(&k->usage_lock);
+    pyc__debugger_destroy(&k->debugger);
+    pthread_mutex_destroy(&k->debugger_lock);
     free(k);
     *k_p = NULL;
 }
@@ -269,7 +272,12 @@ pyc_kernel_starting(pyc_kernel_t *k)
         "implementation_version", PACKAGE_VERSION, "language_info", "name", "python", "version",
         pyc_py_version(), "mimetype", "text/x-python", "file_extension", ".py", "pygments_lexer", "ipython3",
         "codemirror_mode", "name", "ipython", "version", 3, "nbconvert_exporter", "python", "banner", banner,
-        "help_links", "text", "Python Reference", "url", "https://docs.python.org/3/", "debugger", 0);
+        "help_links", "text", "Python Reference", "url", "https://docs.python.org/3/", "debugger",
+        pyc_py_debugger_available());
+    json_t *features = json_array();
+    if (pyc_py_debugger_available())
+        json_array_append_new(features, json_string("debugger"));
+    json_object_set_new(info, "supported_features", features);
     pyc_checkpoint_t *cp = pyc__checkpoint(k);
     json_t *pyc = json_pack("{s:o, s:o, s:o}", "limits", pyc_limits_to_json(&k->limits), "checkpoint",
                             cp != NULL ? json_string(pyc_checkpoint_path(cp)) : json_null(), "memory_enforcement",
@@ -297,6 +305,10 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     atomic_store(&k->executing, 0);
     atomic_store(&k->quit, 0);
     pyc__forget_children(k);     /* the parent's children are not ours */
+    /* The parent's debugger thread does not exist here (its memory is left as it is); the control thread of
+     * the parent may have held the lock at the fork. */
+    k->debugger = NULL;
+    pthread_mutex_init(&k->debugger_lock, NULL);
     /* The SQLite connection must not cross fork(): forget it and start a session of our own. */
     pyc_fork_keep_inherited(k->history);
     k->history = NULL;
@@ -364,4 +376,10 @@ void
 pyc_kernel_closing(pyc_kernel_t *k)
 {
     pyc_guard_shutdown(k->guard);
+    /* The debugger's thread takes the GIL: it ends before the interpreter does.  No new one starts after
+     * (debugger_closed), since the control thread outlives this. */
+    pthread_mutex_lock(&k->debugger_lock);
+    k->debugger_closed = true;
+    pyc__debugger_destroy(&k->debugger);
+    pthread_mutex_unlock(&k->debugger_lock);
 }

@@ -13,6 +13,8 @@
  *   handlers.c  every other request: kernel_info, complete, inspect, is_complete, comms, history, connect,
  *               shutdown, interrupt, usage
  *   memcap.c    the memory cap (RLIMIT_DATA) and the reserve kept for the kernel's own C work
+ *   debugger.c  debug_request: the debugger's thread, relaying DAP to debugpy's adapter
+ *   dap.c       the DAP stream's framing (a parser, fuzzed)
  */
 #ifndef PYC_KERNELINT_H
 #define PYC_KERNELINT_H
@@ -31,6 +33,8 @@
 #include "outgate.h"
 #include "py.h"
 #include "usage.h"
+
+typedef struct pyc__debugger pyc__debugger_t;
 
 /* A forked session: its pid, its connection file (removed when it ends), and whether it outlives us. */
 typedef struct pyc__child {
@@ -106,6 +110,9 @@ struct pyc_kernel {
     pyc_outgate_t out;           /* the running cell's output cap; its own lock */
     pthread_mutex_t usage_lock;  /* guards usage (control thread and any other) */
     pyc_usage_state_t usage;
+    pthread_mutex_t debugger_lock; /* guards debugger and debugger_closed */
+    pyc__debugger_t *debugger;   /* owned; made by the control thread at the first debug_request */
+    bool debugger_closed;        /* the kernel is closing: no debugger starts any more */
 };
 
 /* Why an isolated cell's process was killed by the kernel (iso_stop). */
@@ -238,6 +245,15 @@ void pyc__memory_reserve(pyc_kernel_t *k, bool keep);
 /* How the session's memory is fenced, for kernel_info: ["rlimit_data", "rss_watch"] under a cap, plus
  * {"cgroup": file, "bytes": N} for a memory limit of the cgroup the kernel runs in.  A new reference. */
 json_t *pyc__memory_enforcement(const pyc_kernel_t *k);
+
+/* ---- debugger.c ----------------------------------------------------------------------------------------- */
+
+/* Control thread: takes over a debug_request whose busy status is out; the debugger's thread (started by the
+ * first request) answers it and publishes its idle. */
+void pyc__debug_request(pyc_kernel_t *k, pyc_msg_t *msg);
+
+/* Stops the debugger's thread and frees it; NULL-safe.  Before the io goes. */
+void pyc__debugger_destroy(pyc__debugger_t **d_p);
 
 /* ---- kernel.c ------------------------------------------------------------------------------------------- */
 

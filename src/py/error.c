@@ -10,16 +10,21 @@
 
 #include <string.h>
 
+/* The execution count of each cell's file name (cellfile.h), for "Cell In [N]" in tracebacks. */
+static PyObject *cell_counts;
+
+/* Whether a traceback entry runs in a cell's code: its file name is one that run_cell noted. */
 static int
 is_cell_frame(PyObject *tb)
 {
     PyFrameObject *f = ((PyTracebackObject *)tb)->tb_frame;
     PyCodeObject *code = PyFrame_GetCode(f);
-    const char *fn = PyUnicode_AsUTF8(code->co_filename);
-    int r = fn != NULL && strncmp(fn, "<cell-", 6) == 0;
+    int r = cell_counts != NULL ? PyDict_Contains(cell_counts, code->co_filename) : 0;
     Py_DECREF(code);
-    if (fn == NULL)
+    if (r < 0) {
         PyErr_Clear();
+        r = 0;
+    }
     return r;
 }
 
@@ -39,9 +44,6 @@ append_lines(json_t *arr, PyObject *list, bool strip)
         json_array_append_new(arr, json_stringn(s, (size_t)n));
     }
 }
-
-/* The execution count of each cell's file name (<cell-K>), for "Cell In [N]" in tracebacks. */
-static PyObject *cell_counts;
 
 void
 pyc__py_note_cell(PyObject *filename, int execution_count)

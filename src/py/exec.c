@@ -7,8 +7,10 @@
  * ending in ';' suppresses the result, as in IPython.  When a part awaits (top-level await), the whole cell
  * runs as one coroutine on the kernel's asyncio loop (async.c, pyc._asyncio).
  *
- * The cell's source is registered in linecache under "<cell-N>", so tracebacks and inspect show the user's
- * lines; its error becomes an error content in error.c.
+ * The cell is compiled under the file name the debugger protocol gives its text (cellfile.h: the same
+ * name JupyterLab computes, so that its breakpoints map, as with ipykernel), and its source is registered in
+ * linecache under that name, so tracebacks and inspect show the user's lines; its error becomes an error
+ * content in error.c.
  */
 #include "pyint.h"
 
@@ -16,6 +18,8 @@
 #include <stdint.h>
 
 #include <string.h>
+
+#include "cellfile.h"
 
 static unsigned long cell_serial;
 json_t *pyc__py_payload;          /* payloads of the running cell (add_payload), or NULL */
@@ -88,13 +92,16 @@ ends_with_semicolon(const char *code)
     return memchr(code + start, '#', n - start) == NULL;
 }
 
-/* Runs a cell.  Unless silent, a last expression statement goes through sys.displayhook.  Returns 0, -1 when
- * it raised (Python error set), or -2 when it did not parse (a SyntaxError is set and no code ran). */
+/* Runs a cell: code, which was made from the text raw (the same text, or raw after the IPython-style
+ * transforms, which keep its lines where they were).  The file name is raw's.  Unless silent, a last
+ * expression statement goes through sys.displayhook.  Returns 0, -1 when it raised (Python error set), or -2
+ * when it did not parse (a SyntaxError is set and no code ran). */
 static int
-run_cell(const char *code, PyObject *globals, bool silent)
+run_cell(const char *code, const char *raw, PyObject *globals, bool silent)
 {
-    char name[48];
-    snprintf(name, sizeof name, "<cell-%lu>", ++cell_serial);
+    char name[512];
+    if (pyc_cellfile_name(raw, strlen(raw), name, sizeof name) < 0)
+        snprintf(name, sizeof name, "<cell-%lu>", ++cell_serial);  /* a $TMPDIR too long to name files in */
     PyObject *filename = PyUnicode_FromString(name);
     if (filename == NULL)
         return -1;
@@ -257,7 +264,7 @@ run_transformed(const char *code, PyObject *globals, bool silent)
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);
-    int rc = run_cell(tcode, globals, silent);
+    int rc = run_cell(tcode, code, globals, silent);
     Py_DECREF(t);
     return rc;
 }
@@ -453,7 +460,8 @@ pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_res
     json_decref(pyc__py_payload);
     pyc__py_payload = json_array();
     bool post = !opts->silent && globals != NULL && shell_pre_cell(code, opts);
-    int rc = globals != NULL ? run_cell(code, globals, opts->silent) : -1;
+    pyc__py_debug_trace();
+    int rc = globals != NULL ? run_cell(code, code, globals, opts->silent) : -1;
     if (rc == -2 && strpbrk(code, "!%?") != NULL)
         rc = run_transformed(code, globals, opts->silent);
     after_cell();

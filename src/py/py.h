@@ -148,6 +148,24 @@ void pyc_py_raise_memory_error(const char *message);
  * Returns 0, or -1 with err. */
 int pyc_py_faulthandler(int fd, pyc_error_t *err);
 
+/* ---- the debugger (debug.c) ----------------------------------------------------------------------------
+ * Unlike the rest of this header, these may be called on any thread without the GIL: each takes it itself. */
+
+/* True when debugpy can be imported (asked once, without importing it). */
+bool pyc_py_debugger_available(void);
+
+/* Calls pyc._debugger.func(*args) (args a JSON array, borrowed; NULL for none) and returns its dict result as
+ * JSON (a new reference), or NULL with err ("Type: message" of the Python error). */
+json_t *pyc_py_debug_call(const char *func, json_t *args, pyc_error_t *err);
+
+/* The rich representation {"data", "metadata"} of the object that `which` names (borrowed; see
+ * pyc._debugger.value_of), formatted as the display of a cell's result is; NULL with err when it fails. */
+json_t *pyc_py_debug_rich(json_t *which, pyc_error_t *err);
+
+/* A debug session starts (true) or ends: while one is on, each cell first makes pydevd trace the main
+ * thread, so that breakpoints in it stop. */
+void pyc_py_debug_session(bool on);
+
 /* Runs atexit handlers and finalizes the interpreter.  Must hold the GIL (pyc_py_enter). */
 void pyc_py_finalize(void);
 

@@ -55,6 +55,9 @@ json_t *pyc__py_to_json(PyObject *obj);
  * figure flush) that must not become the cell's error. */
 void pyc__py_report(const char *what);
 
+/* Before a cell, on the main thread with the GIL: makes the debugger trace it while a debug session is on. */
+void pyc__py_debug_trace(void);
+
 /* Converts JSON to Python objects; a new reference or NULL with a Python error set. */
 PyObject *pyc__py_from_json(json_t *j);
 

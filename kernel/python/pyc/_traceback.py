@@ -8,7 +8,7 @@ Python's own sentences.  Colors are ANSI escapes, as IPython's "Linux" scheme us
 the same text without them.  The source lines themselves are not syntax-highlighted (IPython uses
 pygments for that; pyc does not import it).
 
-cells maps a cell's file name (<cell-K>, given by the kernel) to its execution count.
+cells maps a cell's file name (given by the kernel: /tmp/pyc_PID/HASH.py) to its execution count.
 """
 
 import linecache
@@ -105,7 +105,7 @@ def _exception_lines(etype, value, cells, c):
     """The last entry: "Name: message" (for a SyntaxError in a cell, the line and the caret first)."""
     lines = _only(etype, value)
     if isinstance(value, SyntaxError) and value.filename in cells and lines:
-        # Python's first line is '  File "<cell-K>", line L'; IPython shows the cell's label instead.
+        # Python's first line is '  File "/tmp/pyc_PID/HASH.py", line L'; IPython shows the cell's label.
         lines[0] = "  " + _cell_label(value.filename, value.lineno, cells, c)
     for i, line in enumerate(lines):
         if line.startswith(etype.__name__):

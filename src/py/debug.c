@@ -1,0 +1,126 @@
+/*
+ * debug.c -- the interpreter's side of the debugger: the calls that src/kernel/debugger.c makes into
+ * pyc._debugger from its own thread, and the tracing of the main thread while a debug session is on.
+ *
+ * These are the only functions of py.h that any thread may call without holding the GIL: each takes it with
+ * PyGILState_Ensure around one Python call and gives it back.  While a cell is stopped at a breakpoint its
+ * thread waits inside pydevd and lets the GIL go every few milliseconds, so a call here is answered then.
+ */
+#include "pyint.h"
+
+#include <stdatomic.h>
+
+static atomic_int debug_on;      /* a debug session is attached: trace the main thread before its cells */
+static int debug_available = -1; /* debugpy can be imported (-1: not asked yet) */
+
+/* With the GIL: pyc._debugger.func(*args); args is a JSON array (NULL: none).  A new reference or NULL with a
+ * Python error set. */
+static PyObject *
+call(const char *func, json_t *args)
+{
+    PyObject *f = pyc__py_support("pyc._debugger", func);
+    if (f == NULL)
+        return NULL;
+    PyObject *tuple = PyTuple_New(args != NULL ? (Py_ssize_t)json_array_size(args) : 0);
+    for (size_t i = 0; tuple != NULL && args != NULL && i < json_array_size(args); i++) {
+        PyObject *v = pyc__py_from_json(json_array_get(args, i));
+        if (v == NULL) {
+            Py_CLEAR(tuple);
+            break;
+        }
+        PyTuple_SET_ITEM(tuple, (Py_ssize_t)i, v);
+    }
+    PyObject *r = tuple != NULL ? PyObject_CallObject(f, tuple) : NULL;
+    Py_XDECREF(tuple);
+    return r;
+}
+
+/* With the GIL: the pending Python error as err's text ("Type: message"), cleared. */
+static void
+error_text(pyc_error_t *err)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *s = value != NULL ? PyObject_Str(value) : NULL;
+    const char *name = type != NULL ? ((PyTypeObject *)type)->tp_name : "Error";
+    const char *text = s != NULL ? PyUnicode_AsUTF8(s) : NULL;
+    pyc_error_set(err, "%s: %s", name, text != NULL ? text : "(no message)");
+    Py_XDECREF(s);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    PyErr_Clear();
+}
+
+json_t *
+pyc_py_debug_call(const char *func, json_t *args, pyc_error_t *err)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *r = call(func, args);
+    json_t *out = r != NULL && PyDict_Check(r) ? pyc__py_to_json(r) : NULL;
+    if (out == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "the debugger's helper did not return a dict");
+        error_text(err);
+    }
+    Py_XDECREF(r);
+    PyGILState_Release(g);
+    return out;
+}
+
+json_t *
+pyc_py_debug_rich(json_t *which, pyc_error_t *err)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    json_t *args = json_pack("[O]", which);
+    PyObject *obj = args != NULL ? call("value_of", args) : NULL;
+    json_decref(args);
+    json_t *data = NULL, *md = NULL, *out = NULL;
+    if (obj != NULL && pyc__py_format(obj, false, &data, &md) >= 0 && data != NULL)
+        out = json_pack("{s:o, s:o}", "data", data, "metadata", md != NULL ? md : json_object());
+    else if (data != NULL)
+        json_decref(data);
+    if (out == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "the value has no representation");
+        error_text(err);
+    }
+    Py_XDECREF(obj);
+    PyGILState_Release(g);
+    return out;
+}
+
+bool
+pyc_py_debugger_available(void)
+{
+    if (debug_available < 0) {
+        PyGILState_STATE g = PyGILState_Ensure();
+        PyObject *r = call("available", NULL);
+        debug_available = r != NULL && PyObject_IsTrue(r) == 1;
+        Py_XDECREF(r);
+        PyErr_Clear();
+        PyGILState_Release(g);
+    }
+    return debug_available == 1;
+}
+
+void
+pyc_py_debug_session(bool on)
+{
+    atomic_store(&debug_on, on ? 1 : 0);
+}
+
+void
+pyc__py_debug_trace(void)
+{
+    if (!atomic_load(&debug_on))
+        return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *r = call("trace_this_thread", NULL);
+    if (r == NULL)
+        pyc__py_report("tracing the cell for the debugger");
+    Py_XDECREF(r);
+    PyErr_Restore(type, value, tb);
+}
