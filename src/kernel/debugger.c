@@ -436,10 +436,15 @@ stack_trace(pyc__debugger_t *d, json_t *req)
     return rep;
 }
 
-/* disconnect: relayed; then the session's state is dropped (debugpy keeps listening for the next one). */
+/* disconnect: relayed; then the session's state is dropped, and debugpy keeps listening for the next one.
+ * The kernel is the debuggee: it is never terminated by the debugger, whatever terminateDebuggee says (with
+ * true, debugpy's adapter would also stop listening, and no second session could start). */
 static json_t *
 disconnect(pyc__debugger_t *d, json_t *req)
 {
+    json_t *args = json_object_get(req, "arguments");
+    if (json_is_object(args))
+        json_object_set_new(args, "terminateDebuggee", json_false());
     json_t *rep = forward(d, req);
     pyc_dap_close(&d->conn);
     d->started = false;
@@ -490,6 +495,15 @@ answer(pyc__debugger_t *d, json_t *req)
     if (strcmp(cmd, "variables") == 0 && json_array_size(d->stopped) == 0) {
         json_t *ref = json_object_get(args, "variablesReference");
         return python_body(req, "variables", json_pack("[O]", ref != NULL ? ref : json_null()));
+    }
+    if (strcmp(cmd, "continue") == 0) {
+        /* Forget the stopped threads at once: the "continued" event may come after the response. */
+        json_t *rep = forward(d, req);
+        if (json_is_true(json_object_get(json_object_get(rep, "body"), "allThreadsContinued")))
+            json_array_clear(d->stopped);
+        else if (json_is_true(json_object_get(rep, "success")))
+            set_stopped(d, json_object_get(args, "threadId"), false);
+        return rep;
     }
     if (strcmp(cmd, "setBreakpoints") == 0) {
         const char *path = json_string_value(json_object_get(json_object_get(args, "source"), "path"));

@@ -205,3 +205,32 @@ pyc_py_faulthandler(int fd, pyc_error_t *err)
     (void)err;
     return 0;
 }
+
+bool
+pyc_py_debugger_available(void)
+{
+    return false;
+}
+
+json_t *
+pyc_py_debug_call(const char *func, json_t *args, pyc_error_t *err)
+{
+    (void)func;
+    (void)args;
+    pyc_error_set(err, "not in the fake");
+    return NULL;
+}
+
+json_t *
+pyc_py_debug_rich(json_t *which, pyc_error_t *err)
+{
+    (void)which;
+    pyc_error_set(err, "not in the fake");
+    return NULL;
+}
+
+void
+pyc_py_debug_session(bool on)
+{
+    (void)on;
+}
