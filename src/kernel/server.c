@@ -1,9 +1,8 @@
 /*
  * server.c -- sockets and threads; see server.h for the shape.
  *
- * Outgoing messages become arrays of zmq_msg_t in the sending thread (small frames copied, large owned
- * blocks handed over without a copy) and are queued to the owning thread, which an eventfd wakes.  zmq_poll
- * accepts plain file descriptors, so a thread waits on its socket and its queue at once.
+ * Outgoing messages become arrays of zmq_msg_t in the sending thread and are queued to the owning thread,
+ * which an eventfd wakes (zqueue.h).
  *
  * The iopub socket has no high-water mark: a client that pipelines 10,000 requests must still see every
  * busy and idle, and ZeroMQ's default of 1000 messages would drop them.  Memory is bounded by the output
@@ -24,27 +23,12 @@
 
 #include "log.h"
 #include "wire.h"
+#include "zqueue.h"
 
 static const char *const chan_names[PYC_CHAN_COUNT] = {"shell", "iopub", "stdin", "control", "heartbeat"};
 
 /* Lines about dropped messages, which a peer without the key can cause at will, are rate-limited. */
 static pyc_log_limit_t dropped_log = PYC_LOG_LIMIT_INIT;
-
-/* A multipart message waiting in a queue. */
-typedef struct qitem {
-    struct qitem *next;
-    int chan;                    /* for the main inbox: where the request came from */
-    pyc_msg_t *msg;              /* inbox items carry a decoded request ... */
-    size_t n;                    /* ... outbox items carry frames */
-    zmq_msg_t frames[];
-} qitem_t;
-
-/* A mutex-guarded FIFO with an eventfd that is readable while the queue may be non-empty. */
-typedef struct queue {
-    pthread_mutex_t lock;
-    qitem_t *head, *tail;
-    int efd;
-} queue_t;
 
 /* Received frames, kept alive as long as the decoded message that points into them. */
 typedef struct frameset {
@@ -59,7 +43,7 @@ struct pyc_server {
     pyc_io_t io;
     pthread_mutex_t iopub_lock;  /* whoever holds it may send on iopub */
     int closed;                  /* pyc_server_close has run */
-    queue_t control_q, inbox_q;
+    pyc_zqueue_t control_q, inbox_q;
     pyc_server_callbacks_t cb;
     void *hb_ctl[2];             /* inproc PAIR: [0] kept by the main thread, [1] steers the proxy */
     pthread_t th_control, th_hb;
@@ -69,177 +53,6 @@ struct pyc_server {
     int64_t max_message;         /* the largest frame shell takes (PYC_MAX_MESSAGE_BYTES) */
     int iopub_hwm;               /* iopub messages queued for one subscriber at most (PYC_IOPUB_HWM) */
 };
-
-/* ---- queues ---------------------------------------------------------------------------------------- */
-
-static int
-queue_init(queue_t *q)
-{
-    pthread_mutex_init(&q->lock, NULL);
-    q->head = q->tail = NULL;
-    q->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    return q->efd < 0 ? -1 : 0;
-}
-
-static void
-queue_signal(queue_t *q)
-{
-    uint64_t one = 1;
-    ssize_t w = write(q->efd, &one, sizeof one);
-    (void)w;
-}
-
-static void
-queue_push(queue_t *q, qitem_t *it)
-{
-    it->next = NULL;
-    pthread_mutex_lock(&q->lock);
-    bool was_empty = q->head == NULL;
-    if (q->tail != NULL)
-        q->tail->next = it;
-    else
-        q->head = it;
-    q->tail = it;
-    pthread_mutex_unlock(&q->lock);
-    if (was_empty)
-        queue_signal(q);
-}
-
-/* Pops the whole queue at once (FIFO order kept) and clears the eventfd. */
-static qitem_t *
-queue_take_all(queue_t *q)
-{
-    uint64_t v;
-    ssize_t r = read(q->efd, &v, sizeof v);
-    (void)r;
-    pthread_mutex_lock(&q->lock);
-    qitem_t *all = q->head;
-    q->head = q->tail = NULL;
-    pthread_mutex_unlock(&q->lock);
-    return all;
-}
-
-static qitem_t *
-queue_pop(queue_t *q)
-{
-    pthread_mutex_lock(&q->lock);
-    qitem_t *it = q->head;
-    if (it != NULL) {
-        q->head = it->next;
-        if (q->head == NULL)
-            q->tail = NULL;
-    }
-    pthread_mutex_unlock(&q->lock);
-    if (it == NULL) {
-        uint64_t v;
-        ssize_t r = read(q->efd, &v, sizeof v);
-        (void)r;
-        /* A push may have raced with the read above: re-signal so the waiter looks again. */
-        pthread_mutex_lock(&q->lock);
-        bool again = q->head != NULL;
-        pthread_mutex_unlock(&q->lock);
-        if (again)
-            queue_signal(q);
-    }
-    return it;
-}
-
-static void
-qitem_free(qitem_t *it)
-{
-    for (size_t i = 0; i < it->n; i++)
-        zmq_msg_close(&it->frames[i]);
-    pyc_msg_destroy(&it->msg);
-    free(it);
-}
-
-static void
-queue_clear(queue_t *q)
-{
-    for (qitem_t *it = q->head, *next; it != NULL; it = next) {
-        next = it->next;
-        qitem_free(it);
-    }
-    q->head = q->tail = NULL;
-    if (q->efd >= 0)
-        close(q->efd);
-    q->efd = -1;
-    pthread_mutex_destroy(&q->lock);
-}
-
-/* ---- sending --------------------------------------------------------------------------------------- */
-
-static void
-free_owned(void *data, void *hint)
-{
-    (void)data;
-    free(hint);
-}
-
-/* ZeroMQ is done with lent bytes (see pyc_releaser_t); runs on whatever thread closed the last copy of the
- * message, usually the I/O thread. */
-static void
-release_lent(void *data, void *hint)
-{
-    (void)data;
-    pyc_releaser_t *r = hint;
-    r->release(r);
-}
-
-/* Converts outframes to zmq messages; owned blocks and lent bytes are taken over in every case.  Neither is
- * copied: a 100 MiB buffer copied here cost 60 ms, most of it faulting in the fresh block. */
-static qitem_t *
-make_item(pyc_outframe_t *frames, size_t n)
-{
-    qitem_t *it = calloc(1, sizeof *it + n * sizeof(zmq_msg_t));
-    size_t i = 0;
-    if (it == NULL)
-        goto fail;
-    for (; i < n; i++) {
-        int rc;
-        if (frames[i].owned != NULL) {
-            rc = zmq_msg_init_data(&it->frames[i], (void *)frames[i].data, frames[i].size, free_owned,
-                                   frames[i].owned);
-            if (rc == 0)
-                frames[i].owned = NULL;
-        } else if (frames[i].releaser != NULL && frames[i].size > 0) {
-            rc = zmq_msg_init_data(&it->frames[i], (void *)frames[i].data, frames[i].size, release_lent,
-                                   frames[i].releaser);
-            if (rc == 0)
-                frames[i].releaser = NULL;
-        } else {
-            rc = zmq_msg_init_size(&it->frames[i], frames[i].size);
-            if (rc == 0 && frames[i].size > 0)
-                memcpy(zmq_msg_data(&it->frames[i]), frames[i].data, frames[i].size);
-            if (rc == 0)
-                pyc_outframe_drop(&frames[i]);   /* an empty lent frame: nothing was borrowed after all */
-        }
-        if (rc != 0)
-            goto fail;
-        it->n = i + 1;
-    }
-    return it;
-fail:
-    for (size_t j = 0; j < n; j++)
-        pyc_outframe_drop(&frames[j]);
-    if (it != NULL)
-        qitem_free(it);
-    return NULL;
-}
-
-/* Sends a queued item on a socket.  A failure (a peer gone, ETERM) drops the rest of the message. */
-static int
-send_item(void *sock, qitem_t *it)
-{
-    int rc = 0;
-    for (size_t i = 0; i < it->n; i++) {
-        if (zmq_msg_send(&it->frames[i], sock, i + 1 < it->n ? ZMQ_SNDMORE : 0) < 0) {
-            rc = -1;
-            break;
-        }
-    }
-    return rc;
-}
 
 /* Under iopub_lock: whether a subscription message waits on iopub.  Asking ZMQ_EVENTS also processes the
  * socket's pending commands, so the check cannot miss a subscription: a send processes the command that
@@ -257,7 +70,7 @@ static int
 io_send(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n)
 {
     pyc_server_t *srv = (pyc_server_t *)((char *)io - offsetof(pyc_server_t, io));
-    qitem_t *it = make_item(frames, n);
+    pyc_zqitem_t *it = pyc_zqueue_item_new(frames, n);
     if (it == NULL)
         return -1;
     switch (chan) {
@@ -265,27 +78,27 @@ io_send(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n)
         /* Sent at once by the calling thread: a PUB socket without a high-water mark never blocks, and
          * the lock both orders the messages and hands the socket from thread to thread safely. */
         pthread_mutex_lock(&srv->iopub_lock);
-        int rc = srv->stop_iopub ? -1 : send_item(srv->sock[PYC_CHAN_IOPUB], it);
+        int rc = srv->stop_iopub ? -1 : pyc_zqueue_item_send(srv->sock[PYC_CHAN_IOPUB], it);
         bool subscribed = rc == 0 && iopub_readable(srv);
         pthread_mutex_unlock(&srv->iopub_lock);
         if (subscribed)
-            queue_signal(&srv->control_q);
-        qitem_free(it);
+            pyc_zqueue_signal(&srv->control_q);
+        pyc_zqueue_item_free(it);
         return rc;
     }
     case PYC_CHAN_CONTROL:
-        queue_push(&srv->control_q, it);
+        pyc_zqueue_push(&srv->control_q, it);
         return 0;
     case PYC_CHAN_SHELL:
     case PYC_CHAN_STDIN: {
-        int rc = send_item(srv->sock[chan], it);
+        int rc = pyc_zqueue_item_send(srv->sock[chan], it);
         if (rc < 0)
             pyc_log("%s: send failed: %s", chan_names[chan], zmq_strerror(zmq_errno()));
-        qitem_free(it);
+        pyc_zqueue_item_free(it);
         return rc;
     }
     default:
-        qitem_free(it);
+        pyc_zqueue_item_free(it);
         return -1;
     }
 }
@@ -451,7 +264,7 @@ drain_subscriptions(pyc_server_t *srv)
         zmq_msg_close(&subs[i]);
     }
     if (more)
-        queue_signal(&srv->control_q);
+        pyc_zqueue_signal(&srv->control_q);
 }
 
 static void *
@@ -479,10 +292,10 @@ control_main(void *arg)
         if (!stopping && (items[1].revents | items[2].revents) & ZMQ_POLLIN)
             drain_subscriptions(srv);
         /* Replies first, so that an answer queued by the main thread leaves before new work arrives. */
-        for (qitem_t *it = queue_take_all(&srv->control_q), *next; it != NULL; it = next) {
+        for (pyc_zqitem_t *it = pyc_zqueue_take_all(&srv->control_q), *next; it != NULL; it = next) {
             next = it->next;
-            send_item(srv->sock[PYC_CHAN_CONTROL], it);
-            qitem_free(it);
+            pyc_zqueue_item_send(srv->sock[PYC_CHAN_CONTROL], it);
+            pyc_zqueue_item_free(it);
         }
         if (stopping)
             break;
@@ -491,7 +304,7 @@ control_main(void *arg)
             while ((msg = recv_msg(srv, PYC_CHAN_CONTROL)) != NULL) {
                 if (srv->cb.on_control != NULL && srv->cb.on_control(srv->cb.ctx, msg))
                     continue;
-                qitem_t *it = calloc(1, sizeof *it);
+                pyc_zqitem_t *it = calloc(1, sizeof *it);
                 if (it == NULL) {
                     pyc_log("control: dropped message: out of memory");
                     pyc_msg_destroy(&msg);
@@ -499,7 +312,7 @@ control_main(void *arg)
                 }
                 it->chan = PYC_CHAN_CONTROL;
                 it->msg = msg;
-                queue_push(&srv->inbox_q, it);
+                pyc_zqueue_push(&srv->inbox_q, it);
             }
         }
     }
@@ -591,7 +404,7 @@ pyc_server_new(pyc_connfile_t *cf, pyc_auth_t *auth, pyc_error_t *err)
     srv->io.recv_stdin = io_recv_stdin;
     pthread_mutex_init(&srv->iopub_lock, NULL);
     srv->control_q.efd = srv->inbox_q.efd = -1;
-    if (queue_init(&srv->control_q) < 0 || queue_init(&srv->inbox_q) < 0) {
+    if (pyc_zqueue_init(&srv->control_q) < 0 || pyc_zqueue_init(&srv->inbox_q) < 0) {
         pyc_error_set(err, "eventfd: %s", strerror(errno));
         goto fail;
     }
@@ -627,7 +440,7 @@ pyc_server_start(pyc_server_t *srv, const pyc_server_callbacks_t *cb, pyc_error_
         return pyc_error_set(err, "cannot start the control thread");
     if (pthread_create(&srv->th_hb, NULL, hb_main, srv) != 0) {
         srv->stop = 1;
-        queue_signal(&srv->control_q);
+        pyc_zqueue_signal(&srv->control_q);
         pthread_join(srv->th_control, NULL);
         return pyc_error_set(err, "cannot start the heartbeat thread");
     }
@@ -653,12 +466,12 @@ pyc_server_next_fd(pyc_server_t *srv, int timeout_ms, int fd, int *chan, bool *f
 {
     *fd_ready = false;
     for (;;) {
-        qitem_t *it = queue_pop(&srv->inbox_q);
+        pyc_zqitem_t *it = pyc_zqueue_pop(&srv->inbox_q);
         if (it != NULL) {
             pyc_msg_t *msg = it->msg;
             it->msg = NULL;
             *chan = it->chan;
-            qitem_free(it);
+            pyc_zqueue_item_free(it);
             return msg;
         }
         zmq_pollitem_t items[3] = {
@@ -700,7 +513,7 @@ pyc_server_next_fd(pyc_server_t *srv, int timeout_ms, int fd, int *chan, bool *f
 void
 pyc_server_wake(pyc_server_t *srv)
 {
-    queue_signal(&srv->inbox_q);
+    pyc_zqueue_signal(&srv->inbox_q);
 }
 
 void
@@ -711,7 +524,7 @@ pyc_server_close(pyc_server_t *srv)
     srv->closed = 1;
     if (srv->started) {
         srv->stop = 1;
-        queue_signal(&srv->control_q);
+        pyc_zqueue_signal(&srv->control_q);
         pthread_join(srv->th_control, NULL);
     }
     if (srv->started) {
@@ -743,8 +556,8 @@ pyc_server_destroy(pyc_server_t **srv_p)
         return;
     pyc_server_t *srv = *srv_p;
     pyc_server_close(srv);
-    queue_clear(&srv->control_q);
-    queue_clear(&srv->inbox_q);
+    pyc_zqueue_clear(&srv->control_q);
+    pyc_zqueue_clear(&srv->inbox_q);
     pthread_mutex_destroy(&srv->iopub_lock);
     free(srv);
     *srv_p = NULL;

@@ -76,8 +76,10 @@ peer(void *arg)
 {
     int ls = *(int *)arg;
     int fd = accept(ls, NULL, NULL);
-    static const char *const parts[] = {"Content-Len", "gth: 12\r\n\r\n{\"type\":", "\"a\"}Content-Length: 3\r\n\r\n[1]",
-                                        "Content-Length: 12\r\n\r\n{\"type\":\"b\"}", "garbage\r\n\r\n"};
+    static const char *const parts[] = {
+        "Content-Len", "gth: 12\r\n\r\n{\"type\":", "\"a\"}Content-Length: 3\r\n\r\n[1]",
+        "Content-Length: 12\r\n\r\n{\"type\":\"b\"}", "garbage\r\n\r\n",
+    };
     for (size_t i = 0; fd >= 0 && i < sizeof parts / sizeof parts[0]; i++) {
         ssize_t w = write(fd, parts[i], strlen(parts[i]));
         (void)w;
