@@ -37,6 +37,9 @@ static const struct {
     {"shutdown_request", pyc__on_shutdown, true},
     {"interrupt_request", pyc__on_interrupt, true},
     {"usage_request", pyc__on_usage, true},
+    {"create_subshell_request", pyc__on_create_subshell, true},
+    {"delete_subshell_request", pyc__on_delete_subshell, true},
+    {"list_subshell_request", pyc__on_list_subshell, true},
 };
 
 static handler_fn
@@ -52,10 +55,8 @@ find_handler(const char *type, bool *control_thread)
     return NULL;
 }
 
-/* A signed request that could not be read (msg->invalid: bad JSON or UTF-8 in its content, say): an error
- * reply of its own type, so that its client is not left waiting.  Needs no Python. */
-static void
-reply_invalid(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+void
+pyc__reply_invalid(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
     char type[128], why[300];
     const char *us = strrchr(msg->msg_type, '_');
@@ -82,7 +83,7 @@ dispatch(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
     pyc__status(k, msg, "busy");
     handler_fn fn = find_handler(msg->msg_type, NULL);
     if (msg->invalid != NULL)
-        reply_invalid(k, chan, msg);
+        pyc__reply_invalid(k, chan, msg);
     else if (fn != NULL)
         fn(k, chan, msg);
     else
@@ -112,7 +113,7 @@ pyc_kernel_control(void *ctx, pyc_msg_t *msg)
         return false;
     pyc__status(k, msg, "busy");
     if (msg->invalid != NULL)
-        reply_invalid(k, PYC_CHAN_CONTROL, msg);
+        pyc__reply_invalid(k, PYC_CHAN_CONTROL, msg);
     else
         fn(k, PYC_CHAN_CONTROL, msg);
     pyc__status(k, msg, "idle");
@@ -141,6 +142,12 @@ void
 pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
 {
     pyc_guard_activity(k->guard);
+    if (chan == PYC_CHAN_SHELL && pyc__subshell_named(msg)) {
+        /* Requests for an existing subshell never come here (the shell thread routes them). */
+        pyc__subshell_refuse(k, msg, NULL);
+        pyc_msg_destroy(&msg);
+        return;
+    }
     pyc__set_parent(k, msg);
     k->current = msg;
     dispatch(k, chan, msg);

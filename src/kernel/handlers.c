@@ -28,6 +28,10 @@ pyc__on_kernel_info(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 static void
 python_begin(pyc_kernel_t *k, int chan, double timeout)
 {
+    if (pyc__subshell_request() != NULL) {
+        pyc_py_enter();          /* a subshell's thread: the main shell's deadline and SIGINT are not its */
+        return;
+    }
     k->cell = (pyc__cell_t){.chan = chan, .count = k->execution_count, .silent = true,
                             .timeout = pyc_limits_tighter(k->limits.cell_timeout, timeout)};
     pyc_cellclock_start(&k->cell.clock);
@@ -41,6 +45,10 @@ static int
 python_end(pyc_kernel_t *k)
 {
     int why = PYC_GUARD_NONE;
+    if (pyc__subshell_request() != NULL) {
+        pyc_py_leave();
+        return why;
+    }
     pyc_py_interrupt_disarm();
     if (k->user_forked)
         pyc__user_fork_exit(k);  /* a comm callback that forked and came back in the child */
@@ -234,6 +242,7 @@ pyc__on_interrupt(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         pyc__interrupt_main(k);
     else
         pthread_kill(k->main_thread, SIGINT);
+    pyc__interrupt_subshells(k);
     pyc__reply(k, chan, msg, "interrupt_reply", NULL, json_pack("{s:s}", "status", "ok"));
 }
 

@@ -122,15 +122,34 @@ host_stream_flush(void *ctx)
     pyc_streams_flush(k->streams);
 }
 
+static int ask_input(pyc_kernel_t *k, const pyc_msg_t *req, bool subshell, const char *prompt, bool password,
+                     char **out, pyc_error_t *err);
+
 static int
 host_input(void *ctx, const char *prompt, bool password, char **out, pyc_error_t *err)
 {
     pyc_kernel_t *k = ctx;
-    const pyc_msg_t *req = k->current;
+    const pyc_msg_t *sub = pyc__subshell_request();
+    const pyc_msg_t *req = sub != NULL ? sub : k->current;
+    bool allowed = sub != NULL ? pyc__subshell_allow_stdin() : k->allow_stdin;
     *out = NULL;
-    if (req == NULL || !k->allow_stdin || k->user_forked)
+    if (req == NULL || !allowed || k->user_forked)
         return pyc_error_set(err, "input() is not available: the frontend does not support stdin "
                                   "(allow_stdin is false)");
+    /* One input() at a time on the stdin channel (the main shell's and the subshells'): its replies carry
+     * no hint of which request they answer. */
+    pthread_mutex_lock(&k->stdin_lock);
+    int rc = ask_input(k, req, sub != NULL, prompt, password, out, err);
+    pthread_mutex_unlock(&k->stdin_lock);
+    return rc;
+}
+
+/* input(): one input_request on stdin with req as the parent, and its input_reply.  On a subshell's thread
+ * the main shell's interrupt does not end the wait. */
+static int
+ask_input(pyc_kernel_t *k, const pyc_msg_t *req, bool subshell, const char *prompt, bool password, char **out,
+          pyc_error_t *err)
+{
     pyc_streams_flush(k->streams);
     const pyc_frame_t *h = pyc__header_frame(req);
     json_t *content = json_pack("{s:s, s:b}", "prompt", prompt, "password", password);
@@ -140,7 +159,7 @@ host_input(void *ctx, const char *prompt, bool password, char **out, pyc_error_t
                                          h->size, NULL, text, strlen(text), true, NULL, 0) < 0)
         return pyc_error_set(err, "could not send input_request");
     for (;;) {
-        if (pyc_py_interrupt_pending())
+        if (!subshell && pyc_py_interrupt_pending())
             return 1;
         if (atomic_load(&k->quit))
             return pyc_error_set(err, "the kernel is shutting down");

@@ -8,7 +8,10 @@
 #ifndef PYC_IO_H
 #define PYC_IO_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+#include "error.h"
 
 #include "frame.h"
 #include "msg.h"
@@ -17,7 +20,8 @@ typedef struct pyc_io pyc_io_t;
 
 struct pyc_io {
     /* Sends a multipart message on a channel (PYC_CHAN_*).  Any thread for iopub (sent by the caller under
-     * the io's iopub lock) and control (queued to the control thread); shell and stdin only from the main
+     * the io's iopub lock) and control (queued to the control thread), and for shell once it is routed
+     * (route_shell; a subshell's thread replies there); shell and stdin otherwise only from the main
      * thread -- or, once, from the guard thread with the reply of a stuck cell, after the guard's
      * compare-and-swap has made sure that the main thread never sends again (guard.h).  Owned blocks and
      * lent bytes are taken over even when sending fails.  Returns 0 or -1. */
@@ -30,6 +34,11 @@ struct pyc_io {
     /* Main thread: waits up to timeout_ms for a message on the stdin channel from the given identity and
      * returns it (NULL on timeout or shutdown).  Used by input(). */
     pyc_msg_t *(*recv_stdin)(pyc_io_t *io, int timeout_ms);
+    /* Control thread, once (later calls return 0): from now on shell requests are read by a thread of the
+     * io's own, which hands each to take(ctx, msg) -- that thread, so take must not wait -- and gives those
+     * that take returns false for (it keeps the others) to the main thread as before; replies on shell may
+     * then be sent from any thread.  Returns 0, or -1 with err.  NULL in an io without subshells. */
+    int (*route_shell)(pyc_io_t *io, bool (*take)(void *ctx, pyc_msg_t *msg), void *ctx, pyc_error_t *err);
 };
 
 #endif

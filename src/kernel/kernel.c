@@ -184,6 +184,8 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     pyc_outgate_init(&k->out);
     pthread_mutex_init(&k->usage_lock, NULL);
     pthread_mutex_init(&k->debugger_lock, NULL);
+    pthread_mutex_init(&k->subshells_lock, NULL);
+    pthread_mutex_init(&k->stdin_lock, NULL);
     if (cfg->limits != NULL)
         k->limits = *cfg->limits;
     else
@@ -250,6 +252,9 @@ pyc_kernel_destroy(pyc_kernel_t **k_p)
     pthread_mutex_destroy(&k->usage_lock);
     pyc__debugger_destroy(&k->debugger);
     pthread_mutex_destroy(&k->debugger_lock);
+    pyc__end_subshells(k);
+    pthread_mutex_destroy(&k->subshells_lock);
+    pthread_mutex_destroy(&k->stdin_lock);
     free(k);
     *k_p = NULL;
 }
@@ -277,6 +282,8 @@ pyc_kernel_starting(pyc_kernel_t *k)
     json_t *features = json_array();
     if (pyc_py_debugger_available())
         json_array_append_new(features, json_string("debugger"));
+    if (k->io->route_shell != NULL)
+        json_array_append_new(features, json_string("kernel subshells"));
     json_object_set_new(info, "supported_features", features);
     pyc_checkpoint_t *cp = pyc__checkpoint(k);
     json_t *pyc = json_pack("{s:o, s:o, s:o}", "limits", pyc_limits_to_json(&k->limits), "checkpoint",
@@ -309,6 +316,9 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
      * the parent may have held the lock at the fork. */
     k->debugger = NULL;
     pthread_mutex_init(&k->debugger_lock, NULL);
+    k->subshells = NULL;         /* their threads are the parent's */
+    pthread_mutex_init(&k->subshells_lock, NULL);
+    pthread_mutex_init(&k->stdin_lock, NULL);
     /* The SQLite connection must not cross fork(): forget it and start a session of our own. */
     pyc_fork_keep_inherited(k->history);
     k->history = NULL;
@@ -378,6 +388,8 @@ pyc_kernel_closing(pyc_kernel_t *k)
     pyc_guard_shutdown(k->guard);
     /* The debugger's thread takes the GIL: it ends before the interpreter does.  No new one starts after
      * (debugger_closed), since the control thread outlives this. */
+    pyc__interrupt_subshells(k);
+    pyc__end_subshells(k);
     pthread_mutex_lock(&k->debugger_lock);
     k->debugger_closed = true;
     pyc__debugger_destroy(&k->debugger);

@@ -15,6 +15,7 @@
  *   memcap.c    the memory cap (RLIMIT_DATA) and the reserve kept for the kernel's own C work
  *   debugger.c  debug_request: the debugger's thread, relaying DAP to debugpy's adapter
  *   dap.c       the DAP stream's framing (a parser, fuzzed)
+ *   subshell.c  kernel subshells: their threads, the routing of shell requests to them
  */
 #ifndef PYC_KERNELINT_H
 #define PYC_KERNELINT_H
@@ -35,6 +36,7 @@
 #include "usage.h"
 
 typedef struct pyc__debugger pyc__debugger_t;
+typedef struct pyc__subshell pyc__subshell_t;
 
 /* A forked session: its pid, its connection file (removed when it ends), and whether it outlives us. */
 typedef struct pyc__child {
@@ -113,6 +115,10 @@ struct pyc_kernel {
     pthread_mutex_t debugger_lock; /* guards debugger and debugger_closed */
     pyc__debugger_t *debugger;   /* owned; made by the control thread at the first debug_request */
     bool debugger_closed;        /* the kernel is closing: no debugger starts any more */
+    pthread_mutex_t subshells_lock; /* guards subshells and subshells_closed (control and shell threads) */
+    pyc__subshell_t *subshells;  /* owned: the live subshells, newest first */
+    bool subshells_closed;       /* the kernel is closing: no subshell starts any more */
+    pthread_mutex_t stdin_lock;  /* held through one input() exchange: one at a time on the stdin channel */
 };
 
 /* Why an isolated cell's process was killed by the kernel (iso_stop). */
@@ -228,6 +234,10 @@ void pyc__quit(pyc_kernel_t *k);
 
 /* ---- dispatch.c ----------------------------------------------------------------------------------------- */
 
+/* A signed request that could not be read (msg->invalid: bad JSON or UTF-8 in its content, say): an error
+ * reply of its own type, so that its client is not left waiting.  Needs no Python. */
+void pyc__reply_invalid(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+
 /* After a cell failed with stop_on_error: takes the requests already waiting on shell, so that they are
  * aborted (execute) or answered (the rest) after this request, in order. */
 void pyc__abort_queue(pyc_kernel_t *k);
@@ -254,6 +264,29 @@ void pyc__debug_request(pyc_kernel_t *k, pyc_msg_t *msg);
 
 /* Stops the debugger's thread and frees it; NULL-safe.  Before the io goes. */
 void pyc__debugger_destroy(pyc__debugger_t **d_p);
+
+/* ---- subshell.c ----------------------------------------------------------------------------------------- */
+
+/* Control thread: create_subshell_request, delete_subshell_request, list_subshell_request. */
+void pyc__on_create_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+void pyc__on_delete_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+void pyc__on_list_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+
+/* The request the calling thread answers when it is a subshell's (NULL on every other thread), and whether
+ * that request allows stdin. */
+const pyc_msg_t *pyc__subshell_request(void);
+bool pyc__subshell_allow_stdin(void);
+
+/* Whether a shell request names a subshell (a subshell_id that is not null); and the error reply, between
+ * busy and idle, to one whose subshell does not exist (why: NULL for that reason, else another). */
+bool pyc__subshell_named(const pyc_msg_t *msg);
+void pyc__subshell_refuse(pyc_kernel_t *k, const pyc_msg_t *msg, const char *why);
+
+/* Any thread: raises KeyboardInterrupt in the subshells busy in a cell, from a thread of its own. */
+void pyc__interrupt_subshells(pyc_kernel_t *k);
+
+/* The kernel is closing: stops every subshell (after its current request) and starts no new one. */
+void pyc__end_subshells(pyc_kernel_t *k);
 
 /* ---- kernel.c ------------------------------------------------------------------------------------------- */
 

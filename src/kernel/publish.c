@@ -151,6 +151,14 @@ pyc__publish_current(pyc_kernel_t *k, const char *msg_type, char *text, size_t l
                      pyc_outframe_t *buffers, size_t nbuf)
 {
     pyc_frame_t topic = {msg_type, strlen(msg_type)};
+    const pyc_msg_t *sub = pyc__subshell_request();
+    if (sub != NULL) {
+        /* A subshell's thread: its request is the parent. */
+        const pyc_frame_t *h = pyc__header_frame(sub);
+        pyc__send_frames(k, PYC_CHAN_IOPUB, &topic, 1, msg_type, h->data, h->size, metadata, text, len, true,
+                         buffers, nbuf);
+        return;
+    }
     pthread_mutex_lock(&k->parent_lock);
     pyc__send_frames(k, PYC_CHAN_IOPUB, &topic, 1, msg_type, k->parent, k->parent_len, metadata, text, len, true,
                      buffers, nbuf);

@@ -23,36 +23,12 @@
 
 #include "log.h"
 #include "wire.h"
-#include "zqueue.h"
+#include "serverint.h"
 
 static const char *const chan_names[PYC_CHAN_COUNT] = {"shell", "iopub", "stdin", "control", "heartbeat"};
 
 /* Lines about dropped messages, which a peer without the key can cause at will, are rate-limited. */
 static pyc_log_limit_t dropped_log = PYC_LOG_LIMIT_INIT;
-
-/* Received frames, kept alive as long as the decoded message that points into them. */
-typedef struct frameset {
-    size_t n;
-    zmq_msg_t msgs[];
-} frameset_t;
-
-struct pyc_server {
-    void *zctx;
-    void *sock[PYC_CHAN_COUNT];
-    pyc_auth_t *auth;
-    pyc_io_t io;
-    pthread_mutex_t iopub_lock;  /* whoever holds it may send on iopub */
-    int closed;                  /* pyc_server_close has run */
-    pyc_zqueue_t control_q, inbox_q;
-    pyc_server_callbacks_t cb;
-    void *hb_ctl[2];             /* inproc PAIR: [0] kept by the main thread, [1] steers the proxy */
-    pthread_t th_control, th_hb;
-    bool started;
-    volatile int stop;
-    int stop_iopub;              /* set under iopub_lock once the socket is closed */
-    int64_t max_message;         /* the largest frame shell takes (PYC_MAX_MESSAGE_BYTES) */
-    int iopub_hwm;               /* iopub messages queued for one subscriber at most (PYC_IOPUB_HWM) */
-};
 
 /* Under iopub_lock: whether a subscription message waits on iopub.  Asking ZMQ_EVENTS also processes the
  * socket's pending commands, so the check cannot miss a subscription: a send processes the command that
@@ -90,6 +66,7 @@ io_send(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n)
         pyc_zqueue_push(&srv->control_q, it);
         return 0;
     case PYC_CHAN_SHELL:
+        return pyc__shell_send(srv, it);
     case PYC_CHAN_STDIN: {
         int rc = pyc_zqueue_item_send(srv->sock[chan], it);
         if (rc < 0)
@@ -114,10 +91,8 @@ frameset_free(void *p)
     free(fs);
 }
 
-/* Receives one whole multipart message without waiting and decodes it.  Returns the message, or NULL when
- * nothing was waiting or the message was dropped (with a log line). */
-static pyc_msg_t *
-recv_msg(pyc_server_t *srv, int chan)
+pyc_msg_t *
+pyc__server_recv(pyc_server_t *srv, int chan)
 {
     void *sock = srv->sock[chan];
     size_t cap = 8, n = 0, total_big = 0;  /* 8 frames cover a request with one identity */
@@ -203,27 +178,13 @@ recv_msg(pyc_server_t *srv, int chan)
 }
 
 static pyc_msg_t *
-io_next_pending(pyc_io_t *io)
-{
-    pyc_server_t *srv = (pyc_server_t *)((char *)io - offsetof(pyc_server_t, io));
-    for (;;) {
-        zmq_pollitem_t it = {.socket = srv->sock[PYC_CHAN_SHELL], .events = ZMQ_POLLIN};
-        if (zmq_poll(&it, 1, 0) <= 0)
-            return NULL;
-        pyc_msg_t *msg = recv_msg(srv, PYC_CHAN_SHELL);
-        if (msg != NULL)
-            return msg;
-    }
-}
-
-static pyc_msg_t *
 io_recv_stdin(pyc_io_t *io, int timeout_ms)
 {
     pyc_server_t *srv = (pyc_server_t *)((char *)io - offsetof(pyc_server_t, io));
     zmq_pollitem_t it = {.socket = srv->sock[PYC_CHAN_STDIN], .events = ZMQ_POLLIN};
     if (zmq_poll(&it, 1, timeout_ms) <= 0)
         return NULL;
-    return recv_msg(srv, PYC_CHAN_STDIN);
+    return pyc__server_recv(srv, PYC_CHAN_STDIN);
 }
 
 /* ---- threads --------------------------------------------------------------------------------------- */
@@ -301,7 +262,7 @@ control_main(void *arg)
             break;
         if (items[0].revents & ZMQ_POLLIN) {
             pyc_msg_t *msg;
-            while ((msg = recv_msg(srv, PYC_CHAN_CONTROL)) != NULL) {
+            while ((msg = pyc__server_recv(srv, PYC_CHAN_CONTROL)) != NULL) {
                 if (srv->cb.on_control != NULL && srv->cb.on_control(srv->cb.ctx, msg))
                     continue;
                 pyc_zqitem_t *it = calloc(1, sizeof *it);
@@ -400,11 +361,12 @@ pyc_server_new(pyc_connfile_t *cf, pyc_auth_t *auth, pyc_error_t *err)
     if (v != NULL && v[0] != '\0' && strtol(v, NULL, 10) > 0)
         srv->iopub_hwm = (int)strtol(v, NULL, 10);
     srv->io.send = io_send;
-    srv->io.next_pending = io_next_pending;
+    srv->io.next_pending = pyc__shell_next_pending;
+    srv->io.route_shell = pyc__shell_route;
     srv->io.recv_stdin = io_recv_stdin;
     pthread_mutex_init(&srv->iopub_lock, NULL);
     srv->control_q.efd = srv->inbox_q.efd = -1;
-    if (pyc_zqueue_init(&srv->control_q) < 0 || pyc_zqueue_init(&srv->inbox_q) < 0) {
+    if (pyc_zqueue_init(&srv->control_q) < 0 || pyc_zqueue_init(&srv->inbox_q) < 0 || pyc__shell_init(srv) < 0) {
         pyc_error_set(err, "eventfd: %s", strerror(errno));
         goto fail;
     }
@@ -454,62 +416,6 @@ pyc_server_io(pyc_server_t *srv)
     return &srv->io;
 }
 
-pyc_msg_t *
-pyc_server_next(pyc_server_t *srv, int timeout_ms, int *chan)
-{
-    bool fd_ready;
-    return pyc_server_next_fd(srv, timeout_ms, -1, chan, &fd_ready);
-}
-
-pyc_msg_t *
-pyc_server_next_fd(pyc_server_t *srv, int timeout_ms, int fd, int *chan, bool *fd_ready)
-{
-    *fd_ready = false;
-    for (;;) {
-        pyc_zqitem_t *it = pyc_zqueue_pop(&srv->inbox_q);
-        if (it != NULL) {
-            pyc_msg_t *msg = it->msg;
-            it->msg = NULL;
-            *chan = it->chan;
-            pyc_zqueue_item_free(it);
-            return msg;
-        }
-        zmq_pollitem_t items[3] = {
-            {.fd = srv->inbox_q.efd, .events = ZMQ_POLLIN},
-            {.socket = srv->sock[PYC_CHAN_SHELL], .events = ZMQ_POLLIN},
-            {.fd = fd, .events = ZMQ_POLLIN},
-        };
-        int rc = zmq_poll(items, fd >= 0 ? 3 : 2, timeout_ms);
-        if (rc < 0 && zmq_errno() == EINTR)
-            return NULL;
-        if (rc <= 0)
-            return NULL;
-        if (fd >= 0 && (items[2].revents & ZMQ_POLLIN) && !(items[0].revents & ZMQ_POLLIN) &&
-            !(items[1].revents & ZMQ_POLLIN)) {
-            *fd_ready = true;
-            return NULL;
-        }
-        if (items[0].revents & ZMQ_POLLIN) {
-            uint64_t v;
-            ssize_t r = read(srv->inbox_q.efd, &v, sizeof v);
-            (void)r;
-            pthread_mutex_lock(&srv->inbox_q.lock);
-            bool queued = srv->inbox_q.head != NULL;
-            pthread_mutex_unlock(&srv->inbox_q.lock);
-            if (!queued)
-                return NULL;     /* a wake-up, not a request */
-            continue;
-        }
-        if (items[1].revents & ZMQ_POLLIN) {
-            pyc_msg_t *msg = recv_msg(srv, PYC_CHAN_SHELL);
-            if (msg != NULL) {
-                *chan = PYC_CHAN_SHELL;
-                return msg;
-            }
-        }
-    }
-}
-
 void
 pyc_server_wake(pyc_server_t *srv)
 {
@@ -526,6 +432,7 @@ pyc_server_close(pyc_server_t *srv)
         srv->stop = 1;
         pyc_zqueue_signal(&srv->control_q);
         pthread_join(srv->th_control, NULL);
+        pyc__shell_stop(srv);
     }
     if (srv->started) {
         zmq_send(srv->hb_ctl[0], "TERMINATE", 9, 0);
@@ -558,6 +465,7 @@ pyc_server_destroy(pyc_server_t **srv_p)
     pyc_server_close(srv);
     pyc_zqueue_clear(&srv->control_q);
     pyc_zqueue_clear(&srv->inbox_q);
+    pyc__shell_clear(srv);
     pthread_mutex_destroy(&srv->iopub_lock);
     free(srv);
     *srv_p = NULL;

@@ -1,6 +1,7 @@
 /*
- * debug.c -- the interpreter's side of the debugger: the calls that src/kernel/debugger.c makes into
- * pyc._debugger from its own thread, and the tracing of the main thread while a debug session is on.
+ * debug.c -- the interpreter's side of the kernel's other threads: the calls that src/kernel/debugger.c makes
+ * into pyc._debugger from its own thread, the tracing of the main thread while a debug session is on, and
+ * the interrupt of subshells' threads (src/kernel/subshell.c).
  *
  * These are the only functions of py.h that any thread may call without holding the GIL: each takes it with
  * PyGILState_Ensure around one Python call and gives it back.  While a cell is stopped at a breakpoint its
@@ -123,4 +124,19 @@ pyc__py_debug_trace(void)
         pyc__py_report("tracing the cell for the debugger");
     Py_XDECREF(r);
     PyErr_Restore(type, value, tb);
+}
+
+unsigned long
+pyc_py_thread_ident(void)
+{
+    return PyThread_get_thread_ident();
+}
+
+void
+pyc_py_interrupt_threads(const unsigned long *idents, size_t n)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    for (size_t i = 0; i < n; i++)
+        PyThreadState_SetAsyncExc(idents[i], PyExc_KeyboardInterrupt);
+    PyGILState_Release(g);
 }

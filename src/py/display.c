@@ -345,12 +345,12 @@ displayhook(PyObject *self, PyObject *obj)
     if (rc < 0)
         return NULL;
     if (rc == 0) {
-        json_t *content = json_pack("{s:i, s:o, s:o}", "execution_count", pyc__py_cell.execution_count, "data",
+        json_t *content = json_pack("{s:i, s:o, s:o}", "execution_count", pyc__py_here()->execution_count, "data",
                                     data, "metadata", md);
         pyc__py_host.publish(pyc__py_host.ctx, "execute_result", content);
     }
     PyObject *store = pyc__py_support("pyc._shell", "store_result");
-    PyObject *r = store != NULL ? PyObject_CallFunction(store, "Oi", obj, pyc__py_cell.execution_count) : NULL;
+    PyObject *r = store != NULL ? PyObject_CallFunction(store, "Oi", obj, pyc__py_here()->execution_count) : NULL;
     if (r == NULL)
         pyc__py_report("keeping the result as Out");
     Py_XDECREF(r);
@@ -443,7 +443,7 @@ display(PyObject *self, PyObject *args, PyObject *kwargs)
             return NULL;
         display_id = new_id;
     }
-    if (!(pyc__py_cell.silent && pyc__py_cell.running)) {
+    if (!(pyc__py_here()->silent && pyc__py_here()->running)) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
             json_t *content = display_content(PyTuple_GET_ITEM(args, i), kwarg(kwargs, "metadata"),
                                               kwarg(kwargs, "transient"), display_id, is_raw);
@@ -474,7 +474,7 @@ update_display(PyObject *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_TypeError, "update_display(obj, display_id=ID) takes one object and a display_id");
         return NULL;
     }
-    if (pyc__py_cell.silent && pyc__py_cell.running)
+    if (pyc__py_here()->silent && pyc__py_here()->running)
         Py_RETURN_NONE;
     json_t *content = display_content(PyTuple_GET_ITEM(args, 0), kwarg(kwargs, "metadata"),
                                       kwarg(kwargs, "transient"), display_id,

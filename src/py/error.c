@@ -66,7 +66,7 @@ format_traceback(PyObject *type, PyObject *value, PyObject *tb, bool *strip)
     if (cell_counts == NULL && (cell_counts = PyDict_New()) == NULL)
         return NULL;
     PyObject *lines = format != NULL ? PyObject_CallFunction(format, "OOOOO", type, value, tb, cell_counts,
-                                                             pyc__py_cell.plain ? Py_False : Py_True)
+                                                             pyc__py_here()->plain ? Py_False : Py_True)
                                      : NULL;
     if (lines != NULL && PyList_Check(lines))
         return lines;

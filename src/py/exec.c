@@ -22,7 +22,6 @@
 #include "cellfile.h"
 
 static unsigned long cell_serial;
-json_t *pyc__py_payload;          /* payloads of the running cell (add_payload), or NULL */
 /* ---- running ----------------------------------------------------------------------------------------- */
 
 /* Registers the cell's source with linecache so tracebacks and inspect can show it. */
@@ -106,7 +105,7 @@ run_cell(const char *code, const char *raw, PyObject *globals, bool silent)
     if (filename == NULL)
         return -1;
     register_source(filename, code);
-    pyc__py_note_cell(filename, pyc__py_cell.execution_count);
+    pyc__py_note_cell(filename, pyc__py_here()->execution_count);
 
     PyCompilerFlags flags = {PyCF_ONLY_AST | PyCF_ALLOW_TOP_LEVEL_AWAIT, PY_MINOR_VERSION};
     PyObject *mod = Py_CompileStringObject(code, filename, Py_file_input, &flags, -1);
@@ -438,28 +437,33 @@ pyc__py_memory_error_on_sigint(void)
     return true;
 }
 
-void
-pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_result_t *res)
+/* Runs a cell in __main__ as the calling thread's cell: the main shell's (cell is pyc__py_cell, and SIGINT
+ * interrupts it), or a subshell's (cell is that thread's own, and In/Out are left to the main shell). */
+static void
+execute_as(pyc__py_cell_t *cell, const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_result_t *res)
 {
     PyObject *main = PyImport_AddModule("__main__");     /* borrowed */
     PyObject *globals = main != NULL ? PyModule_GetDict(main) : NULL;
+    bool is_main = cell == &pyc__py_cell;
 
     res->ok = true;
     res->error = NULL;
     res->user_expressions = NULL;
-    pyc__py_cell = (pyc__py_cell_t){
+    json_decref(cell->payload);
+    *cell = (pyc__py_cell_t){
         .running = 1,
         .silent = opts->silent,
         .allow_stdin = opts->allow_stdin,
         .execution_count = opts->execution_count,
         .plain = opts->plain_errors,
+        .payload = json_array(),
     };
-    pyc__py_interrupted = 0;
-    atomic_fetch_add(&cell_seq, 1);
-    pyc__py_executing = 1;
-    json_decref(pyc__py_payload);
-    pyc__py_payload = json_array();
-    bool post = !opts->silent && globals != NULL && shell_pre_cell(code, opts);
+    if (is_main) {
+        pyc__py_interrupted = 0;
+        atomic_fetch_add(&cell_seq, 1);
+        pyc__py_executing = 1;
+    }
+    bool post = is_main && !opts->silent && globals != NULL && shell_pre_cell(code, opts);
     pyc__py_debug_trace();
     int rc = globals != NULL ? run_cell(code, code, globals, opts->silent) : -1;
     if (rc == -2 && strpbrk(code, "!%?") != NULL)
@@ -477,10 +481,28 @@ pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_res
         res->user_expressions = eval_user_expressions(opts->user_expressions, globals);
     else
         res->user_expressions = json_object();
-    discard_late_interrupt();
-    res->payload = pyc__py_payload;
-    pyc__py_payload = NULL;
-    pyc__py_cell.running = 0;
+    if (is_main)
+        discard_late_interrupt();
+    res->payload = cell->payload;
+    cell->payload = NULL;
+    cell->running = 0;
+}
+
+void
+pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_result_t *res)
+{
+    execute_as(&pyc__py_cell, code, opts, res);
+}
+
+void
+pyc_py_execute_subshell(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_result_t *res)
+{
+    pyc__py_cell_t cell = {0};
+    PyGILState_STATE g = PyGILState_Ensure();
+    pyc__py_subcell = &cell;
+    execute_as(&cell, code, opts, res);
+    pyc__py_subcell = NULL;
+    PyGILState_Release(g);
 }
 
 json_t *

@@ -12,18 +12,22 @@
  */
 #include "pyint.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
 pyc_py_host_t pyc__py_host;
 pyc__py_cell_t pyc__py_cell;
+_Thread_local pyc__py_cell_t *pyc__py_subcell;
 volatile sig_atomic_t pyc__py_interrupted;
 volatile sig_atomic_t pyc__py_executing;
 /* SIGINTs that reached a running cell (an interrupt_request, a signal from the client, a deadline). */
 static atomic_uint interrupt_count;
 
 static PyThreadState *main_ts;
+static pthread_t main_thread;     /* the thread pyc_py_init ran on */
+static unsigned long main_ident;  /* its Python ident */
 static char version[32];
 PyObject *pyc__py_finder;         /* the finder object below, kept for the after-cell hook */
 
@@ -115,11 +119,23 @@ module_init(void)
     return pyc__py_module_init();
 }
 
+/* _pyc.main_thread_ident(): the Python ident of the kernel's main thread (pyc._threads keeps it the main
+ * thread of threading when a subshell imports threading first). */
+static PyObject *
+py_main_thread_ident(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return PyLong_FromUnsignedLong(main_ident);
+}
+
 PyObject *
 pyc__py_module_init(void)
 {
     static PyMethodDef methods[32];
     size_t n = 0;
+    methods[n++] = (PyMethodDef){"main_thread_ident", (PyCFunction)py_main_thread_ident, METH_NOARGS,
+                                 "The Python ident of the kernel's main thread."};
     for (PyMethodDef *m = pyc__py_display_methods; m->ml_name != NULL; m++)
         methods[n++] = *m;
     for (PyMethodDef *m = pyc__py_input_methods; m->ml_name != NULL; m++)
@@ -255,13 +271,23 @@ pyc_py_init(const pyc_py_config_t *cfg, const pyc_py_host_t *host, pyc_error_t *
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
 
+    main_thread = pthread_self();
+    main_ident = PyThread_get_thread_ident();
     main_ts = PyEval_SaveThread();
     return 0;
 }
 
+/* On threads other than the main one (a subshell's), pyc_py_enter takes the GIL with a thread state of
+ * their own, kept between enter and leave. */
+static _Thread_local PyGILState_STATE other_gil;
+
 void
 pyc_py_enter(void)
 {
+    if (!pthread_equal(pthread_self(), main_thread)) {
+        other_gil = PyGILState_Ensure();
+        return;
+    }
     PyEval_RestoreThread(main_ts);
     pyc__py_release_lent();       /* exports ZeroMQ gave back while Python was left (zerocopy.c) */
 }
@@ -269,6 +295,10 @@ pyc_py_enter(void)
 void
 pyc_py_leave(void)
 {
+    if (!pthread_equal(pthread_self(), main_thread)) {
+        PyGILState_Release(other_gil);
+        return;
+    }
     main_ts = PyEval_SaveThread();
 }
 

@@ -28,7 +28,7 @@ read_line(PyObject *prompt_obj, bool password)
             return NULL;
         }
     }
-    if (!pyc__py_cell.running || !pyc__py_cell.allow_stdin) {
+    if (!pyc__py_here()->running || !pyc__py_here()->allow_stdin) {
         Py_XDECREF(ps);
         PyObject *mod = PyImport_ImportModule("_pyc");
         PyObject *exc = mod != NULL ? PyObject_GetAttrString(mod, "StdinNotImplementedError") : NULL;
@@ -101,14 +101,15 @@ py_add_payload(PyObject *self, PyObject *arg)
         PyErr_SetString(PyExc_TypeError, "add_payload() takes a dict");
         return NULL;
     }
-    if (pyc__py_payload == NULL) {
+    json_t *payload = pyc__py_here()->payload;
+    if (payload == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "add_payload() outside a cell");
         return NULL;
     }
     json_t *j = pyc__py_to_json(arg);
     if (j == NULL)
         return NULL;
-    json_array_append_new(pyc__py_payload, j);
+    json_array_append_new(payload, j);
     Py_RETURN_NONE;
 }
 

@@ -58,7 +58,8 @@ typedef struct pyc_py_config {
  * GIL.  Returns 0, or -1 with err. */
 int pyc_py_init(const pyc_py_config_t *cfg, const pyc_py_host_t *host, pyc_error_t *err);
 
-/* Takes and releases the GIL on the main thread. */
+/* Takes and releases the GIL: on the main thread, and on a subshell's thread around the requests it answers
+ * with the functions below that say "main thread" (complete, inspect, is_complete, comms). */
 void pyc_py_enter(void);
 void pyc_py_leave(void);
 
@@ -85,6 +86,23 @@ typedef struct pyc_py_exec_result {
  * execute_result unless silent).  Exceptions, KeyboardInterrupt and SystemExit end the cell, never the
  * kernel.  SIGINT raises KeyboardInterrupt only while this runs. */
 void pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_result_t *res);
+
+/* As pyc_py_execute, on a subshell's thread (any thread but the main one), without the GIL: takes it itself.
+ * The cell is that thread's own (its displayhook, input() and payloads), shares __main__, and leaves In/Out
+ * and the history to the main shell.  SIGINT does not reach it; pyc_py_interrupt_threads does. */
+void pyc_py_execute_subshell(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_result_t *res);
+
+/* Any thread, without the GIL: raises KeyboardInterrupt in the Python threads whose idents (as
+ * pyc_py_thread_ident gives them) are given, at their next bytecode (a thread blocked in C sees it when the
+ * call returns).  Takes the GIL, so the caller must not be a thread that the GIL could keep waiting. */
+void pyc_py_interrupt_threads(const unsigned long *idents, size_t n);
+
+/* The calling thread's Python ident (threading.get_ident()). */
+unsigned long pyc_py_thread_ident(void);
+
+/* Any thread: the request whose output the calling thread's streams go to (a header frame, copied), or
+ * none (NULL): pending text is handed over first.  A subshell's thread sets it around each request. */
+void pyc_py_thread_parent(const char *header, size_t len);
 
 /* The kernel's asyncio loop between requests (pyc._asyncio).  pyc_py_async_active is true once the loop
  * exists (any thread, no GIL needed).  pyc_py_async_pending says whether it has work now: true with *fd the

@@ -21,8 +21,17 @@ typedef struct pyc__py_cell {
     int allow_stdin;
     int execution_count;
     int plain;                   /* tracebacks without color escapes */
+    json_t *payload;             /* payloads of its execute_reply (add_payload), or NULL */
 } pyc__py_cell_t;
+/* The main shell's cell; and the cell a subshell's thread runs (NULL on every other thread, whose display
+ * and input() belong to the main shell's cell).  pyc__py_here() is the cell of the calling thread. */
 extern pyc__py_cell_t pyc__py_cell;
+extern _Thread_local pyc__py_cell_t *pyc__py_subcell;
+static inline pyc__py_cell_t *
+pyc__py_here(void)
+{
+    return pyc__py_subcell != NULL ? pyc__py_subcell : &pyc__py_cell;
+}
 
 /* Set by the SIGINT handler while a cell runs. */
 extern volatile sig_atomic_t pyc__py_interrupted;
@@ -31,8 +40,6 @@ extern volatile sig_atomic_t pyc__py_executing;
 /* The finder of the embedded pyc package (init.c); its after_cell() runs after every cell. */
 extern PyObject *pyc__py_finder;
 
-/* The payload list of the running cell's execute_reply (exec.c). */
-extern json_t *pyc__py_payload;
 
 /* In the SIGINT handler: when a MemoryError was asked for (pyc_py_raise_memory_error), schedules it and
  * returns true (the signal is then no KeyboardInterrupt). */

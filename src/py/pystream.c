@@ -333,27 +333,44 @@ py_thread_parent(PyObject *self, PyObject *noargs)
     return r;
 }
 
+/* Sets the calling thread's parent (NULL: none).  Returns 0, or -1 when memory runs out (nothing changed). */
+static int
+set_thread_parent(const char *header, size_t len)
+{
+    thread_parent_t *tp = NULL;
+    if (header != NULL) {
+        tp = calloc(1, sizeof *tp + len);
+        if (tp == NULL)
+            return -1;
+        tp->len = len;
+        memcpy(tp->header, header, len);
+    }
+    pthread_once(&parent_once, make_parent_key);
+    thread_parent_t *old = pthread_getspecific(parent_key);
+    if (old != NULL)
+        thread_parent_free(old);
+    pthread_setspecific(parent_key, tp);
+    return 0;
+}
+
+void
+pyc_py_thread_parent(const char *header, size_t len)
+{
+    if (set_thread_parent(header, len) < 0)
+        set_thread_parent(NULL, 0);   /* out of memory: at least no output goes to the previous request */
+}
+
 /* _pyc.set_thread_parent(header or None): where the calling thread's output goes from now on. */
 static PyObject *
 py_set_thread_parent(PyObject *self, PyObject *arg)
 {
     (void)self;
-    thread_parent_t *tp = NULL;
-    if (arg != Py_None) {
-        char *p;
-        Py_ssize_t n;
-        if (PyBytes_AsStringAndSize(arg, &p, &n) < 0)
-            return NULL;
-        tp = calloc(1, sizeof *tp + (size_t)n);
-        if (tp == NULL)
-            return PyErr_NoMemory();
-        tp->len = (size_t)n;
-        memcpy(tp->header, p, (size_t)n);
-    }
-    thread_parent_t *old = pthread_getspecific(parent_key);
-    if (old != NULL)
-        thread_parent_free(old);
-    pthread_setspecific(parent_key, tp);
+    char *p = NULL;
+    Py_ssize_t n = 0;
+    if (arg != Py_None && PyBytes_AsStringAndSize(arg, &p, &n) < 0)
+        return NULL;
+    if (set_thread_parent(p, (size_t)n) < 0)
+        return PyErr_NoMemory();
     Py_RETURN_NONE;
 }
 

@@ -70,6 +70,24 @@ def install(module):
         loop()
 
 
+_threads = None
+
+
+def _thread_loop():
+    """The calling thread's own loop, made on first use, kept for the thread's later cells."""
+    global _threads
+    import asyncio
+    import threading
+
+    if _threads is None:
+        _threads = threading.local()
+    lp = getattr(_threads, "loop", None)
+    if lp is None or lp.is_closed():
+        lp = _threads.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(lp)
+    return lp
+
+
 def _on_main_thread():
     import threading
 
@@ -77,10 +95,11 @@ def _on_main_thread():
 
 
 def run_cell(codes, globals_):
-    """Runs the code objects of a cell in order, awaiting those that are coroutines, on the kernel's loop."""
+    """Runs the code objects of a cell in order, awaiting those that are coroutines, on the kernel's loop --
+    or, on a subshell's thread (the kernel's loop belongs to the main thread), on that thread's own loop."""
     from inspect import CO_COROUTINE
 
-    lp = loop()
+    lp = loop() if _on_main_thread() else _thread_loop()
 
     async def cell():
         for code in codes:

@@ -10,7 +10,28 @@ workers) keep the cell of the one that started them.
 import _pyc
 
 
+def _own_main_thread(threading):
+    """threading takes the thread that first imports it for the main thread.  When that is a subshell's, the
+    kernel's main thread becomes threading.main_thread() again, with a lock of its own that says it lives
+    (the one threading made belongs to the subshell thread's state) until threading._shutdown releases it."""
+    import _thread
+    import os
+
+    main, mt = _pyc.main_thread_ident(), threading._main_thread
+    if mt.ident == main:
+        return
+    with threading._active_limbo_lock:
+        threading._active.pop(mt.ident, None)
+        mt._ident = main
+        mt._native_id = os.getpid()
+        lock = _thread.allocate_lock()
+        lock.acquire()
+        mt._tstate_lock = lock
+        threading._active[main] = mt
+
+
 def install(threading):
+    _own_main_thread(threading)
     Thread = threading.Thread
     start, bootstrap = Thread.start, Thread._bootstrap_inner
 

@@ -1,0 +1,445 @@
+/*
+ * subshell.c -- kernel subshells (JEP 91, as ipykernel 7 has them): create_subshell_request,
+ * delete_subshell_request and list_subshell_request on control; shell requests whose header carries a
+ * subshell_id run on that subshell's own thread, in the same __main__, concurrently with the main shell
+ * (the GIL decides between bytecodes).
+ *
+ * The first subshell asks the io to route shell (io.h: a shell thread reads the socket from then on); the
+ * router (take, on that thread) queues each request whose subshell_id names a subshell to that subshell,
+ * answers an unknown subshell_id at once with an error reply (ipykernel logs it and answers nothing), and
+ * leaves the rest to the main thread.  Each subshell answers its requests in order, each between its busy
+ * and idle, with the request as the parent of everything it causes: its thread's streams and displays go to
+ * it (pyc_py_thread_parent, and the thread-local parent publish.c reads), its input() asks on stdin with it
+ * as parent (one input at a time in the kernel, stdin_lock).  Execute requests count with the subshell's own
+ * execution_count and leave In/Out and the history to the main shell (the JEP's "each subshell stores its
+ * own execution count and history"); an error with stop_on_error aborts the execute requests queued on that
+ * subshell only.  history_request is the main shell's (its SQLite connection is the main thread's): a
+ * subshell answers it with an error.
+ *
+ * interrupt_request interrupts the main shell (SIGINT) and every subshell busy in a cell: a short-lived
+ * thread raises KeyboardInterrupt in theirs (py.h: at their next bytecode; a call blocked in C first
+ * returns), so the control thread never waits for the GIL.  delete_subshell_request and the kernel's end
+ * stop a subshell after the request it is answering.
+ */
+#include "kernelint.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+typedef struct squeue {
+    struct squeue *next;
+    pyc_msg_t *msg;
+} squeue_t;
+
+struct pyc__subshell {
+    pyc__subshell_t *next;       /* in the kernel's list, under subshells_lock */
+    pyc_kernel_t *k;
+    char id[PYC_MSG_ID_LEN + 1];
+    pthread_t thread;
+    pthread_mutex_t lock;        /* guards head, tail, stop */
+    pthread_cond_t cond;
+    squeue_t *head, *tail;
+    bool stop;
+    atomic_ulong py_ident;       /* its thread's Python ident while it runs a cell, else 0 */
+
+    /* Its thread only. */
+    int execution_count;
+    const pyc_msg_t *current;    /* the request being answered */
+    bool allow_stdin;
+};
+
+/* The subshell whose thread this is; NULL on every other thread. */
+static _Thread_local pyc__subshell_t *here;
+
+const pyc_msg_t *
+pyc__subshell_request(void)
+{
+    return here != NULL ? here->current : NULL;
+}
+
+bool
+pyc__subshell_allow_stdin(void)
+{
+    return here != NULL && here->allow_stdin;
+}
+
+/* ---- the subshell's thread -------------------------------------------------------------------------------- */
+
+static pyc_msg_t *
+next_request(pyc__subshell_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    while (s->head == NULL && !s->stop)
+        pthread_cond_wait(&s->cond, &s->lock);
+    squeue_t *it = s->stop ? NULL : s->head;
+    if (it != NULL) {
+        s->head = it->next;
+        if (s->head == NULL)
+            s->tail = NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+    pyc_msg_t *msg = it != NULL ? it->msg : NULL;
+    free(it);
+    return msg;
+}
+
+/* After an error with stop_on_error: the execute requests queued on this subshell are aborted, each with its
+ * busy and idle; the others stay queued. */
+static void
+abort_queued(pyc__subshell_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    squeue_t *keep = NULL, **tail = &keep, *drop = NULL, **dtail = &drop;
+    for (squeue_t *it = s->head, *next; it != NULL; it = next) {
+        next = it->next;
+        it->next = NULL;
+        if (strcmp(it->msg->msg_type, "execute_request") == 0) {
+            *dtail = it;
+            dtail = &it->next;
+        } else {
+            *tail = it;
+            tail = &it->next;
+        }
+    }
+    s->head = keep;
+    s->tail = NULL;
+    for (squeue_t *it = keep; it != NULL; it = it->next)
+        s->tail = it;
+    pthread_mutex_unlock(&s->lock);
+    for (squeue_t *it = drop, *next; it != NULL; it = next) {
+        next = it->next;
+        pyc__status(s->k, it->msg, "busy");
+        pyc__abort_reply(s->k, PYC_CHAN_SHELL, it->msg);
+        pyc__status(s->k, it->msg, "idle");
+        pyc_msg_destroy(&it->msg);
+        free(it);
+    }
+}
+
+static void
+execute(pyc__subshell_t *s, const pyc_msg_t *msg)
+{
+    pyc_kernel_t *k = s->k;
+    json_t *c = msg->content;
+    json_t *code = json_object_get(c, "code");
+    if (!json_is_string(code)) {
+        json_t *content = pyc__bad_request("execute_request content lacks a string 'code'");
+        json_object_set_new(content, "execution_count", json_integer(s->execution_count));
+        pyc__reply(k, PYC_CHAN_SHELL, msg, "execute_reply", pyc__reply_metadata("error"), content);
+        return;
+    }
+    bool silent = json_is_true(json_object_get(c, "silent"));
+    json_t *store = json_object_get(c, "store_history");
+    bool stop_on_error = !json_is_false(json_object_get(c, "stop_on_error"));
+    if (!silent && (store == NULL || json_is_true(store)))
+        s->execution_count++;
+    s->allow_stdin = json_is_true(json_object_get(c, "allow_stdin"));
+    if (!silent)
+        pyc__publish(k, msg, "execute_input",
+                     json_pack("{s:O, s:i}", "code", code, "execution_count", s->execution_count));
+    json_t *ue = json_object_get(c, "user_expressions");
+    pyc_py_exec_opts_t opts = {.silent = silent, .store_history = false, .allow_stdin = s->allow_stdin,
+                               .execution_count = s->execution_count,
+                               .user_expressions = json_is_object(ue) ? ue : NULL};
+    pyc_py_exec_result_t res;
+    atomic_store(&s->py_ident, pyc_py_thread_ident());
+    pyc_py_execute_subshell(json_string_value(code), &opts, &res);
+    atomic_store(&s->py_ident, 0);
+    json_t *content;
+    if (res.ok) {
+        content = json_pack("{s:s, s:i, s:o, s:o}", "status", "ok", "execution_count", s->execution_count,
+                            "user_expressions", res.user_expressions, "payload", res.payload);
+    } else {
+        if (!silent)
+            pyc__publish(k, msg, "error", json_deep_copy(res.error));
+        content = pyc__execute_error_content(res.error, s->execution_count, res.user_expressions, res.payload);
+        json_decref(res.user_expressions);
+        json_decref(res.payload);
+    }
+    pyc_py_thread_parent(NULL, 0);          /* the cell's last text leaves before its reply */
+    pyc_py_thread_parent(pyc__header_frame(msg)->data, pyc__header_frame(msg)->size);
+    pyc__reply(k, PYC_CHAN_SHELL, msg, "execute_reply", pyc__reply_metadata(res.ok ? "ok" : "error"), content);
+    if (!res.ok && stop_on_error && !silent)
+        abort_queued(s);
+    json_decref(res.error);
+}
+
+static void
+answer(pyc__subshell_t *s, pyc_msg_t *msg)
+{
+    pyc_kernel_t *k = s->k;
+    const char *t = msg->msg_type;
+    s->current = msg;
+    s->allow_stdin = false;
+    pyc__status(k, msg, "busy");
+    const pyc_frame_t *h = pyc__header_frame(msg);
+    pyc_py_thread_parent(h->data, h->size);
+    if (msg->invalid != NULL)
+        pyc__reply_invalid(k, PYC_CHAN_SHELL, msg);
+    else if (strcmp(t, "execute_request") == 0)
+        execute(s, msg);
+    else if (strcmp(t, "complete_request") == 0)
+        pyc__on_complete(k, PYC_CHAN_SHELL, msg);
+    else if (strcmp(t, "inspect_request") == 0)
+        pyc__on_inspect(k, PYC_CHAN_SHELL, msg);
+    else if (strcmp(t, "is_complete_request") == 0)
+        pyc__on_is_complete(k, PYC_CHAN_SHELL, msg);
+    else if (strcmp(t, "comm_info_request") == 0)
+        pyc__on_comm_info(k, PYC_CHAN_SHELL, msg);
+    else if (strcmp(t, "comm_open") == 0 || strcmp(t, "comm_msg") == 0 || strcmp(t, "comm_close") == 0)
+        pyc__on_comm(k, PYC_CHAN_SHELL, msg);
+    else if (strcmp(t, "kernel_info_request") == 0)
+        pyc__on_kernel_info(k, PYC_CHAN_SHELL, msg);
+    else if (strcmp(t, "connect_request") == 0)
+        pyc__on_connect(k, PYC_CHAN_SHELL, msg);
+    else if (strcmp(t, "history_request") == 0)
+        pyc__reply(k, PYC_CHAN_SHELL, msg, "history_reply", NULL,
+                   json_pack("{s:s, s:s, s:s, s:[], s:[]}", "status", "error", "ename", "SubshellError", "evalue",
+                             "history_request is answered by the main shell (send it without subshell_id)",
+                             "traceback", "history"));
+    else
+        pyc_log("subshell %s: unknown message type '%s' (no reply)", s->id, t);
+    pyc_py_thread_parent(NULL, 0);          /* hands over what the thread's streams still hold */
+    s->current = NULL;
+    pyc__status(k, msg, "idle");
+}
+
+static void *
+subshell_main(void *arg)
+{
+    pyc__subshell_t *s = arg;
+    here = s;
+    pyc_msg_t *msg;
+    while ((msg = next_request(s)) != NULL) {
+        answer(s, msg);
+        pyc_msg_destroy(&msg);
+    }
+    return NULL;
+}
+
+/* ---- routing (the shell thread) ---------------------------------------------------------------------------- */
+
+/* pyc_io_t.route_shell's take: a request for a subshell goes to its queue; one for a subshell that does not
+ * exist is answered with an error; the main shell's are left to the main thread. */
+static bool
+take(void *ctx, pyc_msg_t *msg)
+{
+    pyc_kernel_t *k = ctx;
+    if (!pyc__subshell_named(msg))
+        return false;
+    json_t *id = json_object_get(msg->header, "subshell_id");
+    squeue_t *it = calloc(1, sizeof *it);
+    pthread_mutex_lock(&k->subshells_lock);
+    pyc__subshell_t *s = k->subshells;
+    while (s != NULL && !(json_is_string(id) && strcmp(s->id, json_string_value(id)) == 0))
+        s = s->next;
+    if (s != NULL && it != NULL) {
+        it->msg = msg;
+        pthread_mutex_lock(&s->lock);
+        if (s->tail != NULL)
+            s->tail->next = it;
+        else
+            s->head = it;
+        s->tail = it;
+        pthread_cond_signal(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_unlock(&k->subshells_lock);
+        return true;
+    }
+    pthread_mutex_unlock(&k->subshells_lock);
+    free(it);
+    pyc__subshell_refuse(k, msg, s != NULL ? "out of memory" : NULL);
+    pyc_msg_destroy(&msg);
+    return true;
+}
+
+bool
+pyc__subshell_named(const pyc_msg_t *msg)
+{
+    json_t *id = msg->header != NULL ? json_object_get(msg->header, "subshell_id") : NULL;
+    return id != NULL && !json_is_null(id);
+}
+
+void
+pyc__subshell_refuse(pyc_kernel_t *k, const pyc_msg_t *msg, const char *why)
+{
+    json_t *id = json_object_get(msg->header, "subshell_id");
+    char text[160], type[128];
+    if (why == NULL)
+        snprintf(text, sizeof text, "no subshell has the id %.60s",
+                 json_is_string(id) ? json_string_value(id) : "(not a string)");
+    else
+        snprintf(text, sizeof text, "%s", why);
+    const char *us = strrchr(msg->msg_type, '_');
+    size_t base = us != NULL ? (size_t)(us - msg->msg_type) : strlen(msg->msg_type);
+    snprintf(type, sizeof type, "%.*s_reply", (int)(base < 100 ? base : 100), msg->msg_type);
+    pyc_log("shell: %s (a %s)", text, msg->msg_type);
+    json_t *content = pyc__bad_request(text);
+    json_object_set_new(content, "ename", json_string("SubshellNotFound"));
+    pyc__status(k, msg, "busy");
+    pyc__reply(k, PYC_CHAN_SHELL, msg, type, pyc__reply_metadata("error"), content);
+    pyc__status(k, msg, "idle");
+}
+
+/* ---- control ----------------------------------------------------------------------------------------------- */
+
+static void
+subshell_free(pyc__subshell_t *s)
+{
+    for (squeue_t *it = s->head, *next; it != NULL; it = next) {
+        next = it->next;
+        pyc_msg_destroy(&it->msg);
+        free(it);
+    }
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    free(s);
+}
+
+/* Asks a subshell to stop after its current request, and waits for its thread. */
+static void
+subshell_stop(pyc__subshell_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->stop = true;
+    pthread_cond_signal(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->thread, NULL);
+    subshell_free(s);
+}
+
+static void
+reply_error(pyc_kernel_t *k, int chan, const pyc_msg_t *msg, const char *type, const char *ename, const char *why)
+{
+    pyc__reply(k, chan, msg, type, NULL,
+               json_pack("{s:s, s:s, s:s, s:[]}", "status", "error", "ename", ename, "evalue", why, "traceback"));
+}
+
+void
+pyc__on_create_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    pyc_error_t err;
+    if (k->io->route_shell == NULL || k->io->route_shell(k->io, take, k, &err) < 0) {
+        reply_error(k, chan, msg, "create_subshell_reply", "SubshellError",
+                    k->io->route_shell == NULL ? "this kernel's channels have no subshells" : err.text);
+        return;
+    }
+    pyc__subshell_t *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        reply_error(k, chan, msg, "create_subshell_reply", "MemoryError", "out of memory");
+        return;
+    }
+    s->k = k;
+    pyc_msg_new_id(s->id);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    /* The thread takes neither SIGINT nor SIGTERM: they are the main thread's. */
+    sigset_t block, saved;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &block, &saved);
+    pthread_mutex_lock(&k->subshells_lock);
+    int rc = k->subshells_closed ? -1 : pthread_create(&s->thread, NULL, subshell_main, s);
+    if (rc == 0) {
+        s->next = k->subshells;
+        k->subshells = s;
+    }
+    pthread_mutex_unlock(&k->subshells_lock);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    if (rc != 0) {
+        subshell_free(s);
+        reply_error(k, chan, msg, "create_subshell_reply", "SubshellError",
+                    rc < 0 ? "the kernel is shutting down" : "cannot start the subshell's thread");
+        return;
+    }
+    pyc__reply(k, chan, msg, "create_subshell_reply", NULL,
+               json_pack("{s:s, s:s}", "status", "ok", "subshell_id", s->id));
+}
+
+void
+pyc__on_delete_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    json_t *id = json_object_get(msg->content, "subshell_id");
+    pyc__subshell_t *found = NULL;
+    pthread_mutex_lock(&k->subshells_lock);
+    for (pyc__subshell_t **p = &k->subshells; json_is_string(id) && *p != NULL; p = &(*p)->next) {
+        if (strcmp((*p)->id, json_string_value(id)) == 0) {
+            found = *p;
+            *p = found->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&k->subshells_lock);
+    if (found == NULL) {
+        char why[160];
+        snprintf(why, sizeof why, "no subshell has the id %.60s", json_is_string(id) ? json_string_value(id)
+                                                                                       : "(none given)");
+        reply_error(k, chan, msg, "delete_subshell_reply", "SubshellNotFound", why);
+        return;
+    }
+    subshell_stop(found);
+    pyc__reply(k, chan, msg, "delete_subshell_reply", NULL, json_pack("{s:s}", "status", "ok"));
+}
+
+void
+pyc__on_list_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    json_t *ids = json_array();
+    pthread_mutex_lock(&k->subshells_lock);
+    for (pyc__subshell_t *s = k->subshells; s != NULL; s = s->next)
+        json_array_insert_new(ids, 0, json_string(s->id));   /* in the order they were made */
+    pthread_mutex_unlock(&k->subshells_lock);
+    pyc__reply(k, chan, msg, "list_subshell_reply", NULL, json_pack("{s:s, s:o}", "status", "ok", "subshell_id", ids));
+}
+
+/* The interrupter: raises KeyboardInterrupt in the given threads, then ends. */
+static void *
+interrupter(void *arg)
+{
+    unsigned long *idents = arg;
+    size_t n = 0;
+    while (idents[n] != 0)
+        n++;
+    pyc_py_interrupt_threads(idents, n);
+    free(idents);
+    return NULL;
+}
+
+void
+pyc__interrupt_subshells(pyc_kernel_t *k)
+{
+    size_t n = 0, cap = 8;
+    unsigned long *idents = calloc(cap + 1, sizeof *idents);
+    pthread_mutex_lock(&k->subshells_lock);
+    for (pyc__subshell_t *s = k->subshells; idents != NULL && s != NULL && n < cap; s = s->next) {
+        unsigned long id = atomic_load(&s->py_ident);
+        if (id != 0)
+            idents[n++] = id;
+    }
+    pthread_mutex_unlock(&k->subshells_lock);
+    pthread_t th;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (n == 0 || pthread_create(&th, &attr, interrupter, idents) != 0)
+        free(idents);
+    pthread_attr_destroy(&attr);
+}
+
+void
+pyc__end_subshells(pyc_kernel_t *k)
+{
+    pthread_mutex_lock(&k->subshells_lock);
+    pyc__subshell_t *all = k->subshells;
+    k->subshells = NULL;
+    k->subshells_closed = true;
+    pthread_mutex_unlock(&k->subshells_lock);
+    for (pyc__subshell_t *s = all, *next; s != NULL; s = next) {
+        next = s->next;
+        subshell_stop(s);
+    }
+}

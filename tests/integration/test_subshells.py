@@ -1,0 +1,253 @@
+"""Kernel subshells (JEP 91, protocol 5.5), driven with the messages a client sends, written by hand
+(jupyter_client 7.4 knows nothing of subshells): create / list / delete on control, shell requests whose
+header carries subshell_id, and what must hold for them -- a subshell answers (a cell, a comm, a completion)
+while the main shell sleeps; each subshell keeps its order, its busy/idle and its parents; an unknown
+subshell_id gets an error reply; stop_on_error aborts only the failing subshell's queue; cells of two
+shells overlap; interrupts, input() and shutdown reach subshells.
+
+ipykernel 6.17 (the Debian reference) has no subshells: its runs are strict xfails, which checks that each
+test can fail.  A kernel of its own for each test: the first subshell changes how the kernel reads shell.
+"""
+
+import time
+import uuid
+
+import pytest
+
+from pyctest import TIMEOUT, Deadline, assert_alive, get_reply, ipykernel_falls_short
+
+pytestmark = ipykernel_falls_short
+
+
+def control(kc, msg_type, content=None):
+    msg = kc.session.msg(msg_type, content or {})
+    kc.control_channel.send(msg)
+    reply = get_reply(kc, msg["header"]["msg_id"], channel="control")
+    assert reply["msg_type"] == msg_type.replace("_request", "_reply")
+    return reply["content"]
+
+
+def create(kc):
+    content = control(kc, "create_subshell_request")
+    assert content["status"] == "ok", content
+    return content["subshell_id"]
+
+
+def shell(kc, msg_type, content, subshell_id=None, **header):
+    msg = kc.session.msg(msg_type, content)
+    msg["header"]["subshell_id"] = subshell_id
+    msg["header"].update(header)
+    kc.shell_channel.send(msg)
+    return msg["header"]["msg_id"]
+
+
+def execute(kc, code, subshell_id=None, **content):
+    return shell(kc, "execute_request", dict({"code": code, "silent": False}, **content), subshell_id)
+
+
+def replies(kc, msg_ids, timeout=TIMEOUT):
+    """{msg_id: (reply, arrival time)} for every msg_id."""
+    got, dl = {}, Deadline(timeout)
+    while len(got) < len(msg_ids):
+        msg = kc.get_shell_msg(timeout=dl.left())
+        mid = msg["parent_header"].get("msg_id")
+        if mid in msg_ids:
+            got[mid] = (msg, time.monotonic())
+    return got
+
+
+def iopub_of(kc, msg_id, timeout=TIMEOUT):
+    """The iopub messages of one request, through its idle."""
+    out, dl = [], Deadline(timeout)
+    while True:
+        msg = kc.get_iopub_msg(timeout=dl.left())
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        out.append(msg)
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return out
+
+
+def test_supported(fresh_kernel):
+    assert "kernel subshells" in fresh_kernel.kernel_info()["supported_features"]
+
+
+def test_lifetime(fresh_kernel):
+    kc = fresh_kernel.kc
+    assert control(kc, "list_subshell_request")["subshell_id"] == []
+    a = create(kc)
+    b = create(kc)
+    assert a != b
+    assert control(kc, "list_subshell_request")["subshell_id"] == [a, b]
+    assert control(kc, "delete_subshell_request", {"subshell_id": a})["status"] == "ok"
+    assert control(kc, "list_subshell_request")["subshell_id"] == [b]
+    bad = control(kc, "delete_subshell_request", {"subshell_id": a})
+    assert bad["status"] == "error" and a in bad["evalue"]
+    bad = control(kc, "delete_subshell_request", {})
+    assert bad["status"] == "error"
+    assert control(kc, "delete_subshell_request", {"subshell_id": b})["status"] == "ok"
+    assert control(kc, "list_subshell_request")["subshell_id"] == []
+    assert_alive(kc)
+
+
+def test_subshell_answers_while_the_main_shell_sleeps(fresh_kernel):
+    kc = fresh_kernel.kc
+    target = ("from pyc._comm import get_comm_manager\n"
+              "def target(comm, msg):\n"
+              "    comm.on_msg(lambda m: comm.send({'echo': m['content']['data']}))\n"
+              "get_comm_manager().register_target('test.echo', target)\n"
+              "x = 42")
+    first = execute(kc, target)
+    cid = uuid.uuid4().hex
+    opened = shell(kc, "comm_open", {"comm_id": cid, "target_name": "test.echo", "data": {}})
+    replies(kc, [first])
+    iopub_of(kc, opened)
+    sub = create(kc)
+
+    main = execute(kc, "import time; time.sleep(5); print('main done')")
+    time.sleep(0.3)                        # the main shell is asleep by now
+    t0 = time.monotonic()
+    cell = execute(kc, "x", sub)
+    msgs = iopub_of(kc, cell)
+    results = [m["content"]["data"]["text/plain"] for m in msgs if m["msg_type"] == "execute_result"]
+    assert results == ["42"]
+    assert all(m["parent_header"]["subshell_id"] == sub for m in msgs)
+    commed = shell(kc, "comm_msg", {"comm_id": cid, "data": {"n": 1}}, sub)
+    echoes = [m["content"]["data"] for m in iopub_of(kc, commed) if m["msg_type"] == "comm_msg"]
+    assert echoes == [{"echo": {"n": 1}}]
+    completed = shell(kc, "complete_request", {"code": "import o", "cursor_pos": 8}, sub)
+    got = replies(kc, [cell, completed])
+    assert got[cell][0]["content"]["status"] == "ok" and got[cell][0]["content"]["execution_count"] == 1
+    assert "os" in got[completed][0]["content"]["matches"]
+    assert time.monotonic() - t0 < 3, "the subshell waited for the main shell"
+    done = replies(kc, [main])[main]
+    assert done[0]["content"]["status"] == "ok"
+    assert done[1] > got[cell][1]
+
+
+def test_each_subshell_keeps_order_count_and_parents(fresh_kernel):
+    kc = fresh_kernel.kc
+    sub = create(kc)
+    ids = [execute(kc, "import threading; print(%d, threading.get_ident() != threading.main_thread().ident)" % i,
+                   sub) for i in range(3)]
+    silent = execute(kc, "y = 1", sub, silent=True)
+    got = replies(kc, ids + [silent])
+    assert [got[i][0]["content"]["execution_count"] for i in ids] == [1, 2, 3]
+    assert sorted(ids, key=lambda i: got[i][1]) == ids
+    for n, i in enumerate(ids):
+        msgs = iopub_of(kc, i)
+        assert [m["content"]["execution_state"] for m in msgs if m["msg_type"] == "status"] == ["busy", "idle"]
+        assert "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream") == "%d True\n" % n
+        assert got[i][0]["parent_header"]["subshell_id"] == sub
+    assert [m["msg_type"] for m in iopub_of(kc, silent)] == ["status", "status"]
+    # the main shell's count is its own
+    main = execute(kc, "1")
+    assert replies(kc, [main])[main][0]["content"]["execution_count"] == 1
+
+
+def test_unknown_subshell_id_gets_an_error_reply(fresh_kernel):
+    kc = fresh_kernel.kc
+    for _ in range(2):               # before the first subshell, and after (when a thread reads shell)
+        bad = execute(kc, "1", "no-such-subshell")
+        reply = replies(kc, [bad])[bad][0]
+        assert reply["msg_type"] == "execute_reply"
+        assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "SubshellNotFound"
+        assert [m["content"]["execution_state"] for m in iopub_of(kc, bad)] == ["busy", "idle"]
+        create(kc)
+    assert_alive(kc)
+
+
+def test_stop_on_error_aborts_only_that_subshell(fresh_kernel):
+    kc = fresh_kernel.kc
+    a, b = create(kc), create(kc)
+    ids = [execute(kc, "import time; time.sleep(0.5); raise ValueError()", a),
+           execute(kc, "print('hello')", a), execute(kc, "print('goodbye')", a),
+           execute(kc, "import time; time.sleep(1)", b), execute(kc, "print('other')", b)]
+    got = replies(kc, ids)
+    assert [got[i][0]["content"]["status"] for i in ids] == ["error", "aborted", "aborted", "ok", "ok"]
+    check = execute(kc, "print('check')", a)
+    assert replies(kc, [check])[check][0]["content"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("shells", ["main+sub", "sub+sub"])
+def test_cells_of_two_shells_overlap(fresh_kernel, shells):
+    kc = fresh_kernel.kc
+    subs = [None if shells == "main+sub" else create(kc), create(kc)]
+    setup = execute(kc, "import threading as t, time; b = t.Barrier(2, timeout=10)")
+    replies(kc, [setup])
+    ids = [execute(kc, "b.wait(); start0 = True; end0 = False; time.sleep(1); end0 = True", subs[0]),
+           execute(kc, "b.wait(); time.sleep(0.5); assert start0; assert not end0; time.sleep(1); assert end0",
+                   subs[1])]
+    got = replies(kc, ids)
+    assert [got[i][0]["content"]["status"] for i in ids] == ["ok", "ok"], [got[i][0]["content"] for i in ids]
+
+
+def test_interrupt_reaches_a_busy_subshell(fresh_kernel):
+    kc = fresh_kernel.kc
+    sub = create(kc)
+    spin = execute(kc, "n = 0\nwhile True:\n    n += 1", sub)
+    time.sleep(0.5)
+    assert control(kc, "interrupt_request")["status"] == "ok"
+    reply = replies(kc, [spin], timeout=10)[spin][0]
+    assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
+    after = execute(kc, "n > 0", sub)
+    assert replies(kc, [after])[after][0]["content"]["status"] == "ok"
+
+
+def test_input_on_a_subshell(fresh_kernel):
+    kc = fresh_kernel.kc
+    sub = create(kc)
+    asked = execute(kc, "name = input('who? ')\nprint('hi', name)", sub, allow_stdin=True)
+    req = kc.get_stdin_msg(timeout=TIMEOUT)
+    assert req["msg_type"] == "input_request" and req["content"]["prompt"] == "who? "
+    assert req["parent_header"]["msg_id"] == asked and req["parent_header"]["subshell_id"] == sub
+    kc.input("pyc")
+    assert replies(kc, [asked])[asked][0]["content"]["status"] == "ok"
+    text = "".join(m["content"]["text"] for m in iopub_of(kc, asked) if m["msg_type"] == "stream")
+    assert text == "hi pyc\n"
+    # without allow_stdin: the error ipykernel gives, not a hang
+    refused = execute(kc, "input()", sub, allow_stdin=False)
+    assert replies(kc, [refused])[refused][0]["content"]["ename"] == "StdinNotImplementedError"
+
+
+def test_shutdown_with_a_busy_subshell(fresh_kernel):
+    kc = fresh_kernel.kc
+    sub = create(kc)
+    execute(kc, "import time\nwhile True:\n    time.sleep(0.05)", sub)
+    time.sleep(0.3)
+    assert control(kc, "shutdown_request", {"restart": False})["status"] == "ok"
+    proc = fresh_kernel.process
+    dl = Deadline(10)
+    while proc.poll() is None and dl.left() > 0:
+        time.sleep(0.05)
+    assert proc.poll() is not None, "the kernel did not end"
+
+
+def test_four_subshells_twenty_cells(fresh_kernel):
+    """Cells spread over four subshells at once: every reply comes, each subshell in its own order."""
+    kc = fresh_kernel.kc
+    subs = [create(kc) for _ in range(4)]
+    ids = [execute(kc, "sum(range(%d))" % (1000 * (i + 1)), subs[i % 4]) for i in range(20)]
+    got = replies(kc, ids)
+    assert all(got[i][0]["content"]["status"] == "ok" for i in ids)
+    for k in range(4):
+        mine = ids[k::4]
+        assert [got[i][0]["content"]["execution_count"] for i in mine] == [1, 2, 3, 4, 5]
+        assert sorted(mine, key=lambda i: got[i][1]) == mine
+    for s in subs:
+        assert control(kc, "delete_subshell_request", {"subshell_id": s})["status"] == "ok"
+    assert_alive(kc)
+
+
+def test_threading_first_imported_on_a_subshell(fresh_kernel):
+    """threading takes the thread that imports it first for the main thread: the kernel keeps its own."""
+    kc = fresh_kernel.kc
+    sub = create(kc)
+    first = execute(kc, "import threading\nprint(threading.main_thread().ident != threading.get_ident())", sub)
+    assert replies(kc, [first])[first][0]["content"]["status"] == "ok"
+    assert "".join(m["content"]["text"] for m in iopub_of(kc, first) if m["msg_type"] == "stream") == "True\n"
+    control(kc, "delete_subshell_request", {"subshell_id": sub})
+    main = execute(kc, "import threading\nprint(threading.main_thread() is threading.current_thread(), "
+                       "threading.main_thread().is_alive())")
+    replies(kc, [main])
+    assert "".join(m["content"]["text"] for m in iopub_of(kc, main) if m["msg_type"] == "stream") == "True True\n"
