@@ -20,6 +20,7 @@ static const cli_optspec_t new_opts[CLI_NEW_NOPTS] = {
     [CLI_NEW_KERNEL] = {"kernel", true, 0},
     [CLI_NEW_JSON] = {"json", false, 0},
     [CLI_NEW_TIMEOUT] = {"timeout", true, 0},
+    [CLI_NEW_CURVE] = {"curve", false, 0},
 };
 
 static const cli_optspec_t run_opts[CLI_RUN_NOPTS] = {
@@ -52,10 +53,11 @@ static const cli_optspec_t cp_opts[CLI_CP_NOPTS] = {
 #define NO_OPTS NULL, 0
 
 const cli_command_t cli_commands[] = {
-    {"new", cli_new, "new NAME [--replace] [--kernel PATH] [--timeout S] [--json]",
+    {"new", cli_new, "new NAME [--replace] [--kernel PATH] [--timeout S] [--curve] [--json]",
      "start a detached kernel as session NAME",
      "Starts a detached pyc kernel as session NAME and prints its connection file.\n"
-     "A live or unresponsive NAME is refused (exit 4) unless --replace; a stale one is cleaned first.",
+     "A live or unresponsive NAME is refused (exit 4) unless --replace; a stale one is cleaned first.\n"
+     "--curve gives the session CURVE keys: its traffic is encrypted, and clients must know its public key.",
      OPTS(new_opts), 1, 1},
     {"run", cli_run, "run NAME CODE|@FILE|- [--json] [--timeout S] [--isolate]",
      "run one cell and print what it produces",

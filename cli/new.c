@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "random.h"
+#include "zmtp_curve.h"
 
 #define START_TRIES 3
 #define DEFAULT_START_TIMEOUT 60.0
@@ -418,6 +419,13 @@ cli_new(const cli_args_t *a)
     snprintf(sf.cf.kernel_name, sizeof sf.cf.kernel_name, "pyc");
     sf.cf.key = key;             /* not owned: sf is never cleared */
     sf.cf.keylen = 64;
+    /* --curve: CURVE keys of the session's own, so that its traffic is encrypted (README, "Encryption"). */
+    if (a->value[CLI_NEW_CURVE] != NULL &&
+        pyc_zmtp_curve_keypair(sf.cf.curve_publickey, sf.cf.curve_secretkey, &rerr) < 0) {
+        cli_err("%s", rerr.text);
+        cli_unlock(name, lock, true);
+        return PYC_EXIT_CONNECTION;
+    }
     for (int t = 1; t <= START_TRIES; t++) {
         rc = start_once(name, kernel, &sf, timeout, t == START_TRIES);
         if (rc != 1)

@@ -13,6 +13,7 @@
 #include "fork.h"
 #include "log.h"
 #include "random.h"
+#include "zap.h"
 
 /* True for an address only this machine can reach: ipc, 127.0.0.0/8, ::1, localhost. */
 static bool
@@ -36,6 +37,9 @@ pyc_app_bind(pyc_app_t *a, pyc_error_t *err)
         pyc_log("warning: the connection file has an empty key: messages are not signed, and anyone who can "
                 "connect to %s can run code in this kernel", a->cf.ip);
     }
+    /* CURVE keys that cannot work are the connection file's fault: refused before anything is bound. */
+    if (pyc_zap_check(&a->cf, err) < 0)
+        return -1;
     sigset_t block;
     sigemptyset(&block);
     sigaddset(&block, SIGINT);
@@ -67,12 +71,15 @@ pyc_app_wake(void *ctx)
 }
 
 /* In a forked child: the connection of the new session (the parent's transport, address and scheme; a new
- * key; ports chosen by the system, or for ipc a path prefix of its own) and where its file goes. */
+ * key, and a new CURVE key pair when the parent has one, with the parent's allow-list; ports chosen by the
+ * system, or for ipc a path prefix of its own) and where its file goes. */
 static int
 child_connection(pyc_app_t *a, char *path, size_t cap, char *id, size_t idcap, pyc_error_t *err)
 {
     char key[65];
     if (pyc_random_hex(key, 32, err) < 0 || pyc_connfile_set_key(&a->cf, key, 64, err) < 0)
+        return -1;
+    if (pyc_connfile_curve(&a->cf) && pyc_zap_keypair(a->cf.curve_publickey, a->cf.curve_secretkey, err) < 0)
         return -1;
     for (int c = 0; c < PYC_CHAN_COUNT; c++)
         a->cf.ports[c] = 0;

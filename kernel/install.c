@@ -23,6 +23,7 @@
 #include "args.h"
 #include "buf.h"
 #include "config.h"
+#include "zap.h"
 
 static int
 usage(FILE *f)
@@ -135,6 +136,9 @@ pyc_install_main(int argc, char **argv)
     json_t *spec = json_pack("{s:[s,s,s], s:s, s:s, s:s, s:{s:b}}", "argv", self, "-f", "{connection_file}",
                              "display_name", display, "language", "python", "interrupt_mode", "signal",
                              "metadata", "debugger", 0);
+    /* jupyter_client >= 8.9 gives CURVE keys only to kernels whose spec says they take them (JEP 145). */
+    if (spec != NULL && pyc_zap_has_curve())
+        json_object_set_new(json_object_get(spec, "metadata"), "supported_encryption", json_pack("[s]", "curve"));
     if (json_object_size(env) > 0)
         json_object_set(spec, "env", env);
     char *text = json_dumps(spec, JSON_INDENT(1));

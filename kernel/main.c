@@ -137,6 +137,23 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
         pyc_log("%s: %s", connection_file, err.text);
         return 2;
     }
+    /* The allow-list of a kernelspec's env joins the connection file's.  Without CURVE keys it is refused
+     * rather than ignored. */
+    const char *allow = getenv("PYC_CURVE_ALLOWED_CLIENTS");
+    if (allow != NULL && allow[0] != '\0') {
+        if (!pyc_connfile_curve(&app.cf)) {
+            pyc_log("%s: PYC_CURVE_ALLOWED_CLIENTS is set, but the connection file has no CURVE keys "
+                    "(curve_publickey, curve_secretkey): refused (ignoring it would let in every client it is "
+                    "meant to keep out)", connection_file);
+            pyc_connfile_clear(&app.cf);
+            return 2;
+        }
+        if (pyc_connfile_load_allowed(&app.cf, allow, &err) < 0) {
+            pyc_log("PYC_CURVE_ALLOWED_CLIENTS: %s", err.text);
+            pyc_connfile_clear(&app.cf);
+            return 2;
+        }
+    }
     if (pyc_app_bind(&app, &err) < 0) {
         /* A connection file that cannot be used is exit 2, like bad arguments; sockets that cannot be bound,
          * exit 1. */

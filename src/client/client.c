@@ -74,7 +74,17 @@ open_conn(const pyc_connfile_t *cf, int chan, int type, const char *identity, py
         pyc_error_set(err, "the connection has no usable %s endpoint", chan_names[chan]);
         return NULL;
     }
-    pyc_zmtp_t *c = pyc_zmtp_new(ep, type, identity, max_message(), PYC_WIRE_MAX_FRAMES, &zerr);
+    /* A CURVE kernel: the connection file's key pair is ours too (the Jupyter convention), its public key the
+     * server's. */
+    pyc_zmtp_keys_t keys;
+    if (pyc_connfile_curve(cf)) {
+        if (pyc_z85_key(cf->curve_publickey, strlen(cf->curve_publickey), keys.server, "curve_publickey", err) < 0 ||
+            pyc_z85_key(cf->curve_secretkey, strlen(cf->curve_secretkey), keys.secret_key, "curve_secretkey", err) < 0)
+            return NULL;
+        memcpy(keys.public_key, keys.server, sizeof keys.public_key);
+    }
+    pyc_zmtp_t *c = pyc_zmtp_new_curve(ep, type, identity, max_message(), PYC_WIRE_MAX_FRAMES,
+                                       pyc_connfile_curve(cf) ? &keys : NULL, &zerr);
     if (c == NULL)
         pyc_error_set(err, "cannot open the %s channel: %s", chan_names[chan], zerr.text);
     return c;

@@ -8,6 +8,10 @@
  * one sendmsg per batch of 64; input is read 64 KB at a time and decoded in place, except that the body of a
  * large frame (at least 64 KB still missing) is read straight into its own storage, so a 1 GB pickle buffer
  * is read once and never copied.
+ *
+ * With CURVE, each frame is sealed (zmtp_curve.c) into the output buffer as it is queued, once the handshake is
+ * done; frames queued before that wait unsealed in a list of their own and are sealed, in order, when the
+ * server's READY comes, since the session key and the nonces exist only then.
  */
 #include "zmtp.h"
 
@@ -42,42 +46,6 @@
 /* iovecs per sendmsg. */
 #define IOV_BATCH 64
 
-/* Our greeting and READY: 64 + 9 + a READY body of at most 6 + 22 + 13 + 255 bytes. */
-#define HS_MAX 512
-
-enum { C_WAIT, C_CONNECTING, C_HANDSHAKE, C_UP, C_FAILED };
-
-/* A piece of queued output: borrowed bytes (ext), or bytes at obuf.data + off. */
-typedef struct seg {
-    const unsigned char *ext;
-    size_t off, len;
-    bool first;                  /* the first piece of a message */
-} seg_t;
-
-struct pyc_zmtp {
-    int type;
-    char *endpoint;
-    pyc__zmtp_addr_t addr;       /* what endpoint names, parsed once by pyc_zmtp_new */
-    socklen_t addrlen;
-    int fd, state;
-    double retry_at;             /* C_WAIT: when to connect again, in pyc_now_s seconds */
-    int retry_ms;
-    unsigned char hs[HS_MAX];    /* our greeting and READY, written first on every connection */
-    size_t hs_len, hs_off;
-    pyc_zmtp_dec_t *dec;
-    /* output: segs[cur..nseg) are unwritten, the first of them from cur_off on; pending counts their bytes */
-    pyc_buf_t obuf;
-    seg_t *segs;
-    size_t nseg, segcap, cur, cur_off, pending;
-    bool in_msg;                 /* the caller's last send had PYC_ZMTP_MORE */
-    bool discard;                /* the open message was dropped with a lost connection: drop its rest too */
-    bool pong_due;               /* a PONG waits for the open message to end */
-    unsigned char pong_ctx[16];
-    size_t pong_len;
-    unsigned char *rbuf;
-    pyc_zmtp_msg_t *head, *tail; /* received messages */
-    pyc_error_t failure;         /* C_FAILED: why */
-};
 
 static int
 #if defined(__GNUC__)
@@ -113,27 +81,6 @@ retryable(int e)
     }
 }
 
-/* Skips the rest of the message whose bytes were being written when the connection was lost: the peer saw
- * only its start and dropped it, so writing the rest to the next connection would be nonsense. */
-static void
-drop_partial(pyc_zmtp_t *self)
-{
-    if (self->cur >= self->nseg || (self->cur_off == 0 && self->segs[self->cur].first))
-        return;
-    self->pending -= self->segs[self->cur].len - self->cur_off;
-    self->cur++;
-    self->cur_off = 0;
-    while (self->cur < self->nseg && !self->segs[self->cur].first) {
-        self->pending -= self->segs[self->cur].len;
-        self->cur++;
-    }
-    if (self->cur == self->nseg) {
-        self->discard = self->in_msg;
-        self->nseg = self->cur = 0;
-        pyc_buf_reset(&self->obuf);
-    }
-}
-
 /* The connection is gone (refused, reset, closed by the peer): close it and try again later. */
 static void
 lost(pyc_zmtp_t *self)
@@ -141,38 +88,19 @@ lost(pyc_zmtp_t *self)
     if (self->fd >= 0)
         close(self->fd);
     self->fd = -1;
-    if (self->state == C_UP)
-        drop_partial(self);
+    if (self->state == C_UP && self->curve != NULL) {
+        /* Sealed for this connection's keys: no use on the next one. */
+        self->pending -= self->pending - pyc__zmtp_cq_bytes(self);
+        self->discard = self->in_msg;
+        self->nseg = self->cur = self->cur_off = 0;
+        pyc_buf_reset(&self->obuf);
+    } else if (self->state == C_UP) {
+        pyc__zmtp_drop_partial(self);
+    }
     self->state = C_WAIT;
     self->retry_at = pyc_now_s() + self->retry_ms / 1e3;
     self->retry_ms = self->retry_ms * 2 < RETRY_MAX_MS ? self->retry_ms * 2 : RETRY_MAX_MS;
     pyc_zmtp_dec_reset(self->dec);
-}
-
-/* Moves the output position on by w written bytes. */
-static void
-advance(pyc_zmtp_t *self, size_t w)
-{
-    if (self->hs_off < self->hs_len) {
-        self->hs_off += w;       /* flush writes the handshake alone */
-        return;
-    }
-    self->pending -= w;
-    while (w > 0) {
-        size_t rem = self->segs[self->cur].len - self->cur_off;
-        if (w >= rem) {
-            w -= rem;
-            self->cur++;
-            self->cur_off = 0;
-        } else {
-            self->cur_off += w;
-            w = 0;
-        }
-    }
-    if (self->cur == self->nseg) {
-        self->nseg = self->cur = 0;
-        pyc_buf_reset(&self->obuf);
-    }
 }
 
 /* Writes what the socket takes: our greeting and READY first (the peer's READY may come before the socket took
@@ -210,7 +138,7 @@ flush(pyc_zmtp_t *self)
                 lost(self);
             return;
         }
-        advance(self, (size_t)w);
+        pyc__zmtp_advance(self, (size_t)w);
     }
 }
 
@@ -220,6 +148,16 @@ connected(pyc_zmtp_t *self)
 {
     self->state = C_HANDSHAKE;
     self->hs_off = 0;
+    if (self->curve != NULL) {
+        /* A new transient key and nonces from 1 on every connection. */
+        pyc_zmtp_greeting(self->hs, true);
+        size_t h = pyc_zmtp_frame_header(self->hs + PYC_ZMTP_GREETING_LEN, PYC_CURVE_HELLO_LEN, false, true);
+        if (pyc_zmtp_curve_hello(self->curve, self->hs + PYC_ZMTP_GREETING_LEN + h) < 0) {
+            conn_fail(self, NULL, "the server's CURVE key in the connection file cannot be used");
+            return;
+        }
+        self->hs_len = PYC_ZMTP_GREETING_LEN + h + PYC_CURVE_HELLO_LEN;
+    }
     pyc_zmtp_dec_reset(self->dec);
     flush(self);
 }
@@ -254,6 +192,13 @@ pyc_zmtp_t *
 pyc_zmtp_new(const char *endpoint, int type, const char *identity, size_t max_msg, size_t max_frames,
              pyc_error_t *err)
 {
+    return pyc_zmtp_new_curve(endpoint, type, identity, max_msg, max_frames, NULL, err);
+}
+
+pyc_zmtp_t *
+pyc_zmtp_new_curve(const char *endpoint, int type, const char *identity, size_t max_msg, size_t max_frames,
+                   const pyc_zmtp_keys_t *keys, pyc_error_t *err)
+{
     size_t idlen = identity != NULL ? strlen(identity) : 0;
     unsigned char greeting[PYC_ZMTP_GREETING_LEN];
     if (type < 0 || type >= PYC_ZMTP_NTYPES) {
@@ -273,7 +218,9 @@ pyc_zmtp_new(const char *endpoint, int type, const char *identity, size_t max_ms
     self->type = type;
     self->state = C_WAIT;
     self->retry_ms = RETRY_FIRST_MS;
-    pyc_buf_init(&self->obuf, max_msg);
+    /* Sealed frames are 42 bytes longer at most (header and MESSAGE overhead). */
+    size_t slack = (max_frames > 0 ? max_frames : 1) * (9 + PYC_CURVE_MESSAGE_OVERHEAD);
+    pyc_buf_init(&self->obuf, keys == NULL ? max_msg : max_msg > SIZE_MAX - slack ? SIZE_MAX : max_msg + slack);
     if ((self->endpoint = strdup(endpoint)) == NULL || (self->rbuf = malloc(RBUF_SIZE)) == NULL) {
         pyc_error_code(err, PYC_ENOMEM, "out of memory");
         goto fail;
@@ -282,11 +229,20 @@ pyc_zmtp_new(const char *endpoint, int type, const char *identity, size_t max_ms
         goto fail;
     if (pyc__zmtp_endpoint(endpoint, &self->addr, &self->addrlen, err) < 0)
         goto fail;
-    pyc_zmtp_greeting(greeting);
-    memcpy(self->hs, greeting, sizeof greeting);
-    int r = pyc_zmtp_ready(self->hs + sizeof greeting, sizeof self->hs - sizeof greeting, type, identity, idlen);
-    assert(r > 0);
-    self->hs_len = sizeof greeting + (size_t)r;
+    if (keys != NULL) {
+        int p = pyc_zmtp_properties(self->props, type, identity, idlen);
+        assert(p > 0);
+        self->props_len = (size_t)p;
+        if ((self->curve = pyc_zmtp_curve_new(keys->server, keys->public_key, keys->secret_key, err)) == NULL)
+            goto fail;
+        pyc_zmtp_dec_set_curve(self->dec, self->curve);
+    } else {
+        pyc_zmtp_greeting(greeting, false);
+        memcpy(self->hs, greeting, sizeof greeting);
+        int r = pyc_zmtp_ready(self->hs + sizeof greeting, sizeof self->hs - sizeof greeting, type, identity, idlen);
+        assert(r > 0);
+        self->hs_len = sizeof greeting + (size_t)r;
+    }
     if (try_connect(self, err) < 0)
         goto fail;
     return self;
@@ -309,76 +265,16 @@ pyc_zmtp_destroy(pyc_zmtp_t **self_p)
         pyc_zmtp_msg_destroy(&m);
     }
     pyc_zmtp_dec_destroy(&self->dec);
+    pyc_zmtp_curve_destroy(&self->curve);
+    for (size_t i = 0; i < self->ncq; i++)
+        free(self->cq[i].own);
+    free(self->cq);
     pyc_buf_free(&self->obuf);
     free(self->segs);
     free(self->rbuf);
     free(self->endpoint);
     free(self);
     *self_p = NULL;
-}
-
-/* Appends n bytes to the output: copied into obuf (and onto the last piece when that is the copy just
- * before), or borrowed.  Returns 0 or -1 when memory (or the cap) runs out. */
-static int
-queue(pyc_zmtp_t *self, const void *p, size_t n, bool borrow, bool first)
-{
-    if (n == 0)
-        return 0;
-    seg_t *last = self->nseg > self->cur ? &self->segs[self->nseg - 1] : NULL;
-    if (!borrow && !first && last != NULL && last->ext == NULL && last->off + last->len == self->obuf.len) {
-        if (pyc_buf_add(&self->obuf, p, n) < 0)
-            return -1;
-        last->len += n;
-        self->pending += n;
-        return 0;
-    }
-    if (self->nseg == self->segcap) {
-        size_t ncap = self->segcap > 0 ? self->segcap * 2 : 16;
-        seg_t *s = realloc(self->segs, ncap * sizeof *s);
-        if (s == NULL)
-            return -1;
-        self->segs = s;
-        self->segcap = ncap;
-    }
-    seg_t *s = &self->segs[self->nseg];
-    if (borrow) {
-        s->ext = p;
-        s->off = 0;
-    } else {
-        s->ext = NULL;
-        s->off = self->obuf.len;
-        if (pyc_buf_add(&self->obuf, p, n) < 0)
-            return -1;
-    }
-    s->len = n;
-    s->first = first;
-    self->nseg++;
-    self->pending += n;
-    return 0;
-}
-
-/* Queues a command or a one-frame message from our side (subscription, PONG) between the caller's
- * messages. */
-static int
-queue_own(pyc_zmtp_t *self, const unsigned char *body, size_t n, bool command)
-{
-    unsigned char hdr[9];
-    size_t h = pyc_zmtp_frame_header(hdr, n, false, command);
-    unsigned char frame[9 + 32];
-    assert(n <= sizeof frame - h);
-    memcpy(frame, hdr, h);
-    memcpy(frame + h, body, n);
-    return queue(self, frame, h + n, false, true);
-}
-
-static int
-queue_pong(pyc_zmtp_t *self)
-{
-    unsigned char body[5 + 16];
-    memcpy(body, "\4PONG", 5);
-    memcpy(body + 5, self->pong_ctx, self->pong_len);
-    self->pong_due = false;
-    return queue_own(self, body, 5 + self->pong_len, true);
 }
 
 int
@@ -399,14 +295,24 @@ pyc_zmtp_send(pyc_zmtp_t *self, const pyc_frame_t *frames, size_t n, int flags, 
     size_t nseg0 = self->nseg, len0 = self->obuf.len, pending0 = self->pending;
     size_t lastlen0 = self->nseg > 0 ? self->segs[self->nseg - 1].len : 0;
     for (size_t i = 0; i < n; i++) {
+        if (self->curve != NULL) {
+            /* Sealing uses nonces up, so a failure cannot be undone: the connection fails. */
+            int f = i + 1 < n || more_after ? PYC_CURVE_MORE : 0;
+            int rc = self->state == C_UP && self->ncq == 0
+                         ? pyc__zmtp_queue_sealed(self, frames[i].data, frames[i].size, f, starts && i == 0)
+                         : pyc__zmtp_cq_add(self, &frames[i], f, (flags & PYC_ZMTP_BORROW) != 0, starts && i == 0);
+            if (rc < 0)
+                return conn_fail(self, err, "out of memory queueing a message");
+            continue;
+        }
         unsigned char hdr[9];
         size_t h = pyc_zmtp_frame_header(hdr, frames[i].size, i + 1 < n || more_after, false);
-        if (queue(self, hdr, h, false, starts && i == 0) < 0 ||
-            queue(self, frames[i].data, frames[i].size, (flags & PYC_ZMTP_BORROW) != 0, false) < 0)
+        if (pyc__zmtp_queue(self, hdr, h, false, starts && i == 0) < 0 ||
+            pyc__zmtp_queue(self, frames[i].data, frames[i].size, (flags & PYC_ZMTP_BORROW) != 0, false) < 0)
             goto nomem;
     }
     self->in_msg = more_after;
-    if (!self->in_msg && self->pong_due && queue_pong(self) < 0)
+    if (!self->in_msg && self->pong_due && pyc__zmtp_queue_pong(self) < 0)
         return conn_fail(self, err, "out of memory");
     if (self->state == C_UP)
         flush(self);
@@ -459,13 +365,34 @@ on_event(pyc_zmtp_t *self, pyc_zmtp_event_t *ev, pyc_error_t *err)
 {
     static const unsigned char subscribe_all[1] = {1};
     switch (ev->type) {
+    case PYC_ZMTP_EV_WELCOME: {
+        /* Our HELLO was all written (the server answered it): INITIATE takes the handshake buffer. */
+        unsigned char body[PYC_CURVE_INITIATE_MAX];
+        int r = pyc_zmtp_curve_initiate(self->curve, self->props, self->props_len, body);
+        if (r < 0)
+            return conn_fail(self, err, "cannot make CURVE's INITIATE");
+        size_t h = pyc_zmtp_frame_header(self->hs, (size_t)r, false, true);
+        memcpy(self->hs + h, body, (size_t)r);
+        self->hs_len = h + (size_t)r;
+        self->hs_off = 0;
+        flush(self);
+        return 0;
+    }
     case PYC_ZMTP_EV_READY:
         self->state = C_UP;
         self->retry_ms = RETRY_FIRST_MS;
+        if (self->curve != NULL) {
+            /* Sealed in the order they are written: the subscription, then what waited. */
+            if ((self->type == PYC_ZMTP_SUB && pyc__zmtp_queue_own(self, subscribe_all, 1, false) < 0) ||
+                pyc__zmtp_cq_seal(self) < 0)
+                return conn_fail(self, err, "out of memory");
+            flush(self);
+            return 0;
+        }
         /* ZMTP 3.0's subscription is a message whose first byte is 1 (then the topic, here none); it goes
          * before anything else the caller queued. */
         if (self->type == PYC_ZMTP_SUB) {
-            if (queue_own(self, subscribe_all, 1, false) < 0)
+            if (pyc__zmtp_queue_own(self, subscribe_all, 1, false) < 0)
                 return conn_fail(self, err, "out of memory");
             /* It must be first: move it to the front (a SUB sends nothing else, but keep the rule general). */
             if (self->nseg - self->cur > 1) {
@@ -491,7 +418,7 @@ on_event(pyc_zmtp_t *self, pyc_zmtp_event_t *ev, pyc_error_t *err)
         self->pong_len = ev->ping_len;
         self->pong_due = true;
         if (!self->in_msg) {
-            if (queue_pong(self) < 0)
+            if (pyc__zmtp_queue_pong(self) < 0)
                 return conn_fail(self, err, "out of memory");
             flush(self);
         }

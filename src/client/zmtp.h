@@ -1,6 +1,6 @@
 /*
- * zmtp.h -- a ZeroMQ peer without libzmq: the client side of ZMTP 3.0 over tcp:// and ipc://, NULL security
- * only, for the `pyc` command.
+ * zmtp.h -- a ZeroMQ peer without libzmq: the client side of ZMTP 3.0 over tcp:// and ipc://, with the NULL
+ * or CURVE security mechanism, for the `pyc` command.
  *
  * Why it exists: `pyc run NAME x` is a few milliseconds end to end, and linking libzmq alone cost about 2 ms
  * of it (loading libzmq, libstdc++, libsodium, libpgm, libnorm, the Kerberos libraries and libbsd), plus
@@ -12,7 +12,7 @@
  *   greeting  64 bytes: signature FF 00 00 00 00 00 00 00 00 7F, version 03 00, mechanism "NULL" and 16 NULs,
  *             as-server 00, 31 NULs.  A peer's greeting is accepted when byte 0 is FF, bit 0 of byte 9 is set
  *             (what libzmq checks), its major version is 3 or more (any minor: libzmq 4.3 answers 3.1 peers
- *             and 3.0 peers alike) and its mechanism is exactly "NULL".
+ *             and 3.0 peers alike) and its mechanism is exactly "NULL" (or "CURVE" on a CURVE connection).
  *   frame     flags (bit 0 MORE, bit 1 LONG, bit 2 COMMAND; bits 3-7 must be 0), then the size in 1 byte, or
  *             in 8 bytes when LONG, then the body.  We send LONG only above 255 bytes; we accept either.
  *   READY     a command: "\5READY" then properties, each name-length (1 byte), name, value-length (4 bytes),
@@ -37,10 +37,10 @@
  *     client may be made before its kernel listens.  A protocol error is not retried: the connection fails
  *     for good with the reason.
  *
- * When it should go: it speaks the NULL mechanism only, which is all a Jupyter connection file asks for
- * today.  A kernel that requires CURVE (encrypted transport) would need CurveZMQ written a second time here;
- * rather than that, `pyc` would then dlopen libzmq for such sessions, or talk to a local relay, and keep this
- * for the NULL case, where it saves the 3-4 ms above.
+ * CURVE: a connection file with curve keys makes every connection speak CurveZMQ (RFC 26; zmtp_curve.h): the
+ * greeting names CURVE, HELLO/WELCOME/INITIATE/READY replace READY, and every frame travels sealed in a
+ * MESSAGE.  It is CurveZMQ written a second time (libzmq has it), about 300 lines over libsodium, rather than
+ * dlopen'ing libzmq for such sessions: the NULL path stays as it was, and pyc stays one small program.
  */
 #ifndef PYC_ZMTP_H
 #define PYC_ZMTP_H
@@ -79,8 +79,15 @@ void pyc_zmtp_msg_free(void *msg);
 
 /* ---- encoding ------------------------------------------------------------------------------------------- */
 
-/* Writes our 64-byte greeting into out. */
-void pyc_zmtp_greeting(unsigned char out[PYC_ZMTP_GREETING_LEN]);
+/* Writes our 64-byte greeting, with the mechanism CURVE or NULL, into out. */
+void pyc_zmtp_greeting(unsigned char out[PYC_ZMTP_GREETING_LEN], bool curve);
+
+/* The most bytes pyc_zmtp_properties writes. */
+#define PYC_ZMTP_MAX_PROPERTIES ((1 + 11 + 4 + 6) + (1 + 8 + 4 + PYC_ZMTP_MAX_IDENTITY))
+
+/* Writes the properties of our READY (NULL) or INITIATE (CURVE) -- Socket-Type, and Identity when given --
+ * into out (PYC_ZMTP_MAX_PROPERTIES bytes).  Returns their length, or -1 as pyc_zmtp_ready. */
+int pyc_zmtp_properties(unsigned char *out, int type, const void *identity, size_t idlen);
 
 /* Writes the header of a frame of `size` bytes (flags and size) into out.  Returns its length: 2, or 9 when
  * size > 255. */
@@ -98,6 +105,7 @@ enum {
     PYC_ZMTP_EV_READY,           /* the peer's greeting and READY were accepted: messages may flow */
     PYC_ZMTP_EV_MSG,             /* a whole message, in ev->msg */
     PYC_ZMTP_EV_PING,            /* a PING: answer with a PONG carrying ev->ping_ctx */
+    PYC_ZMTP_EV_WELCOME,         /* CURVE: the server's WELCOME was accepted: send INITIATE */
 };
 
 typedef struct pyc_zmtp_event {
@@ -116,6 +124,11 @@ pyc_zmtp_dec_t *pyc_zmtp_dec_new(int type, size_t max_msg, size_t max_frames, py
 
 /* Frees the decoder and any message half received; sets *self_p to NULL.  NULL-safe. */
 void pyc_zmtp_dec_destroy(pyc_zmtp_dec_t **self_p);
+
+/* Makes the decoder expect CURVE, with curve's keys and nonces (borrowed; it must outlive the decoder, and
+ * its HELLO must be the one sent on each connection).  NULL: the NULL mechanism again. */
+struct pyc_zmtp_curve;
+void pyc_zmtp_dec_set_curve(pyc_zmtp_dec_t *self, struct pyc_zmtp_curve *curve);
 
 /* Makes the decoder new again, for a new connection: a greeting comes first, a half-received message is
  * dropped, and a failed decoder works again. */
@@ -155,6 +168,17 @@ enum {
  * that cannot be parsed, a socket that cannot be made, or no memory. */
 pyc_zmtp_t *pyc_zmtp_new(const char *endpoint, int type, const char *identity, size_t max_msg, size_t max_frames,
                          pyc_error_t *err);
+
+/* CURVE keys: the server's long-term public key and ours, 32 bytes each. */
+typedef struct pyc_zmtp_keys {
+    unsigned char server[32], public_key[32], secret_key[32];
+} pyc_zmtp_keys_t;
+
+/* As pyc_zmtp_new, speaking CurveZMQ with keys (copied) when keys is not NULL.  Messages sent before the
+ * handshake is done wait unsealed and are sealed when it is; a CURVE connection that is lost drops what it had
+ * sealed and not written (it was sealed for that connection's keys). */
+pyc_zmtp_t *pyc_zmtp_new_curve(const char *endpoint, int type, const char *identity, size_t max_msg,
+                               size_t max_frames, const pyc_zmtp_keys_t *keys, pyc_error_t *err);
 
 /* Closes the connection (what is unsent is dropped) and frees everything, received messages included; sets
  * *self_p to NULL.  NULL-safe. */

@@ -10,8 +10,13 @@
  * the protocol is refused at its first wrong byte (a greeting is checked as it arrives, not after all 64),
  * with one sentence that quotes what it sent as printable ASCII; tests/fuzz/corpus/zmtp/NAME.err pins those
  * sentences for the corpus inputs that must be refused.
+ *
+ * With CURVE (pyc_zmtp_dec_set_curve), the decoder expects the mechanism "CURVE", takes WELCOME (an event: the
+ * connection answers with INITIATE) and an encrypted READY, and then reads every frame as a MESSAGE whose
+ * body is opened in its own storage (zmtp_curve.c): the caps apply to what is inside.
  */
 #include "zmtp.h"
+#include "zmtp_curve.h"
 
 #include <assert.h>
 #include <stdarg.h>
@@ -76,14 +81,14 @@ pyc_zmtp_msg_free(void *msg)
 /* ---- encoding -------------------------------------------------------------------------------------------- */
 
 void
-pyc_zmtp_greeting(unsigned char out[PYC_ZMTP_GREETING_LEN])
+pyc_zmtp_greeting(unsigned char out[PYC_ZMTP_GREETING_LEN], bool curve)
 {
     memset(out, 0, PYC_ZMTP_GREETING_LEN);
     out[0] = 0xff;
     out[9] = 0x7f;
     out[10] = 3;
     out[11] = 0;
-    memcpy(out + 12, "NULL", 4);
+    memcpy(out + 12, curve ? "CURVE" : "NULL", curve ? 5 : 4);
 }
 
 size_t
@@ -119,16 +124,25 @@ put_property(unsigned char *p, const char *name, const void *value, size_t vlen)
 }
 
 int
-pyc_zmtp_ready(unsigned char *out, size_t cap, int type, const void *identity, size_t idlen)
+pyc_zmtp_properties(unsigned char *out, int type, const void *identity, size_t idlen)
 {
-    unsigned char body[6 + (1 + 11 + 4 + 6) + (1 + 8 + 4 + PYC_ZMTP_MAX_IDENTITY)], hdr[9];
     if (type < 0 || type >= PYC_ZMTP_NTYPES || idlen > PYC_ZMTP_MAX_IDENTITY)
         return -1;
-    memcpy(body, "\5READY", 6);
-    size_t n = 6;
-    n += put_property(body + n, "Socket-Type", type_names[type], strlen(type_names[type]));
+    size_t n = put_property(out, "Socket-Type", type_names[type], strlen(type_names[type]));
     if (identity != NULL && idlen > 0)
-        n += put_property(body + n, "Identity", identity, idlen);
+        n += put_property(out + n, "Identity", identity, idlen);
+    return (int)n;
+}
+
+int
+pyc_zmtp_ready(unsigned char *out, size_t cap, int type, const void *identity, size_t idlen)
+{
+    unsigned char body[6 + PYC_ZMTP_MAX_PROPERTIES], hdr[9];
+    int p = pyc_zmtp_properties(body + 6, type, identity, idlen);
+    if (p < 0)
+        return -1;
+    memcpy(body, "\5READY", 6);
+    size_t n = 6 + (size_t)p;
     size_t h = pyc_zmtp_frame_header(hdr, n, false, true);
     if (h + n > cap)
         return -1;
@@ -154,6 +168,8 @@ struct pyc_zmtp_dec {
     unsigned char *body;         /* D_BODY: where it goes, the last frame of msg or cmd */
     unsigned char *cmd;          /* the body of a command being read (owned) */
     bool ready;                  /* the peer's READY was accepted */
+    pyc_zmtp_curve_t *curve;     /* borrowed: CURVE's keys and nonces, or NULL for NULL security */
+    bool welcomed;               /* CURVE: the peer's WELCOME was accepted */
     pyc_zmtp_msg_t *msg;         /* the message being received; NULL between messages */
     pyc_error_t failure;         /* D_FAILED: why */
 };
@@ -221,7 +237,14 @@ pyc_zmtp_dec_reset(pyc_zmtp_dec_t *self)
     self->state = D_GREETING;
     self->have = 0;
     self->ready = false;
+    self->welcomed = false;
     self->failure.text[0] = '\0';
+}
+
+void
+pyc_zmtp_dec_set_curve(pyc_zmtp_dec_t *self, pyc_zmtp_curve_t *curve)
+{
+    self->curve = curve;
 }
 
 /* Checks what has come of the greeting so far, so that a peer that is not ZMTP 3 is refused at its first
@@ -229,7 +252,8 @@ pyc_zmtp_dec_reset(pyc_zmtp_dec_t *self)
 static int
 check_greeting(pyc_zmtp_dec_t *self, pyc_error_t *err)
 {
-    static const unsigned char null_mech[20] = "NULL";
+    static const unsigned char null_mech[20] = "NULL", curve_mech[20] = "CURVE";
+    const unsigned char *mech = self->curve != NULL ? curve_mech : null_mech;
     const unsigned char *g = self->greeting;
     char shown[24];
     if (g[0] != 0xff)
@@ -238,9 +262,10 @@ check_greeting(pyc_zmtp_dec_t *self, pyc_error_t *err)
         return dec_fail(self, err, "the peer speaks ZMTP 1.0; only 3.x is supported");
     if (self->have >= 11 && g[10] < 3)
         return dec_fail(self, err, "the peer speaks ZMTP %d.x; only 3.x is supported", g[10]);
-    if (self->have >= 32 && memcmp(g + 12, null_mech, sizeof null_mech) != 0)
-        return dec_fail(self, err, "the peer asks for the security mechanism \"%s\"; only NULL is supported",
-                        printable(shown, sizeof shown, g + 12, strnlen((const char *)g + 12, 20)));
+    if (self->have >= 32 && memcmp(g + 12, mech, sizeof null_mech) != 0)
+        return dec_fail(self, err, "the peer asks for the security mechanism \"%s\"; the connection file says %s",
+                        printable(shown, sizeof shown, g + 12, strnlen((const char *)g + 12, 20)),
+                        self->curve != NULL ? "CURVE" : "NULL (no CURVE keys)");
     return 0;
 }
 
@@ -289,9 +314,34 @@ on_ready(pyc_zmtp_dec_t *self, const unsigned char *p, size_t len, pyc_zmtp_even
     return PYC_ZMTP_EV_READY;
 }
 
+/* CURVE's handshake commands, c[0..len) (name included, checked by the caller): WELCOME, then READY (opened
+ * in place).  Returns PYC_ZMTP_EV_WELCOME, PYC_ZMTP_EV_READY or -1. */
+static int
+on_curve_handshake(pyc_zmtp_dec_t *self, unsigned char *c, size_t len, pyc_zmtp_event_t *ev, pyc_error_t *err)
+{
+    char shown[24];
+    pyc_error_t e;
+    const char *want = self->welcomed ? "READY" : "WELCOME";
+    if (!is_name(c + 1, c[0], want))
+        return dec_fail(self, err, "the peer sent %s where CURVE's %s belongs", printable(shown, sizeof shown,
+                        c + 1, c[0]), want);
+    if (!self->welcomed) {
+        if (pyc_zmtp_curve_welcome(self->curve, c, len, &e) < 0)
+            return dec_fail(self, err, "%s", e.text);
+        self->welcomed = true;
+        ev->type = PYC_ZMTP_EV_WELCOME;
+        return PYC_ZMTP_EV_WELCOME;
+    }
+    const unsigned char *props;
+    size_t plen;
+    if (pyc_zmtp_curve_ready(self->curve, c, len, &props, &plen, &e) < 0)
+        return dec_fail(self, err, "%s", e.text);
+    return on_ready(self, props, plen, ev, err);
+}
+
 /* A whole command, c[0..len) (len >= 1).  Returns an event type (0 for a command that is ignored) or -1. */
 static int
-on_command(pyc_zmtp_dec_t *self, const unsigned char *c, size_t len, pyc_zmtp_event_t *ev, pyc_error_t *err)
+on_command(pyc_zmtp_dec_t *self, unsigned char *c, size_t len, pyc_zmtp_event_t *ev, pyc_error_t *err)
 {
     char shown[80];
     size_t nl = c[0];
@@ -305,6 +355,8 @@ on_command(pyc_zmtp_dec_t *self, const unsigned char *c, size_t len, pyc_zmtp_ev
         return dec_fail(self, err, "the peer refused the connection: %s",
                         printable(shown, sizeof shown, rest + 1, rest[0]));
     }
+    if (!self->ready && self->curve != NULL)
+        return on_curve_handshake(self, c, len, ev, err);
     if (!self->ready) {
         if (!is_name(name, nl, "READY"))
             return dec_fail(self, err, "the peer's first command is %s, not READY", printable(shown, 24, name, nl));
@@ -330,14 +382,43 @@ end_frame(pyc_zmtp_dec_t *self, pyc_zmtp_event_t *ev, pyc_error_t *err)
     self->state = D_FLAGS;
     self->have = 0;
     self->body = NULL;
-    if (self->flags & FLAG_COMMAND) {
+    if (self->cmd != NULL) {
         unsigned char *c = self->cmd;
         self->cmd = NULL;
         int r = on_command(self, c, (size_t)self->size, ev, err);
         free(c);
         return r;
     }
-    if (self->flags & FLAG_MORE)
+    bool more = (self->flags & FLAG_MORE) != 0;
+    if (self->curve != NULL) {
+        /* A MESSAGE: opened where it was read; its flags are the ones inside. */
+        pyc_zmtp_msg_t *m = self->msg;
+        pyc_frame_t *f = &m->frames[m->n - 1];
+        int flags;
+        size_t n;
+        pyc_error_t e;
+        if (pyc_zmtp_curve_open(self->curve, (unsigned char *)f->data, f->size, &flags, &n, &e) < 0)
+            return dec_fail(self, err, "%s", e.text);
+        m->bytes -= f->size - n;
+        f->size = n;
+        more = (flags & PYC_CURVE_MORE) != 0;
+        if (flags & PYC_CURVE_COMMAND) {
+            /* A command inside (PING): out of the message, and handled as one. */
+            unsigned char *c = (unsigned char *)f->data;
+            m->n--;
+            m->bytes -= n;
+            if (m->n == 0)
+                pyc_zmtp_msg_destroy(&self->msg);
+            if (n == 0) {
+                free(c);
+                return dec_fail(self, err, "the peer sent an empty command");
+            }
+            int r = on_command(self, c, n, ev, err);
+            free(c);
+            return r;
+        }
+    }
+    if (more)
         return 0;
     ev->type = PYC_ZMTP_EV_MSG;
     ev->msg = self->msg;
@@ -351,8 +432,17 @@ static int
 start_body(pyc_zmtp_dec_t *self, pyc_zmtp_event_t *ev, pyc_error_t *err)
 {
     uint64_t size = self->size;
+    /* What a CURVE MESSAGE holds is its size less the overhead: the caps are about that. */
+    uint64_t inner = size;
+    bool sealed = self->curve != NULL && self->ready;
     self->have = 0;
-    if (self->flags & FLAG_COMMAND) {
+    if (sealed) {
+        if (size < PYC_CURVE_MESSAGE_OVERHEAD)
+            return dec_fail(self, err, "the peer sent a frame of %llu bytes, too short for a CurveZMQ MESSAGE",
+                            (unsigned long long)size);
+        inner = size - PYC_CURVE_MESSAGE_OVERHEAD;
+    }
+    if ((self->flags & FLAG_COMMAND) && !sealed) {
         if (size == 0)
             return dec_fail(self, err, "the peer sent an empty command");
         if (size > PYC_ZMTP_MAX_COMMAND)
@@ -373,7 +463,7 @@ start_body(pyc_zmtp_dec_t *self, pyc_zmtp_event_t *ev, pyc_error_t *err)
     }
     if (m->n >= self->max_frames)
         return dec_fail(self, err, "the peer sent a message of more than %zu frames", self->max_frames);
-    if (size > (uint64_t)(self->max_msg - m->bytes))
+    if (inner > (uint64_t)(self->max_msg - m->bytes))
         return dec_fail(self, err, "the peer sent a message of more than %zu bytes", self->max_msg);
     if (m->n == m->cap) {
         size_t ncap = m->cap > 0 ? m->cap * 2 : 8;
@@ -479,7 +569,7 @@ pyc_zmtp_dec_feed(pyc_zmtp_dec_t *self, const void *p, size_t n, size_t *used, p
 size_t
 pyc_zmtp_dec_body(pyc_zmtp_dec_t *self, void **dst)
 {
-    if (self->state != D_BODY || (self->flags & FLAG_COMMAND))
+    if (self->state != D_BODY || self->cmd != NULL)
         return 0;
     *dst = self->body + self->have;
     return (size_t)(self->size - self->have);
@@ -490,7 +580,7 @@ pyc_zmtp_dec_commit(pyc_zmtp_dec_t *self, size_t k, pyc_zmtp_event_t *ev, pyc_er
 {
     ev->type = PYC_ZMTP_EV_NONE;
     ev->msg = NULL;
-    assert(self->state == D_BODY && !(self->flags & FLAG_COMMAND) && k <= self->size - self->have);
+    assert(self->state == D_BODY && self->cmd == NULL && k <= self->size - self->have);
     self->have += k;
     if (self->have < self->size)
         return 0;

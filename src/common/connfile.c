@@ -2,7 +2,9 @@
  * connfile.c -- reading and writing Jupyter connection files.
  *
  * Parsing is strict about types (a port that is a string is an error, not a zero) because a kernel that
- * binds the wrong port hangs its client without a word; it is lenient about unknown members.
+ * binds the wrong port hangs its client without a word; it is lenient about unknown members.  CURVE keys are
+ * checked here, once, for both programs: a key that is not 40 characters of Z85 is an error that names the
+ * member, since libzmq would otherwise refuse it later with a bare EINVAL.
  */
 #include "connfile.h"
 
@@ -19,6 +21,9 @@
 #include "paths.h"
 
 #define MAX_FILE (1 << 20)
+
+/* The most keys an allow-list holds (a file of 64 K keys is 2.6 MB of text). */
+#define MAX_ALLOWED 65536
 
 const char *const pyc_connfile_port_names[PYC_CHAN_COUNT] = {
     "shell_port", "iopub_port", "stdin_port", "control_port", "hb_port",
@@ -42,6 +47,52 @@ get_string(json_t *root, const char *name, char *dst, size_t cap, const char *df
     if (strlen(s) >= cap)
         return pyc_error_set(err, "connection file: \"%s\" is longer than %zu characters", name, cap - 1);
     memcpy(dst, s, strlen(s) + 1);
+    return 0;
+}
+
+/* The CURVE members: the key pair (both or neither) and the allow-list.  Returns 0 or -1 with err. */
+static int
+parse_curve(json_t *root, pyc_connfile_t *out, pyc_error_t *err)
+{
+    static const char *const names[2] = {"curve_publickey", "curve_secretkey"};
+    char *dst[2] = {out->curve_publickey, out->curve_secretkey};
+    unsigned char bin[PYC_CURVE_KEY_BYTES];
+    int present = 0;
+    for (int i = 0; i < 2; i++) {
+        json_t *v = json_object_get(root, names[i]);
+        if (v == NULL || json_is_null(v))
+            continue;
+        if (!json_is_string(v))
+            return pyc_error_code(err, PYC_EINVAL, "connection file: \"%s\" is not a string", names[i]);
+        if (pyc_z85_key(json_string_value(v), json_string_length(v), bin, names[i], err) < 0)
+            return -1;
+        memcpy(dst[i], json_string_value(v), PYC_CURVE_KEY_TEXT + 1);
+        present++;
+    }
+    if (present == 1)
+        return pyc_error_code(err, PYC_EINVAL, "connection file: \"%s\" without \"%s\" (CURVE needs both keys)",
+                              out->curve_publickey[0] ? names[0] : names[1],
+                              out->curve_publickey[0] ? names[1] : names[0]);
+    json_t *list = json_object_get(root, "curve_allowed_clients");
+    if (list == NULL || json_is_null(list))
+        return 0;
+    if (!json_is_array(list))
+        return pyc_error_code(err, PYC_EINVAL, "connection file: \"curve_allowed_clients\" is not a list");
+    if (present == 0)
+        return pyc_error_code(err, PYC_EINVAL, "connection file: \"curve_allowed_clients\" without the kernel's "
+                              "CURVE keys (curve_publickey, curve_secretkey)");
+    out->curve_restricted = true;
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v) {
+        char what[64];
+        snprintf(what, sizeof what, "curve_allowed_clients[%zu]", i);
+        if (!json_is_string(v))
+            return pyc_error_code(err, PYC_EINVAL, "connection file: %s is not a string", what);
+        if (pyc_z85_key(json_string_value(v), json_string_length(v), bin, what, err) < 0 ||
+            pyc_connfile_allow(out, bin, err) < 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -100,6 +151,8 @@ pyc_connfile_parse(const char *text, size_t len, pyc_connfile_t *out, pyc_error_
     }
     memcpy(out->key, k, out->keylen);
     out->key[out->keylen] = '\0';
+    if (parse_curve(root, out, err) < 0)
+        goto out;
     rc = 0;
 out:
     json_decref(root);
@@ -150,6 +203,19 @@ pyc_connfile_to_json(const pyc_connfile_t *cf)
     bad |= json_object_set_new(root, "key", json_stringn(cf->key != NULL ? cf->key : "", cf->keylen));
     bad |= json_object_set_new(root, "signature_scheme", json_string(cf->signature_scheme));
     bad |= json_object_set_new(root, "kernel_name", json_string(cf->kernel_name));
+    if (pyc_connfile_curve(cf)) {
+        bad |= json_object_set_new(root, "curve_publickey", json_string(cf->curve_publickey));
+        bad |= json_object_set_new(root, "curve_secretkey", json_string(cf->curve_secretkey));
+    }
+    if (pyc_connfile_curve(cf) && cf->curve_restricted) {
+        json_t *list = json_array();
+        bad |= json_object_set_new(root, "curve_allowed_clients", list);
+        for (size_t i = 0; list != NULL && i < cf->curve_nallowed; i++) {
+            char z[PYC_CURVE_KEY_TEXT + 1];
+            pyc_z85_encode(cf->curve_allowed[i], PYC_CURVE_KEY_BYTES, z);
+            bad |= json_array_append_new(list, json_string(z));
+        }
+    }
     if (bad != 0) {
         json_decref(root);
         return NULL;
@@ -232,6 +298,73 @@ pyc_connfile_clear(pyc_connfile_t *cf)
     free(cf->key);
     cf->key = NULL;
     cf->keylen = 0;
+    free(cf->curve_allowed);
+    cf->curve_allowed = NULL;
+    cf->curve_nallowed = 0;
+}
+
+int
+pyc_connfile_allow(pyc_connfile_t *cf, const unsigned char key[PYC_CURVE_KEY_BYTES], pyc_error_t *err)
+{
+    cf->curve_restricted = true;
+    for (size_t i = 0; i < cf->curve_nallowed; i++) {
+        if (memcmp(cf->curve_allowed[i], key, PYC_CURVE_KEY_BYTES) == 0)
+            return 0;
+    }
+    if (cf->curve_nallowed >= MAX_ALLOWED)
+        return pyc_error_code(err, PYC_EINVAL, "more than %d allowed CURVE clients", MAX_ALLOWED);
+    /* Grows by powers of two: n is one when n & (n - 1) is 0. */
+    size_t n = cf->curve_nallowed;
+    if ((n & (n - 1)) == 0) {
+        void *bigger = realloc(cf->curve_allowed, (n > 0 ? 2 * n : 1) * PYC_CURVE_KEY_BYTES);
+        if (bigger == NULL)
+            return pyc_error_code(err, PYC_ENOMEM, "out of memory");
+        cf->curve_allowed = bigger;
+    }
+    memcpy(cf->curve_allowed[n], key, PYC_CURVE_KEY_BYTES);
+    cf->curve_nallowed = n + 1;
+    return 0;
+}
+
+int
+pyc_connfile_load_allowed(pyc_connfile_t *cf, const char *path, pyc_error_t *err)
+{
+    struct stat st;
+    int count = 0;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return pyc_error_code(err, errno == ENOENT ? PYC_ENOENT : PYC_EIO, "cannot open the allow-list %s: %s",
+                              path, strerror(errno));
+    if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return pyc_error_code(err, PYC_EINVAL, "the allow-list %s is not a regular file", path);
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        fclose(f);
+        return pyc_error_code(err, PYC_EINVAL, "the allow-list %s may be written by group or others "
+                              "(chmod go-w it): refused", path);
+    }
+    cf->curve_restricted = true;
+    char line[1024];
+    unsigned char bin[PYC_CURVE_KEY_BYTES];
+    for (int lineno = 1; fgets(line, sizeof line, f) != NULL; lineno++) {
+        /* The first word is the key; what follows it is a note.  '#' is a Z85 character, but no key starts
+         * with one (a group of five that starts with '#' is above 2^32), so such a line is a comment. */
+        char *p = line + strspn(line, " \t\r\n");
+        size_t len = strcspn(p, " \t\r\n");
+        if (len == 0 || p[0] == '#')
+            continue;
+        char what[64];
+        snprintf(what, sizeof what, "line %d", lineno);
+        pyc_error_t e;
+        if (pyc_z85_key(p, len, bin, what, &e) < 0 || pyc_connfile_allow(cf, bin, &e) < 0) {
+            fclose(f);
+            return pyc_error_code(err, PYC_EINVAL, "allow-list %s: %s", path, e.text);
+        }
+        count++;
+    }
+    fclose(f);
+    return count;
 }
 
 int
@@ -254,7 +387,17 @@ pyc_connfile_copy(pyc_connfile_t *dst, const pyc_connfile_t *src, pyc_error_t *e
     *dst = *src;
     dst->key = NULL;
     dst->keylen = 0;
-    if (src->key == NULL)
-        return 0;
-    return pyc_connfile_set_key(dst, src->key, src->keylen, err);
+    dst->curve_allowed = NULL;
+    dst->curve_nallowed = 0;
+    for (size_t i = 0; i < src->curve_nallowed; i++) {
+        if (pyc_connfile_allow(dst, src->curve_allowed[i], err) < 0) {
+            pyc_connfile_clear(dst);
+            return -1;
+        }
+    }
+    if (src->key != NULL && pyc_connfile_set_key(dst, src->key, src->keylen, err) < 0) {
+        pyc_connfile_clear(dst);
+        return -1;
+    }
+    return 0;
 }

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "wire.h"
 #include "serverint.h"
+#include "zap.h"
 
 static const char *const chan_names[PYC_CHAN_COUNT] = {"shell", "iopub", "stdin", "control", "heartbeat"};
 
@@ -325,6 +326,8 @@ bind_channel(pyc_server_t *srv, pyc_connfile_t *cf, int chan, int type, pyc_erro
         /* A reply to a client that went away is dropped, not an error for the next one. */
         zmq_setsockopt(s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
     }
+    if (pyc_connfile_curve(cf) && pyc_zap_secure(s, cf, chan_names[chan], err) < 0)
+        return -1;
     if (pyc_connfile_endpoint(cf, chan, ep, sizeof ep) < 0)
         return pyc_error_set(err, "%s endpoint is too long", chan_names[chan]);
     if (zmq_bind(s, ep) < 0)
@@ -375,6 +378,8 @@ pyc_server_new(pyc_connfile_t *cf, pyc_auth_t *auth, pyc_error_t *err)
         pyc_error_set(err, "cannot create a ZeroMQ context");
         goto fail;
     }
+    if (pyc_connfile_curve(cf) && cf->curve_restricted && (srv->zap = pyc_zap_start(srv->zctx, cf, err)) == NULL)
+        goto fail;
     for (int c = 0; c < PYC_CHAN_COUNT; c++) {
         if (bind_channel(srv, cf, c, types[c], err) < 0)
             goto fail;
@@ -454,6 +459,7 @@ pyc_server_close(pyc_server_t *srv)
     if (srv->zctx != NULL)
         zmq_ctx_term(srv->zctx);
     srv->zctx = NULL;
+    pyc_zap_join(&srv->zap);     /* its thread ended when the context was terminated */
 }
 
 void

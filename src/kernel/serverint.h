@@ -45,6 +45,7 @@ struct pyc_server {
     int stop_iopub;              /* set under iopub_lock once the socket is closed */
     int64_t max_message;         /* the largest frame shell takes (PYC_MAX_MESSAGE_BYTES) */
     int iopub_hwm;               /* iopub messages queued for one subscriber at most (PYC_IOPUB_HWM) */
+    struct pyc_zap *zap;         /* the CURVE allow-list's handler (zap.c), or NULL */
 };
 
 /* Receives one whole multipart message on chan without waiting and decodes it.  Returns the message, or

@@ -1,13 +1,14 @@
 /*
  * fuzz_zmtp.c -- libFuzzer target for the ZMTP decoder of zmtp_codec.c (what a peer's bytes go through).
  *
- * Input: byte 0 picks our socket type (its value mod 3) and, with bit 7, whether large bodies go through the
- * direct path (pyc_zmtp_dec_body/commit) as read_all does; byte 1 seeds the chunk sizes; the rest is the
- * peer's byte stream, greeting first.  The stream is decoded twice, in one piece and in pieces of 1 to 64
- * bytes, and both runs must give the same events and the same refusal (a digest of each is compared).  Every
- * message must respect the caps (64 KB, 16 frames); a refused decoder must refuse again with the same
- * sentence.  Every message decoded is then encoded again with pyc_zmtp_frame_header and decoded after our
- * own greeting and READY: the round trip must give it back.  The harness aborts on any broken invariant.
+ * Input: byte 0 picks our socket type (its value mod 3), with bit 7 whether large bodies go through the direct path
+ * (pyc_zmtp_dec_body/commit) as read_all does, and with bit 6 whether the decoder expects CURVE (fixed keys, no HELLO
+ * sent: no box of the input opens, so what is fuzzed is the handshake's parsing up to WELCOME); byte 1 seeds the chunk
+ * sizes; the rest is the peer's byte stream, greeting first.  The stream is decoded twice, in one piece and in pieces
+ * of 1 to 64 bytes, and both runs must give the same events and the same refusal (a digest of each is compared).  Every
+ * message must respect the caps (64 KB, 16 frames); a refused decoder must refuse again with the same sentence.  Every
+ * message decoded is then encoded again with pyc_zmtp_frame_header and decoded after our own greeting and READY: the
+ * round trip must give it back.  The harness aborts on any broken invariant.
  *
  * The seed corpus (corpus/zmtp) doubles as a refusal table: beside each input the decoder must refuse is a
  * NAME.err whose first line is part of the sentence it is refused with, checked by test_zmtp_codec with the
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "zmtp.h"
+#include "zmtp_curve.h"
 
 #define MAX_MSG 65536
 #define MAX_FRAMES 16
@@ -94,9 +96,15 @@ on_event(run_t *r, pyc_zmtp_event_t *ev, int keep)
 
 /* Decodes p[0..n) in pieces (chunk 0: all at once), optionally reading bodies through the direct path. */
 static void
-decode(int type, const uint8_t *p, size_t n, unsigned seed, int direct, int keep, run_t *r)
+decode(int type, const uint8_t *p, size_t n, unsigned seed, int direct, int keep, run_t *r, int curve)
 {
+    static const unsigned char key[32] = {9};
     pyc_zmtp_dec_t *dec = pyc_zmtp_dec_new(type, MAX_MSG, MAX_FRAMES, NULL);
+    pyc_zmtp_curve_t *cv = curve ? pyc_zmtp_curve_new(key, key, key, NULL) : NULL;
+    if (curve && cv == NULL)
+        abort();
+    if (dec != NULL)
+        pyc_zmtp_dec_set_curve(dec, cv);
     pyc_zmtp_event_t ev;
     size_t off = 0;
     if (dec == NULL)
@@ -137,6 +145,7 @@ decode(int type, const uint8_t *p, size_t n, unsigned seed, int direct, int keep
         on_event(r, &ev, keep);
     }
     pyc_zmtp_dec_destroy(&dec);
+    pyc_zmtp_curve_destroy(&cv);
 }
 
 int
@@ -144,11 +153,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2)
         return 0;
-    int type = data[0] % 3, direct = (data[0] & 0x80) != 0;
+    int type = data[0] % 3, direct = (data[0] & 0x80) != 0, curve = (data[0] & 0x40) != 0;
     unsigned seed = data[1] | 0x100u;
     run_t whole, pieces, trip;
-    decode(type, data + 2, size - 2, 0, 0, 1, &whole);
-    decode(type, data + 2, size - 2, seed, direct, 0, &pieces);
+    decode(type, data + 2, size - 2, 0, 0, 1, &whole, curve);
+    decode(type, data + 2, size - 2, seed, direct, 0, &pieces, curve);
     if (whole.digest != pieces.digest || whole.failed != pieces.failed || whole.nmsgs != pieces.nmsgs)
         abort();
     free(pieces.again);
@@ -156,7 +165,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* The round trip: our greeting and a DEALER's READY (a DEALER may talk to a DEALER), then the messages. */
     if (whole.nmsgs > 0) {
         unsigned char hs[PYC_ZMTP_GREETING_LEN + 400];
-        pyc_zmtp_greeting(hs);
+        pyc_zmtp_greeting(hs, false);
         int r = pyc_zmtp_ready(hs + PYC_ZMTP_GREETING_LEN, 400, PYC_ZMTP_DEALER, "fuzz", 4);
         if (r < 0)
             abort();
@@ -166,7 +175,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         memcpy(s, hs, hl);
         memcpy(s + hl, whole.again, whole.again_len);
-        decode(PYC_ZMTP_DEALER, s, hl + whole.again_len, seed, direct, 0, &trip);
+        decode(PYC_ZMTP_DEALER, s, hl + whole.again_len, seed, direct, 0, &trip, 0);
         if (trip.failed || trip.nmsgs != whole.nmsgs || trip.msgs != whole.msgs)
             abort();
         free(s);

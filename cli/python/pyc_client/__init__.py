@@ -39,13 +39,17 @@ import time
 import uuid
 import warnings
 
-__all__ = ["get", "put", "copy", "fork", "run_isolated", "request", "PycError", "PycSkippedWarning", "TARGET", "PROTOCOL"]
+__all__ = ["get", "put", "copy", "fork", "run_isolated", "request", "PycError", "PycSkippedWarning", "TARGET", "PROTOCOL",
+           "use_curve", "start_kernel", "write_curve_keys", "curve_info"]
 
 # The digest rules and constants are shared with the kernel: _digest.py is the kernel's own file.
 from ._digest import DEFAULT_CHUNK as CHUNK  # the chunk size this client asks for
 from ._digest import PROTOCOL, TARGET
 from ._digest import digests as _digests
 from ._digest import mismatch as _mismatch
+
+# CURVE-encrypted kernels from jupyter_client 7.x (see _curve.py).
+from ._curve import curve_info, start_kernel, use_curve, write_curve_keys
 
 
 class PycError(Exception):
@@ -340,6 +344,8 @@ def fork(client, n=1, outlive=False, timeout=60):
     for child in reply.get("children", []):
         kc = BlockingKernelClient()
         kc.load_connection_info(child["connection"])
+        if curve_info(child["connection"]) is not None:
+            use_curve(kc, child["connection"])   # a CURVE kernel's child has a key pair of its own
         kc.start_channels()
         kc.pyc_child = child
         clients.append(kc)

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "zmtp.h"
+#include "zmtp_curve.h"
 #include "zmtp_test.h"
 
 /* ---- helpers --------------------------------------------------------------------------------------------- */
@@ -70,7 +71,7 @@ test_greeting_bytes(void **state)
         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     };
     unsigned char g[64];
-    pyc_zmtp_greeting(g);
+    pyc_zmtp_greeting(g, false);
     assert_memory_equal(g, want, 64);
 }
 
@@ -288,7 +289,7 @@ test_refusals(void **state)
     b.n = 0;
     put(&b, "GET / HTTP/1.0\r\n", 16);
     refused(PYC_ZMTP_DEALER, &b, "does not speak ZMTP (its greeting starts with 0x47");
-    pyc_zmtp_greeting(g);
+    pyc_zmtp_greeting(g, false);
     g[9] = 0x7e;
     b.n = 0;
     put(&b, g, 10);
@@ -301,7 +302,7 @@ test_refusals(void **state)
     refused(PYC_ZMTP_DEALER, &b, "security mechanism \"CURVE\"");
     b.n = 0;
     peer_greeting(&b, 3, "NULLX");
-    refused(PYC_ZMTP_DEALER, &b, "only NULL is supported");
+    refused(PYC_ZMTP_DEALER, &b, "the connection file says NULL (no CURVE keys)");
 
     /* the handshake */
     b.n = 0;
@@ -439,14 +440,18 @@ find_corpus(char *dir, size_t cap)
     return -1;
 }
 
-/* Decodes a corpus input as fuzz_zmtp.c does (our type is byte 0 mod 3, the stream starts at byte 2), in
- * pieces of `chunk` bytes.  Returns 0 when every byte was accepted, or -1 with the refusal in err. */
+/* Decodes a corpus input as fuzz_zmtp.c does (our type is byte 0 mod 3, CURVE with bit 6 of it, the stream
+ * starts at byte 2), in pieces of `chunk` bytes.  Returns 0 when every byte was accepted, or -1 with the refusal
+ * in err. */
 static int
 decode_input(const unsigned char *data, size_t n, size_t chunk, pyc_error_t *err)
 {
+    static const unsigned char key[32] = {9};
     pyc_zmtp_dec_t *dec = pyc_zmtp_dec_new(data[0] % 3, CORPUS_MAX_MSG, CORPUS_MAX_FRAMES, err);
+    pyc_zmtp_curve_t *cv = (data[0] & 0x40) ? pyc_zmtp_curve_new(key, key, key, NULL) : NULL;
     int rc = 0;
     assert_non_null(dec);
+    pyc_zmtp_dec_set_curve(dec, cv);
     for (size_t off = 2; off < n && rc == 0;) {
         size_t used;
         pyc_zmtp_event_t ev;
@@ -459,6 +464,7 @@ decode_input(const unsigned char *data, size_t n, size_t chunk, pyc_error_t *err
             pyc_zmtp_msg_destroy(&ev.msg);
     }
     pyc_zmtp_dec_destroy(&dec);
+    pyc_zmtp_curve_destroy(&cv);
     return rc;
 }
 

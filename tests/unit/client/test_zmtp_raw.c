@@ -58,7 +58,7 @@ raw_peer(int type, const bytes_t *b, const char *want)
     wait_failure(c, 5000, want);
     /* What we wrote before failing: our greeting and READY, nothing else. */
     unsigned char got[512], want_hs[512];
-    pyc_zmtp_greeting(want_hs);
+    pyc_zmtp_greeting(want_hs, false);
     int r = pyc_zmtp_ready(want_hs + 64, sizeof want_hs - 64, type, "id", 2);
     ssize_t n = 0, k;
     while ((k = read(s, got + n, sizeof got - (size_t)n)) > 0)
