@@ -135,7 +135,7 @@ pyc_install_main(int argc, char **argv)
     }
     json_t *spec = json_pack("{s:[s,s,s], s:s, s:s, s:s, s:{s:b}}", "argv", self, "-f", "{connection_file}",
                              "display_name", display, "language", "python", "interrupt_mode", "signal",
-                             "metadata", "debugger", 0);
+                             "metadata", "debugger", 1);
     /* jupyter_client >= 8.9 gives CURVE keys only to kernels whose spec says they take them (JEP 145). */
     if (spec != NULL && pyc_zap_has_curve())
         json_object_set_new(json_object_get(spec, "metadata"), "supported_encryption", json_pack("[s]", "curve"));

@@ -212,11 +212,13 @@ subshell_main(void *arg)
 {
     pyc__subshell_t *s = arg;
     here = s;
+    pyc_py_thread_t *py = pyc_py_thread_begin();
     pyc_msg_t *msg;
     while ((msg = next_request(s)) != NULL) {
         answer(s, msg);
         pyc_msg_destroy(&msg);
     }
+    pyc_py_thread_end(py);
     return NULL;
 }
 

@@ -10,6 +10,7 @@
 #include "pyint.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 
 static atomic_int debug_on;      /* a debug session is attached: trace the main thread before its cells */
 static int debug_available = -1; /* debugpy can be imported (-1: not asked yet) */
@@ -124,6 +125,33 @@ pyc__py_debug_trace(void)
         pyc__py_report("tracing the cell for the debugger");
     Py_XDECREF(r);
     PyErr_Restore(type, value, tb);
+}
+
+/* A thread's Python state kept between its requests (pyc_py_thread_begin). */
+struct pyc_py_thread {
+    PyGILState_STATE gil;
+    PyThreadState *ts;
+};
+
+pyc_py_thread_t *
+pyc_py_thread_begin(void)
+{
+    pyc_py_thread_t *t = malloc(sizeof *t);
+    if (t == NULL)
+        return NULL;
+    t->gil = PyGILState_Ensure();
+    t->ts = PyEval_SaveThread();
+    return t;
+}
+
+void
+pyc_py_thread_end(pyc_py_thread_t *t)
+{
+    if (t == NULL)
+        return;
+    PyEval_RestoreThread(t->ts);
+    PyGILState_Release(t->gil);
+    free(t);
 }
 
 unsigned long

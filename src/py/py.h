@@ -97,6 +97,14 @@ void pyc_py_execute_subshell(const char *code, const pyc_py_exec_opts_t *opts, p
  * call returns).  Takes the GIL, so the caller must not be a thread that the GIL could keep waiting. */
 void pyc_py_interrupt_threads(const unsigned long *idents, size_t n);
 
+/* A thread of the kernel's own that runs Python now and then (a subshell's) keeps one Python thread state from
+ * begin to end, so that its threading.local() values, its asyncio loop and its threading identity last
+ * between its requests, and each request's GIL costs no new state.  Any thread, without the GIL; begin
+ * returns NULL when memory runs out (each request then makes a state of its own). */
+typedef struct pyc_py_thread pyc_py_thread_t;
+pyc_py_thread_t *pyc_py_thread_begin(void);
+void pyc_py_thread_end(pyc_py_thread_t *t);
+
 /* The calling thread's Python ident (threading.get_ident()). */
 unsigned long pyc_py_thread_ident(void);
 

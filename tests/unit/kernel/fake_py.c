@@ -234,3 +234,41 @@ pyc_py_debug_session(bool on)
 {
     (void)on;
 }
+
+void
+pyc_py_execute_subshell(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_result_t *res)
+{
+    pyc_py_execute(code, opts, res);
+}
+
+void
+pyc_py_interrupt_threads(const unsigned long *idents, size_t n)
+{
+    (void)idents;
+    (void)n;
+}
+
+unsigned long
+pyc_py_thread_ident(void)
+{
+    return 1;
+}
+
+void
+pyc_py_thread_parent(const char *header, size_t len)
+{
+    (void)header;
+    (void)len;
+}
+
+pyc_py_thread_t *
+pyc_py_thread_begin(void)
+{
+    return NULL;
+}
+
+void
+pyc_py_thread_end(pyc_py_thread_t *t)
+{
+    (void)t;
+}

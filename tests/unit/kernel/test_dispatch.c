@@ -238,7 +238,7 @@ setup(void **state)
     setenv("PYC_HISTORY_FILE", ":memory:", 1);
     memset(&fio, 0, sizeof fio);
     pthread_mutex_init(&fio.lock, NULL);
-    fio.io = (pyc_io_t){io_send, io_next_pending, io_recv_stdin};
+    fio.io = (pyc_io_t){.send = io_send, .next_pending = io_next_pending, .recv_stdin = io_recv_stdin};
     auth = pyc_auth_new("hmac-sha256", "key", 3, 0, &err);
     assert_non_null(auth);
     pyc_connfile_t cf = {.transport = "tcp", .ip = "127.0.0.1", .ports = {1, 2, 3, 4, 5},
@@ -476,6 +476,29 @@ test_control_thread_requests(void **state)
     assert_true(restart);
 }
 
+/* An io without route_shell (this fake, an isolated cell's pipe) has no subshells: create_subshell_request gets
+ * an error reply on control, list an empty list, and a shell request that names a subshell an error reply of
+ * its own type between busy and idle. */
+static void
+test_subshells_without_routing(void **state)
+{
+    (void)state;
+    char trace[1024], id[64];
+    pyc_msg_t *m = request("create_subshell_request", NULL, NULL);
+    snprintf(id, sizeof id, "%s", m->msg_id);
+    assert_true(pyc_kernel_control(kernel, m));
+    assert_string_equal(trace_of(id, trace, sizeof trace), "iopub:busy control:create_subshell_reply iopub:idle");
+    m = request("list_subshell_request", NULL, NULL);
+    snprintf(id, sizeof id, "%s", m->msg_id);
+    assert_true(pyc_kernel_control(kernel, m));
+    assert_string_equal(trace_of(id, trace, sizeof trace), "iopub:busy control:list_subshell_reply iopub:idle");
+    m = execute_request("ok", NULL);
+    json_object_set_new(m->header, "subshell_id", json_string("nope"));
+    snprintf(id, sizeof id, "%s", m->msg_id);
+    pyc_kernel_handle(kernel, PYC_CHAN_SHELL, m);
+    assert_string_equal(trace_of(id, trace, sizeof trace), "iopub:busy shell:execute_reply iopub:idle");
+}
+
 int
 main(void)
 {
@@ -488,6 +511,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_output_cap_and_notice, setup, teardown),
         cmocka_unit_test_setup_teardown(test_outcomes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_control_thread_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_subshells_without_routing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
