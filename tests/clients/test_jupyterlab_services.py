@@ -74,9 +74,11 @@ def server(tmp_path):
         watched.close()
 
 
-def test_kernel_through_jupyterlab_services(server, tmp_path):
+def run_services(server, tmp_path, **extra):
+    """Runs services.mjs with a config; returns (its JSON result, the node process, the failure context)."""
     base, token, watched, log_path = server
     cfg = {"baseUrl": base, "token": token, "kernelName": "pyc", "codes": ["print(6*7)", "1+1"], "timeoutMs": 40000}
+    cfg.update(extra)
     cfg_path = tmp_path / "config.json"
     cfg_path.write_text(json.dumps(cfg))
     with open(tmp_path / "stdout.txt", "wb") as out, open(tmp_path / "stderr.txt", "wb") as err:
@@ -97,6 +99,12 @@ def test_kernel_through_jupyterlab_services(server, tmp_path):
     print(json.dumps(result, indent=1))
     assert result["ok"], "services.mjs failed: %s%s" % (result.get("error"), context)
     assert node.returncode == 0
+    return result
+
+
+def test_kernel_through_jupyterlab_services(server, tmp_path):
+    base, token, watched, log_path = server
+    result = run_services(server, tmp_path)
 
     # started through the server, connected over its WebSocket
     assert result["kernelName"] == "pyc"
@@ -134,3 +142,18 @@ def test_kernel_through_jupyterlab_services(server, tmp_path):
     while any(pid_alive(p) for p in kernels) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [p for p in kernels if pid_alive(p)], "kernel processes still alive after the shutdown"
+
+
+def test_debugger_through_jupyterlab_services(server, tmp_path):
+    """One breakpoint round trip with KernelConnection.requestDebug, as JupyterLab's debugger makes it."""
+    pytest.importorskip("debugpy")
+    result = run_services(server, tmp_path, codes=[], debug=True)
+    d = result["debug"]
+    assert d["initialize"] and d["attach"] and d["configurationDone"], d
+    assert d["hashMethod"] == "Murmur2" and d["prefixMatches"], d
+    assert d["verified"] == [True], d
+    assert d["stoppedReason"] == "breakpoint", d
+    assert d["topFrame"] == {"name": "f", "line": 2}, d
+    assert d["continued"] and d["cellStatus"] == "ok" and d["cellOutput"] == "5\n", d
+    assert d["disconnect"], d
+    assert "stopped" in d["events"] and "continued" in d["events"], d["events"]

@@ -4,7 +4,11 @@
 // tests/clients/test_jupyterlab_services.py to check.
 //
 // Usage: node services.mjs <config.json>
-//   config: { baseUrl, token, kernelName, codes: [..], timeoutMs }
+//   config: { baseUrl, token, kernelName, codes: [..], timeoutMs, debug }
+//   debug: when true, also one breakpoint round trip through KernelConnection.requestDebug, as JupyterLab's
+//   debugger makes it: initialize, attach, debugInfo, dumpCell, setBreakpoints, configurationDone; a cell
+//   that calls a function of an earlier cell stops (debug_event "stopped"); stackTrace, continue; the cell
+//   finishes; disconnect.
 // Exit code 0 when every step ran (whatever the kernel answered); 2 otherwise (the JSON then has "error").
 
 import { readFileSync } from 'node:fs';
@@ -30,6 +34,57 @@ const timer = setTimeout(() => {
   result.error = 'timed out after ' + cfg.timeoutMs + ' ms (last step: ' + JSON.stringify(result.steps.at(-1)) + ')';
   finish(2);
 }, cfg.timeoutMs ?? 40000);
+
+// One DAP request through the kernel connection; resolves with the DAP response (the debug_reply content).
+let seq = 0;
+async function dap(kernel, command, args) {
+  const future = kernel.requestDebug({ type: 'request', seq: ++seq, command, arguments: args || {} });
+  const reply = await future.done;
+  return reply.content;
+}
+
+async function debugRoundTrip(kernel) {
+  const out = { events: [] };
+  let onStopped;
+  const stopped = new Promise((resolve) => (onStopped = resolve));
+  kernel.iopubMessage.connect((_, msg) => {
+    if (msg.header.msg_type !== 'debug_event') return;
+    out.events.push(msg.content.event);
+    if (msg.content.event === 'stopped') onStopped(msg.content);
+  });
+  const init = await dap(kernel, 'initialize', {
+    clientID: 'jupyterlab', clientName: 'JupyterLab', adapterID: 'python', pathFormat: 'path',
+    linesStartAt1: true, columnsStartAt1: true, supportsVariableType: true, supportsVariablePaging: true,
+    supportsRunInTerminalRequest: true, locale: 'en',
+  });
+  out.initialize = init.success;
+  out.attach = (await dap(kernel, 'attach')).success;
+  const info = await dap(kernel, 'debugInfo');
+  out.hashMethod = info.body.hashMethod;
+  const code = 'def f(a, b):\n    c = a + b\n    return c\n';
+  await kernel.requestExecute({ code }).done;
+  const dumped = await dap(kernel, 'dumpCell', { code });
+  out.sourcePath = dumped.body.sourcePath;
+  out.prefixMatches = dumped.body.sourcePath.startsWith(info.body.tmpFilePrefix);
+  const bps = await dap(kernel, 'setBreakpoints', {
+    breakpoints: [{ line: 2 }], source: { path: dumped.body.sourcePath }, sourceModified: false,
+  });
+  out.verified = bps.body.breakpoints.map((b) => b.verified);
+  out.configurationDone = (await dap(kernel, 'configurationDone')).success;
+  const future = kernel.requestExecute({ code: 'print(f(2, 3))' });
+  const iopub = [];
+  future.onIOPub = (msg) => iopub.push(msg);
+  const ev = await stopped;
+  out.stoppedReason = ev.body.reason;
+  const stack = await dap(kernel, 'stackTrace', { threadId: ev.body.threadId });
+  out.topFrame = { name: stack.body.stackFrames[0].name, line: stack.body.stackFrames[0].line };
+  out.continued = (await dap(kernel, 'continue', { threadId: ev.body.threadId })).success;
+  const reply = await future.done;
+  out.cellStatus = reply.content.status;
+  out.cellOutput = iopub.filter((m) => m.header.msg_type === 'stream').map((m) => m.content.text).join('');
+  out.disconnect = (await dap(kernel, 'disconnect', { restart: false, terminateDebuggee: false })).success;
+  return out;
+}
 
 let manager;
 try {
@@ -73,6 +128,11 @@ try {
       iopub,
     });
     step('executed ' + JSON.stringify(code));
+  }
+
+  if (cfg.debug) {
+    result.debug = await debugRoundTrip(kernel);
+    step('debugged');
   }
 
   await kernel.shutdown();
