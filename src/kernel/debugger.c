@@ -27,11 +27,10 @@
 
 #include <errno.h>
 #include <poll.h>
-#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,22 +39,16 @@
 #include "clock.h"
 #include "dap.h"
 #include "log.h"
+#include "zqueue.h"
 
 #define PYC_DEBUG_TIMEOUT_S 60
 #define INTERNAL_SEQ 1000000000  /* seq of the requests the kernel makes itself, apart from the front end's */
 
-typedef struct dqueue {
-    struct dqueue *next;
-    pyc_msg_t *msg;
-} dqueue_t;
-
 struct pyc__debugger {
     pyc_kernel_t *k;
     pthread_t thread;
-    int efd;                     /* wakes the thread: a request was queued, or stop */
-    pthread_mutex_t lock;        /* guards head, tail, stop */
-    dqueue_t *head, *tail;
-    bool stop;
+    pyc_zqueue_t q;              /* the requests; its eventfd also wakes the thread to stop */
+    atomic_bool stop;
 
     /* The debugger thread only. */
     pyc_dap_conn_t conn;         /* to the adapter; conn.fd is -1 while no session */
@@ -70,10 +63,7 @@ struct pyc__debugger {
 static bool
 stopping(pyc__debugger_t *d)
 {
-    pthread_mutex_lock(&d->lock);
-    bool stop = d->stop;
-    pthread_mutex_unlock(&d->lock);
-    return stop;
+    return atomic_load(&d->stop);
 }
 
 /* ---- events ---------------------------------------------------------------------------------------------- */
@@ -533,37 +523,19 @@ static void *
 debugger_main(void *arg)
 {
     pyc__debugger_t *d = arg;
-    for (;;) {
-        struct pollfd p[2] = {{.fd = d->efd, .events = POLLIN}, {.fd = d->conn.fd, .events = POLLIN}};
+    while (!stopping(d)) {
+        struct pollfd p[2] = {{.fd = d->q.efd, .events = POLLIN}, {.fd = d->conn.fd, .events = POLLIN}};
         if (poll(p, d->conn.fd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
             break;
-        uint64_t v;
-        if (p[0].revents & POLLIN) {
-            ssize_t r = read(d->efd, &v, sizeof v);
-            (void)r;
-        }
         if (d->conn.fd >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)) && pyc_dap_read(&d->conn, 0) >= 0) {
             json_t *stray;
             while ((stray = drain(d)) != NULL)
                 json_decref(stray);  /* a response nobody waits for (its request timed out) */
         }
-        for (;;) {
-            pthread_mutex_lock(&d->lock);
-            dqueue_t *it = d->head;
-            bool stop = d->stop;
-            if (it != NULL && !stop) {
-                d->head = it->next;
-                if (d->head == NULL)
-                    d->tail = NULL;
-            }
-            pthread_mutex_unlock(&d->lock);
-            if (stop)
-                return NULL;
-            if (it == NULL)
-                break;
+        pyc_zqitem_t *it;
+        while (!stopping(d) && (it = pyc_zqueue_pop(&d->q)) != NULL) {
             handle(d, it->msg);
-            pyc_msg_destroy(&it->msg);
-            free(it);
+            pyc_zqueue_item_free(it);
         }
     }
     return NULL;
@@ -577,22 +549,13 @@ debugger_new(pyc_kernel_t *k)
         return NULL;
     d->k = k;
     pyc_dap_init(&d->conn);
-    d->efd = eventfd(0, EFD_CLOEXEC);
-    pthread_mutex_init(&d->lock, NULL);
     d->breakpoints = json_object();
     d->stopped = json_array();
-    /* The thread must not take SIGINT or SIGTERM, which belong to the main thread. */
-    sigset_t block, saved;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &block, &saved);
-    int rc = d->efd >= 0 ? pthread_create(&d->thread, NULL, debugger_main, d) : -1;
-    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    /* Made by the control thread, which blocks SIGINT and SIGTERM (app.c): the new thread inherits that, and
+     * the signals stay the main thread's. */
+    int rc = pyc_zqueue_init(&d->q) == 0 ? pthread_create(&d->thread, NULL, debugger_main, d) : -1;
     if (rc != 0) {
-        if (d->efd >= 0)
-            close(d->efd);
-        pthread_mutex_destroy(&d->lock);
+        pyc_zqueue_clear(&d->q);
         json_decref(d->breakpoints);
         json_decref(d->stopped);
         free(d);
@@ -608,8 +571,7 @@ pyc__debug_request(pyc_kernel_t *k, pyc_msg_t *msg)
     if (k->debugger == NULL && !k->debugger_closed)
         k->debugger = debugger_new(k);
     pyc__debugger_t *d = k->debugger;
-    dqueue_t *it = d != NULL ? calloc(1, sizeof *it) : NULL;
-    if (it == NULL) {
+    if (d == NULL) {
         pthread_mutex_unlock(&k->debugger_lock);
         json_t *rep = json_pack("{s:s, s:b, s:s}", "type", "response", "success", 0, "message",
                                 k->debugger_closed ? "the kernel is shutting down"
@@ -619,17 +581,7 @@ pyc__debug_request(pyc_kernel_t *k, pyc_msg_t *msg)
         pyc_msg_destroy(&msg);
         return;
     }
-    it->msg = msg;
-    pthread_mutex_lock(&d->lock);
-    if (d->tail != NULL)
-        d->tail->next = it;
-    else
-        d->head = it;
-    d->tail = it;
-    pthread_mutex_unlock(&d->lock);
-    uint64_t one = 1;
-    ssize_t w = write(d->efd, &one, sizeof one);
-    (void)w;
+    pyc_zqueue_push_msg(&d->q, PYC_CHAN_CONTROL, msg, "debugger");
     pthread_mutex_unlock(&k->debugger_lock);
 }
 
@@ -639,21 +591,11 @@ pyc__debugger_destroy(pyc__debugger_t **d_p)
     pyc__debugger_t *d = *d_p;
     if (d == NULL)
         return;
-    pthread_mutex_lock(&d->lock);
-    d->stop = true;
-    pthread_mutex_unlock(&d->lock);
-    uint64_t one = 1;
-    ssize_t w = write(d->efd, &one, sizeof one);
-    (void)w;
+    atomic_store(&d->stop, true);
+    pyc_zqueue_signal(&d->q);
     pthread_join(d->thread, NULL);
-    for (dqueue_t *it = d->head, *next; it != NULL; it = next) {
-        next = it->next;
-        pyc_msg_destroy(&it->msg);
-        free(it);
-    }
+    pyc_zqueue_clear(&d->q);     /* requests still queued are dropped: the kernel is ending */
     pyc_dap_close(&d->conn);
-    close(d->efd);
-    pthread_mutex_destroy(&d->lock);
     json_decref(d->breakpoints);
     json_decref(d->stopped);
     free(d);

@@ -254,27 +254,14 @@ control_main(void *arg)
         if (!stopping && (items[1].revents | items[2].revents) & ZMQ_POLLIN)
             drain_subscriptions(srv);
         /* Replies first, so that an answer queued by the main thread leaves before new work arrives. */
-        for (pyc_zqitem_t *it = pyc_zqueue_take_all(&srv->control_q), *next; it != NULL; it = next) {
-            next = it->next;
-            pyc_zqueue_item_send(srv->sock[PYC_CHAN_CONTROL], it);
-            pyc_zqueue_item_free(it);
-        }
+        pyc_zqueue_send_all(&srv->control_q, srv->sock[PYC_CHAN_CONTROL], "control");
         if (stopping)
             break;
         if (items[0].revents & ZMQ_POLLIN) {
             pyc_msg_t *msg;
             while ((msg = pyc__server_recv(srv, PYC_CHAN_CONTROL)) != NULL) {
-                if (srv->cb.on_control != NULL && srv->cb.on_control(srv->cb.ctx, msg))
-                    continue;
-                pyc_zqitem_t *it = calloc(1, sizeof *it);
-                if (it == NULL) {
-                    pyc_log("control: dropped message: out of memory");
-                    pyc_msg_destroy(&msg);
-                    continue;
-                }
-                it->chan = PYC_CHAN_CONTROL;
-                it->msg = msg;
-                pyc_zqueue_push(&srv->inbox_q, it);
+                if (srv->cb.on_control == NULL || !srv->cb.on_control(srv->cb.ctx, msg))
+                    pyc_zqueue_push_msg(&srv->inbox_q, PYC_CHAN_CONTROL, msg, "control");
             }
         }
     }

@@ -59,29 +59,15 @@ shell_main(void *arg)
         int stopping = srv->stop;
         if (zmq_poll(items, 2, stopping ? 0 : -1) < 0 && zmq_errno() != EINTR)
             break;
-        for (pyc_zqitem_t *it = pyc_zqueue_take_all(&srv->shell_out), *next; it != NULL; it = next) {
-            next = it->next;
-            if (pyc_zqueue_item_send(srv->sock[PYC_CHAN_SHELL], it) < 0)
-                pyc_log("shell: send failed: %s", zmq_strerror(zmq_errno()));
-            pyc_zqueue_item_free(it);
-        }
+        pyc_zqueue_send_all(&srv->shell_out, srv->sock[PYC_CHAN_SHELL], "shell");
         if (stopping)
             break;
         if (!(items[0].revents & ZMQ_POLLIN))
             continue;
         pyc_msg_t *msg;
         while ((msg = pyc__server_recv(srv, PYC_CHAN_SHELL)) != NULL) {
-            if (srv->take(srv->take_ctx, msg))
-                continue;
-            pyc_zqitem_t *it = calloc(1, sizeof *it);
-            if (it == NULL) {
-                pyc_log("shell: dropped message: out of memory");
-                pyc_msg_destroy(&msg);
-                continue;
-            }
-            it->chan = PYC_CHAN_SHELL;
-            it->msg = msg;
-            pyc_zqueue_push(&srv->shell_in, it);
+            if (!srv->take(srv->take_ctx, msg))
+                pyc_zqueue_push_msg(&srv->shell_in, PYC_CHAN_SHELL, msg, "shell");
         }
     }
     return NULL;

@@ -23,26 +23,20 @@
  */
 #include "kernelint.h"
 
-#include <signal.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
-
-typedef struct squeue {
-    struct squeue *next;
-    pyc_msg_t *msg;
-} squeue_t;
+#include "zqueue.h"
 
 struct pyc__subshell {
     pyc__subshell_t *next;       /* in the kernel's list, under subshells_lock */
     pyc_kernel_t *k;
     char id[PYC_MSG_ID_LEN + 1];
     pthread_t thread;
-    pthread_mutex_t lock;        /* guards head, tail, stop */
-    pthread_cond_t cond;
-    squeue_t *head, *tail;
-    bool stop;
+    pyc_zqueue_t q;              /* its requests; the eventfd also wakes the thread to stop */
+    atomic_bool stop;
     atomic_ulong py_ident;       /* its thread's Python ident while it runs a cell, else 0 */
 
     /* Its thread only. */
@@ -68,54 +62,42 @@ pyc__subshell_allow_stdin(void)
 
 /* ---- the subshell's thread -------------------------------------------------------------------------------- */
 
+/* The next request (taken over), waiting for one; NULL when the subshell is to stop. */
 static pyc_msg_t *
 next_request(pyc__subshell_t *s)
 {
-    pthread_mutex_lock(&s->lock);
-    while (s->head == NULL && !s->stop)
-        pthread_cond_wait(&s->cond, &s->lock);
-    squeue_t *it = s->stop ? NULL : s->head;
-    if (it != NULL) {
-        s->head = it->next;
-        if (s->head == NULL)
-            s->tail = NULL;
+    for (;;) {
+        if (atomic_load(&s->stop))
+            return NULL;
+        pyc_zqitem_t *it = pyc_zqueue_pop(&s->q);
+        if (it != NULL) {
+            pyc_msg_t *msg = it->msg;
+            it->msg = NULL;
+            pyc_zqueue_item_free(it);
+            return msg;
+        }
+        struct pollfd p = {.fd = s->q.efd, .events = POLLIN};
+        poll(&p, 1, -1);
     }
-    pthread_mutex_unlock(&s->lock);
-    pyc_msg_t *msg = it != NULL ? it->msg : NULL;
-    free(it);
-    return msg;
+}
+
+static bool
+is_execute(const pyc_zqitem_t *it)
+{
+    return strcmp(it->msg->msg_type, "execute_request") == 0;
 }
 
 /* After an error with stop_on_error: the execute requests queued on this subshell are aborted, each with its
- * busy and idle; the others stay queued. */
+ * busy and idle; the others stay queued, in their order. */
 static void
 abort_queued(pyc__subshell_t *s)
 {
-    pthread_mutex_lock(&s->lock);
-    squeue_t *keep = NULL, **tail = &keep, *drop = NULL, **dtail = &drop;
-    for (squeue_t *it = s->head, *next; it != NULL; it = next) {
-        next = it->next;
-        it->next = NULL;
-        if (strcmp(it->msg->msg_type, "execute_request") == 0) {
-            *dtail = it;
-            dtail = &it->next;
-        } else {
-            *tail = it;
-            tail = &it->next;
-        }
-    }
-    s->head = keep;
-    s->tail = NULL;
-    for (squeue_t *it = keep; it != NULL; it = it->next)
-        s->tail = it;
-    pthread_mutex_unlock(&s->lock);
-    for (squeue_t *it = drop, *next; it != NULL; it = next) {
+    for (pyc_zqitem_t *it = pyc_zqueue_take_if(&s->q, is_execute), *next; it != NULL; it = next) {
         next = it->next;
         pyc__status(s->k, it->msg, "busy");
         pyc__abort_reply(s->k, PYC_CHAN_SHELL, it->msg);
         pyc__status(s->k, it->msg, "idle");
-        pyc_msg_destroy(&it->msg);
-        free(it);
+        pyc_zqueue_item_free(it);
     }
 }
 
@@ -233,28 +215,17 @@ take(void *ctx, pyc_msg_t *msg)
     if (!pyc__subshell_named(msg))
         return false;
     json_t *id = json_object_get(msg->header, "subshell_id");
-    squeue_t *it = calloc(1, sizeof *it);
     pthread_mutex_lock(&k->subshells_lock);
     pyc__subshell_t *s = k->subshells;
     while (s != NULL && !(json_is_string(id) && strcmp(s->id, json_string_value(id)) == 0))
         s = s->next;
-    if (s != NULL && it != NULL) {
-        it->msg = msg;
-        pthread_mutex_lock(&s->lock);
-        if (s->tail != NULL)
-            s->tail->next = it;
-        else
-            s->head = it;
-        s->tail = it;
-        pthread_cond_signal(&s->cond);
-        pthread_mutex_unlock(&s->lock);
-        pthread_mutex_unlock(&k->subshells_lock);
-        return true;
-    }
+    if (s != NULL)
+        pyc_zqueue_push_msg(&s->q, PYC_CHAN_SHELL, msg, "shell");
     pthread_mutex_unlock(&k->subshells_lock);
-    free(it);
-    pyc__subshell_refuse(k, msg, s != NULL ? "out of memory" : NULL);
-    pyc_msg_destroy(&msg);
+    if (s == NULL) {
+        pyc__subshell_refuse(k, msg, NULL);
+        pyc_msg_destroy(&msg);
+    }
     return true;
 }
 
@@ -291,13 +262,7 @@ pyc__subshell_refuse(pyc_kernel_t *k, const pyc_msg_t *msg, const char *why)
 static void
 subshell_free(pyc__subshell_t *s)
 {
-    for (squeue_t *it = s->head, *next; it != NULL; it = next) {
-        next = it->next;
-        pyc_msg_destroy(&it->msg);
-        free(it);
-    }
-    pthread_mutex_destroy(&s->lock);
-    pthread_cond_destroy(&s->cond);
+    pyc_zqueue_clear(&s->q);     /* requests still queued are dropped with it */
     free(s);
 }
 
@@ -305,10 +270,8 @@ subshell_free(pyc__subshell_t *s)
 static void
 subshell_stop(pyc__subshell_t *s)
 {
-    pthread_mutex_lock(&s->lock);
-    s->stop = true;
-    pthread_cond_signal(&s->cond);
-    pthread_mutex_unlock(&s->lock);
+    atomic_store(&s->stop, true);
+    pyc_zqueue_signal(&s->q);
     pthread_join(s->thread, NULL);
     subshell_free(s);
 }
@@ -336,14 +299,13 @@ pyc__on_create_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     }
     s->k = k;
     pyc_msg_new_id(s->id);
-    pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->cond, NULL);
-    /* The thread takes neither SIGINT nor SIGTERM: they are the main thread's. */
-    sigset_t block, saved;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &block, &saved);
+    if (pyc_zqueue_init(&s->q) < 0) {
+        subshell_free(s);
+        reply_error(k, chan, msg, "create_subshell_reply", "SubshellError", "cannot make the subshell's queue");
+        return;
+    }
+    /* Made by the control thread, which blocks SIGINT and SIGTERM (app.c): the new thread inherits that, and
+     * the signals stay the main thread's. */
     pthread_mutex_lock(&k->subshells_lock);
     int rc = k->subshells_closed ? -1 : pthread_create(&s->thread, NULL, subshell_main, s);
     if (rc == 0) {
@@ -351,7 +313,6 @@ pyc__on_create_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         k->subshells = s;
     }
     pthread_mutex_unlock(&k->subshells_lock);
-    pthread_sigmask(SIG_SETMASK, &saved, NULL);
     if (rc != 0) {
         subshell_free(s);
         reply_error(k, chan, msg, "create_subshell_reply", "SubshellError",

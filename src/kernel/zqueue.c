@@ -10,6 +10,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "log.h"
+
 
 int
 pyc_zqueue_init(pyc_zqueue_t *q)
@@ -179,3 +181,51 @@ pyc_zqueue_item_send(void *sock, pyc_zqitem_t *it)
     return rc;
 }
 
+
+void
+pyc_zqueue_send_all(pyc_zqueue_t *q, void *sock, const char *name)
+{
+    for (pyc_zqitem_t *it = pyc_zqueue_take_all(q), *next; it != NULL; it = next) {
+        next = it->next;
+        if (pyc_zqueue_item_send(sock, it) < 0)
+            pyc_log("%s: send failed: %s", name, zmq_strerror(zmq_errno()));
+        pyc_zqueue_item_free(it);
+    }
+}
+
+void
+pyc_zqueue_push_msg(pyc_zqueue_t *q, int chan, pyc_msg_t *msg, const char *name)
+{
+    pyc_zqitem_t *it = calloc(1, sizeof *it);
+    if (it == NULL) {
+        pyc_log("%s: dropped message: out of memory", name);
+        pyc_msg_destroy(&msg);
+        return;
+    }
+    it->chan = chan;
+    it->msg = msg;
+    pyc_zqueue_push(q, it);
+}
+
+pyc_zqitem_t *
+pyc_zqueue_take_if(pyc_zqueue_t *q, bool (*pred)(const pyc_zqitem_t *it))
+{
+    pyc_zqitem_t *taken = NULL, **ttail = &taken, *kept = NULL, **ktail = &kept, *last = NULL;
+    pthread_mutex_lock(&q->lock);
+    for (pyc_zqitem_t *it = q->head, *next; it != NULL; it = next) {
+        next = it->next;
+        it->next = NULL;
+        if (pred(it)) {
+            *ttail = it;
+            ttail = &it->next;
+        } else {
+            *ktail = it;
+            ktail = &it->next;
+            last = it;
+        }
+    }
+    q->head = kept;
+    q->tail = last;
+    pthread_mutex_unlock(&q->lock);
+    return taken;
+}

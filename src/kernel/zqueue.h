@@ -1,8 +1,9 @@
 /*
- * zqueue.h -- the queues that carry ZeroMQ messages between the server's threads (server.c): a mutex-guarded
- * FIFO with an eventfd that is readable while the queue may be non-empty, so that a thread can wait on its
- * socket and its queue at once (zmq_poll accepts plain descriptors); and the items, which carry either a
- * decoded request (the main inbox) or the frames of an outgoing message (replies queued for control).
+ * zqueue.h -- the one queue of messages between the kernel's threads: a mutex-guarded FIFO with an eventfd
+ * that is readable while the queue may be non-empty, so that a thread can wait on its socket and its queue at
+ * once (zmq_poll and poll accept plain descriptors).  Items carry either a decoded request (the main
+ * inbox, shell_in, a subshell's queue, the debugger's) or the frames of an outgoing message (replies queued
+ * for the control and shell threads).
  *
  * Outgoing frames become zmq_msg_t in the sending thread: small frames copied, large owned blocks and lent
  * bytes handed over without a copy (a 100 MiB buffer copied here cost 60 ms, most of it faulting in the fresh
@@ -12,6 +13,7 @@
 #define PYC_ZQUEUE_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <zmq.h>
 
@@ -43,8 +45,16 @@ void pyc_zqueue_signal(pyc_zqueue_t *q);
 /* Appends an item (taken over); signals when the queue was empty.  Any thread. */
 void pyc_zqueue_push(pyc_zqueue_t *q, pyc_zqitem_t *it);
 
+/* Appends a decoded request (taken over) that came on chan; when memory runs out it is dropped with a log
+ * line that names the channel. */
+void pyc_zqueue_push_msg(pyc_zqueue_t *q, int chan, pyc_msg_t *msg, const char *name);
+
 /* Pops the whole queue at once (FIFO order kept) and clears the eventfd. */
 pyc_zqitem_t *pyc_zqueue_take_all(pyc_zqueue_t *q);
+
+/* Takes out the items for which pred is true, in their order (a list by next), leaving the others queued in
+ * theirs. */
+pyc_zqitem_t *pyc_zqueue_take_if(pyc_zqueue_t *q, bool (*pred)(const pyc_zqitem_t *it));
 
 /* Pops one item, or returns NULL (and clears the eventfd) when the queue is empty. */
 pyc_zqitem_t *pyc_zqueue_pop(pyc_zqueue_t *q);
@@ -58,6 +68,10 @@ void pyc_zqueue_item_free(pyc_zqitem_t *it);
 /* An item carrying frames[0..n) as zmq messages; owned blocks and lent bytes are taken over in every case.
  * NULL when memory runs out. */
 pyc_zqitem_t *pyc_zqueue_item_new(pyc_outframe_t *frames, size_t n);
+
+/* Sends every item queued, in order, on sock and frees them (the owner of sock only); a failure is logged
+ * with the channel's name and the rest still go. */
+void pyc_zqueue_send_all(pyc_zqueue_t *q, void *sock, const char *name);
 
 /* Sends an item's frames on a socket.  A failure (a peer gone, ETERM) drops the rest of the message and
  * returns -1. */
