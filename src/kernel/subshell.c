@@ -26,6 +26,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "zqueue.h"
@@ -401,8 +402,22 @@ pyc__end_subshells(pyc_kernel_t *k)
     k->subshells = NULL;
     k->subshells_closed = true;
     pthread_mutex_unlock(&k->subshells_lock);
+    /* Each gets a second to finish its request (interrupted just before, pyc_kernel_closing): a cell blocked
+     * in C (time.sleep(100)) sees no interrupt until the call returns, and the kernel does not wait for that.
+     * Such a thread is left to the interpreter's end, which ends every thread that wants the GIL after it;
+     * its memory stays. */
     for (pyc__subshell_t *s = all, *next; s != NULL; s = next) {
         next = s->next;
-        subshell_stop(s);
+        atomic_store(&s->stop, true);
+        pyc_zqueue_signal(&s->q);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 1;
+        if (pthread_timedjoin_np(s->thread, NULL, &until) == 0) {
+            subshell_free(s);
+        } else {
+            pyc_log("subshell %s: still busy at shutdown; left to end with the interpreter", s->id);
+            pthread_detach(s->thread);
+        }
     }
 }
