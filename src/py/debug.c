@@ -97,10 +97,14 @@ bool
 pyc_py_debugger_available(void)
 {
     if (debug_available < 0) {
+        /* importlib.util.find_spec, which site has imported already: importing pyc._debugger here would cost
+         * the kernel's start 6 ms (its source and pyc._shell's compiled), the path lookup 0.2 ms. */
         PyGILState_STATE g = PyGILState_Ensure();
-        PyObject *r = call("available", NULL);
-        debug_available = r != NULL && PyObject_IsTrue(r) == 1;
-        Py_XDECREF(r);
+        PyObject *util = PyImport_ImportModule("importlib.util");
+        PyObject *spec = util != NULL ? PyObject_CallMethod(util, "find_spec", "s", "debugpy") : NULL;
+        debug_available = spec != NULL && spec != Py_None;
+        Py_XDECREF(spec);
+        Py_XDECREF(util);
         PyErr_Clear();
         PyGILState_Release(g);
     }

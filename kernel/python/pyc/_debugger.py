@@ -2,7 +2,8 @@
 front end and debugpy's adapter without the GIL, and calls these functions only for the commands that must
 look at Python objects).
 
-Nothing here imports debugpy until a debug session starts: available() only looks for it.  start() runs
+Nothing here imports debugpy until a debug session starts (the kernel looks for it without importing this
+module, py.h's pyc_py_debugger_available).  start() runs
 debugpy.listen once per process and returns the adapter's port; trace_this_thread() makes pydevd trace the
 calling thread (the kernel calls it on the main thread before the first cell of a debug session, because
 listen() ran on the debugger's own thread); the variable functions answer inspectVariables and variables
@@ -12,7 +13,6 @@ richInspectVariables formats: a global of the session, or the value that stash()
 debugpy evaluate it in a stopped frame.
 """
 
-import importlib.util
 import os
 import sys
 
@@ -21,14 +21,6 @@ from pyc._shell import is_kernel_name
 _port = None          # the adapter's port, once debugpy listens
 _explorer = None      # the variable explorer of the last inspectVariables
 _stashed = {}         # token -> an object kept by stash() in a stopped frame, until value_of() takes it
-
-
-def available():
-    """True when debugpy can be imported (it is not imported here)."""
-    try:
-        return importlib.util.find_spec("debugpy") is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def start(host="127.0.0.1"):
