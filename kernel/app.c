@@ -13,6 +13,7 @@
 #include "fork.h"
 #include "log.h"
 #include "random.h"
+#include "register.h"
 #include "zap.h"
 
 /* True for an address only this machine can reach: ipc, 127.0.0.0/8, ::1, localhost. */
@@ -61,6 +62,29 @@ pyc_app_start(pyc_app_t *a, pyc_error_t *err)
         return -1;
     pthread_sigmask(SIG_SETMASK, &a->saved_mask, NULL);
     return 0;
+}
+
+int
+pyc_app_register(pyc_app_t *a, pyc_error_t *err)
+{
+    char dir[4096], id[256], path[4600];
+    snprintf(dir, sizeof dir, "%s", a->connection_file);
+    size_t n = 0;
+    for (const char *p = a->cf.kernel_id; *p != '\0' && n + 1 < sizeof id; p++)
+        id[n++] = (char)((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                                 *p == '-' || *p == '_' || *p == '.'
+                             ? *p
+                             : '_');
+    id[n] = '\0';
+    snprintf(path, sizeof path, "%s/kernel-%s.json", dirname(dir), id);
+    if (strcmp(path, a->connection_file) == 0)
+        snprintf(path, sizeof path, "%s/kernel-%s-connection.json", dirname(dir), id);
+    if (pyc_connfile_write(path, &a->cf, err) < 0)
+        return -1;
+    a->own_connection_file = strdup(path);
+    const char *t = getenv("PYC_REGISTRATION_TIMEOUT");
+    double timeout = t != NULL && strtod(t, NULL) > 0 ? strtod(t, NULL) : PYC_REGISTER_TIMEOUT_S;
+    return pyc_register(&a->cf, a->auth, timeout, err);
 }
 
 void
@@ -118,6 +142,7 @@ child_become(void *ctx, bool outlive, pid_t parent, pyc_error_t *err)
         pyc_connfile_write(path, &a->cf, err) < 0)
         return NULL;
     a->own_connection_file = strdup(path);
+    a->forked_session = true;
     a->watch_parent = outlive ? 0 : parent;
     if (a->own_connection_file == NULL) {
         pyc_error_code(err, PYC_ENOMEM, "out of memory");

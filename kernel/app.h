@@ -28,7 +28,9 @@ typedef struct pyc_app {
     pyc_kernel_t *kernel;        /* owned */
     pid_t watch_parent;          /* the process whose end ends this kernel: JPY_PARENT_PID, or in a forked
                                   * session its parent kernel (0: none) */
-    char *own_connection_file;   /* owned: the file a forked session wrote, removed when it ends */
+    char *own_connection_file;   /* owned: the file this kernel wrote (a forked session's, or the one made
+                                  * for a registration file), removed when it ends */
+    bool forked_session;         /* this process is a session forked from a live kernel */
     sigset_t saved_mask;         /* the mask before pyc_app_bind */
 } pyc_app_t;
 
@@ -39,6 +41,11 @@ int pyc_app_bind(pyc_app_t *a, pyc_error_t *err);
 /* Starts the server's threads with the kernel's control handler, then restores the signal mask.  Returns 0,
  * or -1 with err. */
 int pyc_app_start(pyc_app_t *a, pyc_error_t *err);
+
+/* Started with a registration file (protocol 5.6): after pyc_app_bind, writes a connection file with the
+ * ports bound (0600, beside the registration file: kernel-KERNEL_ID.json, removed when the kernel ends) and
+ * reports them to the registration service (register.h).  Returns 0, or -1 with err. */
+int pyc_app_register(pyc_app_t *a, pyc_error_t *err);
 
 /* The kernel's fork_child callback (kernel.h): forks a session of its own from this kernel (fork.c), which
  * in the child becomes a kernel on new ports with a new key through pyc_app_bind and pyc_app_start. */

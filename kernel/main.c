@@ -13,7 +13,8 @@
  *
  * Exit codes: 0 after a shutdown request, an idle timeout, the end of the lifetime, or when the parent named
  * by JPY_PARENT_PID is gone; 1 when the kernel could not start (ports, Python); 2 for bad arguments or a bad
- * connection file; 3 when a cell could not be stopped after its deadline (the client was told first).
+ * connection file; 3 when a cell could not be stopped after its deadline (the client was told first); 4 when
+ * the registration service of a registration file (protocol 5.6) never acknowledged the kernel's ports.
  *
  * The wiring of the modules is app.c's, shared with sessions forked from a live kernel.
  */
@@ -154,11 +155,23 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
             return 2;
         }
     }
+    const char *range = getenv("PYC_PORT_RANGE");
+    if (range != NULL && range[0] != '\0' && pyc_connfile_set_port_range(&app.cf, range, &err) < 0) {
+        pyc_log("PYC_PORT_RANGE: %s", err.text);
+        pyc_connfile_clear(&app.cf);
+        return 2;
+    }
     if (pyc_app_bind(&app, &err) < 0) {
         /* A connection file that cannot be used is exit 2, like bad arguments; sockets that cannot be bound,
          * exit 1. */
         pyc_log("%s: %s", app.auth == NULL ? connection_file : "cannot bind", err.text);
         rc = app.auth == NULL ? 2 : 1;
+        goto out;
+    }
+    /* A registration file: the ports just bound go to the launcher, whose ACK must come (exit 4 if not). */
+    if (app.cf.registration && pyc_app_register(&app, &err) < 0) {
+        pyc_log("%s", err.text);
+        rc = 4;
         goto out;
     }
     const char *pp = getenv("JPY_PARENT_PID");
@@ -246,11 +259,11 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
     rc = 0;
 out:
     if (app.own_connection_file != NULL) {
-        unlink(app.own_connection_file);     /* a forked session removes the file it wrote */
+        unlink(app.own_connection_file);     /* the file this kernel wrote goes with it */
         free(app.own_connection_file);
         app.own_connection_file = NULL;
-        *forked = true;
     }
+    *forked = app.forked_session;
     pyc_kernel_destroy(&app.kernel);
     pyc_server_destroy(&app.srv);
     pyc_auth_destroy(&app.auth);

@@ -96,6 +96,80 @@ parse_curve(json_t *root, pyc_connfile_t *out, pyc_error_t *err)
     return 0;
 }
 
+/* A port given as a number or as a string of digits (xeus writes registration_port as a string). */
+static int
+port_value(json_t *v, bool allow_zero)
+{
+    long p = -1;
+    if (json_is_integer(v)) {
+        p = (long)json_integer_value(v);
+    } else if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        char *end;
+        p = s[0] >= '0' && s[0] <= '9' ? strtol(s, &end, 10) : -1;
+        if (p >= 0 && *end != '\0')
+            p = -1;
+    }
+    return p > 65535 || p < (allow_zero ? 0 : 1) ? -1 : (int)p;
+}
+
+/* "port_range": [low, high] (optional).  Returns 0, or -1 with err. */
+static int
+parse_port_range(json_t *root, pyc_connfile_t *out, pyc_error_t *err)
+{
+    json_t *r = json_object_get(root, "port_range");
+    if (r == NULL)
+        return 0;
+    int lo = json_array_size(r) == 2 ? port_value(json_array_get(r, 0), false) : -1;
+    int hi = json_array_size(r) == 2 ? port_value(json_array_get(r, 1), false) : -1;
+    if (lo < 0 || hi < lo)
+        return pyc_error_set(err, "connection file: \"port_range\" is not [low, high] with 1 <= low <= high <= 65535");
+    out->port_min = lo;
+    out->port_max = hi;
+    return 0;
+}
+
+/* A registration file (registration_port present): its members, and "ip" defaulting to registration_ip.
+ * Returns 1 for a registration file, 0 for a connection file, -1 with err. */
+static int
+parse_registration(json_t *root, pyc_connfile_t *out, pyc_error_t *err)
+{
+    json_t *port = json_object_get(root, "registration_port");
+    if (port == NULL)
+        return 0;
+    out->registration = true;
+    out->registration_port = port_value(port, false);
+    if (out->registration_port < 0)
+        return pyc_error_set(err, "registration file: \"registration_port\" is not a port (1-65535, a number or "
+                                  "a string of digits)");
+    if (strcmp(out->transport, "tcp") != 0)
+        return pyc_error_set(err, "registration file: transport \"%s\": the handshake is over tcp", out->transport);
+    json_t *id = json_object_get(root, "kernel_id");
+    if (!json_is_string(id) || json_string_length(id) == 0 || json_string_length(id) >= sizeof out->kernel_id)
+        return pyc_error_set(err, "registration file: \"kernel_id\" is missing, empty or too long");
+    snprintf(out->kernel_id, sizeof out->kernel_id, "%s", json_string_value(id));
+    if (get_string(root, "registration_ip", out->registration_ip, sizeof out->registration_ip, "127.0.0.1",
+                   err) < 0)
+        return -1;
+    if (json_object_get(root, "ip") == NULL)
+        snprintf(out->ip, sizeof out->ip, "%s", out->registration_ip);
+    return 1;
+}
+
+int
+pyc_connfile_set_port_range(pyc_connfile_t *cf, const char *text, pyc_error_t *err)
+{
+    char *end;
+    long lo = strtol(text, &end, 10), hi = -1;
+    if (end != text && *end == '-')
+        hi = strtol(end + 1, &end, 10);
+    if (*end != '\0' || lo < 1 || hi < lo || hi > 65535)
+        return pyc_error_set(err, "port range \"%s\" is not LOW-HIGH with 1 <= LOW <= HIGH <= 65535", text);
+    cf->port_min = (int)lo;
+    cf->port_max = (int)hi;
+    return 0;
+}
+
 int
 pyc_connfile_parse(const char *text, size_t len, pyc_connfile_t *out, pyc_error_t *err)
 {
@@ -124,7 +198,12 @@ pyc_connfile_parse(const char *text, size_t len, pyc_connfile_t *out, pyc_error_
         pyc_error_set(err, "connection file: \"ip\" is empty");
         goto out;
     }
-    for (int c = 0; c < PYC_CHAN_COUNT; c++) {
+    if (parse_port_range(root, out, err) < 0)
+        goto out;
+    int reg = parse_registration(root, out, err);
+    if (reg < 0)
+        goto out;
+    for (int c = 0; reg == 0 && c < PYC_CHAN_COUNT; c++) {
         json_t *v = json_object_get(root, pyc_connfile_port_names[c]);
         if (v == NULL) {
             pyc_error_set(err, "connection file lacks \"%s\"", pyc_connfile_port_names[c]);

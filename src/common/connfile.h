@@ -14,6 +14,14 @@
  *   "curve_allowed_clients": ["<40 Z85 characters>", ...]
  * the public keys of the clients allowed to connect besides the file's own (the kernel refuses the others
  * through ZAP); without it, any client that knows curve_publickey connects, as with ipykernel.
+ *
+ * A registration file (protocol 5.6, the kernel startup handshake) is told apart by registration_port:
+ *   {"kernel_id": "...", "transport": "tcp", "registration_ip": "127.0.0.1", "registration_port": N or "N",
+ *    "signature_scheme": "hmac-sha256", "key": "..."}
+ * It gives no ports: the kernel binds ports of its own choosing (on "ip" when the file has one, else on
+ * registration_ip) and reports them to the registration service (kernel/register.c).  Either kind of file
+ * may carry pyc's "port_range": [low, high], the ports that ports chosen by the kernel come from (for
+ * firewalls and gateways).
  */
 #ifndef PYC_CONNFILE_H
 #define PYC_CONNFILE_H
@@ -43,6 +51,13 @@ typedef struct pyc_connfile {
     bool curve_restricted;
     unsigned char (*curve_allowed)[PYC_CURVE_KEY_BYTES];
     size_t curve_nallowed;
+    /* A registration file: registration is true and the ports are 0. */
+    bool registration;
+    char kernel_id[256];
+    char registration_ip[256];
+    int registration_port;
+    /* Ports the kernel chooses come from [port_min, port_max]; both 0: any the system gives. */
+    int port_min, port_max;
 } pyc_connfile_t;
 
 /* True when the connection is CURVE-encrypted. */
@@ -54,6 +69,10 @@ pyc_connfile_curve(const pyc_connfile_t *cf)
 
 /* The member name of each channel's port in the file, indexed by PYC_CHAN_*. */
 extern const char *const pyc_connfile_port_names[PYC_CHAN_COUNT];
+
+/* Sets the range ports chosen by the kernel come from, from text "LOW-HIGH" (PYC_PORT_RANGE).  Returns 0, or -1
+ * with err when the text is not two ports with LOW <= HIGH. */
+int pyc_connfile_set_port_range(pyc_connfile_t *cf, const char *text, pyc_error_t *err);
 
 /* Parses len bytes of JSON into out.  Returns 0, or -1 with err naming the first problem.  On failure out
  * holds nothing that needs freeing. */

@@ -280,6 +280,29 @@ hb_main(void *arg)
 
 /* ---- life cycle ------------------------------------------------------------------------------------ */
 
+/* Binds a port of [port_min, port_max] that is free, trying each once from a place that differs between
+ * processes (kernels started together do not all race for the first); the port is written into cf. */
+static int
+bind_in_range(void *s, pyc_connfile_t *cf, int chan, pyc_error_t *err)
+{
+    unsigned span = (unsigned)(cf->port_max - cf->port_min + 1);
+    unsigned start = ((unsigned)getpid() * 2654435761u + (unsigned)chan * 40503u) % span;
+    char ep[512];
+    for (unsigned i = 0; i < span; i++) {
+        int port = cf->port_min + (int)((start + i) % span);
+        snprintf(ep, sizeof ep, "tcp://%s:%d", cf->ip, port);
+        if (zmq_bind(s, ep) == 0) {
+            cf->ports[chan] = port;
+            return 0;
+        }
+        if (zmq_errno() != EADDRINUSE)
+            return pyc_error_set(err, "cannot bind the %s channel to %s: %s", chan_names[chan], ep,
+                                 zmq_strerror(zmq_errno()));
+    }
+    return pyc_error_set(err, "cannot bind the %s channel: no free port in %d-%d", chan_names[chan], cf->port_min,
+                         cf->port_max);
+}
+
 static int
 bind_channel(pyc_server_t *srv, pyc_connfile_t *cf, int chan, int type, pyc_error_t *err)
 {
@@ -315,6 +338,8 @@ bind_channel(pyc_server_t *srv, pyc_connfile_t *cf, int chan, int type, pyc_erro
     }
     if (pyc_connfile_curve(cf) && pyc_zap_secure(s, cf, chan_names[chan], err) < 0)
         return -1;
+    if (cf->ports[chan] == 0 && cf->port_min > 0 && strcmp(cf->transport, "tcp") == 0)
+        return bind_in_range(s, cf, chan, err);
     if (pyc_connfile_endpoint(cf, chan, ep, sizeof ep) < 0)
         return pyc_error_set(err, "%s endpoint is too long", chan_names[chan]);
     if (zmq_bind(s, ep) < 0)

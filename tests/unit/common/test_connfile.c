@@ -519,6 +519,46 @@ read_first_line(const char *path, char *line, size_t cap)
         fail_msg("%s: the first line is empty", path);
 }
 
+/* A registration file (protocol 5.6): told apart by registration_port (a number or a string of digits); ports
+ * 0, ip from registration_ip unless given; a port range from the file or from "LOW-HIGH". */
+static void
+test_registration_file(void **state)
+{
+    (void)state;
+    pyc_connfile_t cf;
+    parse_ok("{\"kernel_id\": \"k-1\", \"transport\": \"tcp\", \"registration_ip\": \"127.0.0.2\", "
+             "\"registration_port\": 51587, \"signature_scheme\": \"hmac-sha256\", \"key\": \"abc\"}", &cf);
+    assert_true(cf.registration);
+    assert_string_equal(cf.kernel_id, "k-1");
+    assert_string_equal(cf.registration_ip, "127.0.0.2");
+    assert_string_equal(cf.ip, "127.0.0.2");
+    assert_int_equal(cf.registration_port, 51587);
+    for (int c = 0; c < PYC_CHAN_COUNT; c++)
+        assert_int_equal(cf.ports[c], 0);
+    assert_int_equal(cf.port_min, 0);
+    pyc_connfile_clear(&cf);
+    parse_ok("{\"kernel_id\": \"k\", \"ip\": \"0.0.0.0\", \"registration_port\": \"8\", \"key\": \"\", "
+             "\"port_range\": [40000, 40010]}", &cf);
+    assert_int_equal(cf.registration_port, 8);
+    assert_string_equal(cf.registration_ip, "127.0.0.1");
+    assert_string_equal(cf.ip, "0.0.0.0");
+    assert_int_equal(cf.port_min, 40000);
+    assert_int_equal(cf.port_max, 40010);
+    pyc_error_t err;
+    assert_int_equal(pyc_connfile_set_port_range(&cf, "9000-9009", &err), 0);
+    assert_int_equal(cf.port_min, 9000);
+    assert_int_equal(cf.port_max, 9009);
+    assert_int_equal(pyc_connfile_set_port_range(&cf, "9009-9000", &err), -1);
+    assert_int_equal(pyc_connfile_set_port_range(&cf, "9000", &err), -1);
+    assert_int_equal(pyc_connfile_set_port_range(&cf, "0-10", &err), -1);
+    assert_int_equal(pyc_connfile_set_port_range(&cf, "1-70000", &err), -1);
+    assert_int_equal(cf.port_min, 9000);
+    pyc_connfile_clear(&cf);
+    parse_refused("{\"kernel_id\": \"k\", \"registration_port\": -1, \"key\": \"\"}", "registration_port");
+    parse_refused("{\"kernel_id\": \"k\", \"registration_port\": \" 80\", \"key\": \"\"}", "registration_port");
+    parse_refused("{\"kernel_id\": \"\", \"registration_port\": 80, \"key\": \"\"}", "kernel_id");
+}
+
 static void
 test_bad_files(void **state)
 {
@@ -586,6 +626,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_write_failures, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_write_ignores_planted_names, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_load_failures, unit_tmpdir_setup, unit_tmpdir_teardown),
+        cmocka_unit_test(test_registration_file),
         cmocka_unit_test(test_bad_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
