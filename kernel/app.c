@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fork.h"
@@ -81,6 +82,11 @@ pyc_app_register(pyc_app_t *a, pyc_error_t *err)
         snprintf(path, sizeof path, "%s/kernel-%s-connection.json", dirname(dir), id);
     if (pyc_connfile_write(path, &a->cf, err) < 0)
         return -1;
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        a->own_dev = st.st_dev;
+        a->own_ino = st.st_ino;
+    }
     a->own_connection_file = strdup(path);
     const char *t = getenv("PYC_REGISTRATION_TIMEOUT");
     double timeout = t != NULL && strtod(t, NULL) > 0 ? strtod(t, NULL) : PYC_REGISTER_TIMEOUT_S;

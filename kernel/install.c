@@ -1,6 +1,6 @@
 /*
  * install.c -- `pyc-kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME]
- *                                  [--display-name TEXT] [--env NAME=VALUE]...`
+ *                                  [--display-name TEXT] [--env NAME=VALUE]... [--handshake]`
  *
  * Writes DIR/share/jupyter/kernels/NAME/ (or, with --user, the user's Jupyter data dir) holding kernel.json,
  * whose argv names this very program by its absolute path, and the logos compiled into the program.  The
@@ -8,6 +8,7 @@
  * jupyter_core computes it on Linux.
  */
 #include "install.h"
+#include "msg.h"
 #include "paths.h"
 
 #include <errno.h>
@@ -29,7 +30,9 @@ static int
 usage(FILE *f)
 {
     fprintf(f, "usage: pyc-kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME]\n"
-               "                          [--display-name TEXT] [--env NAME=VALUE]...\n"
+               "                          [--display-name TEXT] [--env NAME=VALUE]... [--handshake]\n"
+               "  --handshake  start the kernel with the protocol 5.6 handshake, through pyc_client's\n"
+               "               jupyter_client provisioner (pyc-handshake-provisioner, installed with pyc)\n"
                "Installs the pyc kernelspec (default: --user, the user's Jupyter data dir).\n");
     return f == stderr ? 2 : 0;
 }
@@ -55,13 +58,15 @@ pyc_install_main(int argc, char **argv)
 {
     const char *prefix = NULL, *name = "pyc", *display = "Python 3 (pyc)";
     json_t *env = json_object();
+    bool handshake = false;
     char base[PATH_MAX], dir[PATH_MAX], self[PATH_MAX];
     int rc = 1;
 
-    enum { OPT_USER, OPT_SYS_PREFIX, OPT_PREFIX, OPT_NAME, OPT_DISPLAY_NAME, OPT_ENV };
+    enum { OPT_USER, OPT_SYS_PREFIX, OPT_PREFIX, OPT_NAME, OPT_DISPLAY_NAME, OPT_ENV, OPT_HANDSHAKE };
     static const pyc_argspec_t specs[] = {
         {"user", false, 0},   {"sys-prefix", false, 0},   {"prefix", true, 0},
         {"name", true, 0},    {"display-name", true, 0},  {"env", true, 0},
+        {"handshake", false, 0},
     };
     pyc_argiter_t it;
     pyc_error_t err;
@@ -98,6 +103,9 @@ pyc_install_main(int argc, char **argv)
         case OPT_DISPLAY_NAME:
             display = v;
             break;
+        case OPT_HANDSHAKE:
+            handshake = true;
+            break;
         case OPT_ENV:
             eq = strchr(v, '=');
             if (eq == NULL || eq == v) {
@@ -133,9 +141,14 @@ pyc_install_main(int argc, char **argv)
         fprintf(stderr, "pyc-kernel: install: cannot create %s: %s\n", dir, strerror(errno));
         goto out;
     }
-    json_t *spec = json_pack("{s:[s,s,s], s:s, s:s, s:s, s:{s:b}}", "argv", self, "-f", "{connection_file}",
+    json_t *spec = json_pack("{s:[s,s,s], s:s, s:s, s:s, s:s, s:{s:b}}", "argv", self, "-f", "{connection_file}",
                              "display_name", display, "language", "python", "interrupt_mode", "signal",
-                             "metadata", "debugger", 1);
+                             "kernel_protocol_version", PYC_PROTOCOL_VERSION, "metadata", "debugger", 1);
+    /* The provisioner must be importable by the launcher's Python (jupyter_client refuses a kernelspec whose
+     * provisioner it cannot find): only when asked. */
+    if (spec != NULL && handshake)
+        json_object_set_new(json_object_get(spec, "metadata"), "kernel_provisioner",
+                            json_pack("{s:s, s:{}}", "provisioner_name", "pyc-handshake-provisioner", "config"));
     /* jupyter_client >= 8.9 gives CURVE keys only to kernels whose spec says they take them (JEP 145). */
     if (spec != NULL && pyc_zap_has_curve())
         json_object_set_new(json_object_get(spec, "metadata"), "supported_encryption", json_pack("[s]", "curve"));

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,8 +259,12 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
     pyc_py_finalize();
     rc = 0;
 out:
-    if (app.own_connection_file != NULL) {
+    struct stat st;
+    if (app.own_connection_file != NULL && (app.own_ino == 0 || (stat(app.own_connection_file, &st) == 0 &&
+                                                                 st.st_ino == app.own_ino && st.st_dev == app.own_dev))) {
         unlink(app.own_connection_file);     /* the file this kernel wrote goes with it */
+    }
+    if (app.own_connection_file != NULL) {
         free(app.own_connection_file);
         app.own_connection_file = NULL;
     }

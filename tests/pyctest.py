@@ -83,6 +83,12 @@ def env_root():
     return _ENV_ROOT
 
 
+def handshake_pythonpath(root=None):
+    """The directories a launcher's Python needs on its path for the pyc-handshake kernelspec: pyc_client, and
+    the entry point of its provisioner (give them as PYTHONPATH to a jupyter_server the tests start)."""
+    return [os.path.join(PYC_SRCDIR, "cli", "python"), os.path.join(root or env_root(), "site")]
+
+
 def setup_environment():
     """Point every Jupyter/IPython dir (and HOME) at fresh temp dirs and write the `pyc` and `pyc-msg`
     kernelspecs there.  Called once per pytest session from conftest.py."""
@@ -118,6 +124,27 @@ def setup_environment():
         }
         with open(os.path.join(kdir, "kernel.json"), "w") as f:
             json.dump(spec, f, indent=1)
+    if IS_PYC:
+        # `pyc-kernel install --handshake`'s kernelspec, and the entry point `make install` writes beside the
+        # pyc_client package, which jupyter_client finds on sys.path (here and in processes the tests start).
+        kdir = os.path.join(dirs["JUPYTER_PATH"], "kernels", "pyc-handshake")
+        os.makedirs(kdir, exist_ok=True)
+        spec = {"argv": argv, "display_name": "Python 3 (pyc, handshake)", "language": "python",
+                "interrupt_mode": "signal", "kernel_protocol_version": "5.6",
+                "metadata": {"kernel_provisioner": {"provisioner_name": "pyc-handshake-provisioner", "config": {}}}}
+        with open(os.path.join(kdir, "kernel.json"), "w") as f:
+            json.dump(spec, f, indent=1)
+        site = os.path.join(root, "site")
+        info = os.path.join(site, "pyc_client-0.dist-info")
+        os.makedirs(info, exist_ok=True)
+        with open(os.path.join(info, "METADATA"), "w") as f:
+            f.write("Metadata-Version: 2.1\nName: pyc_client\nVersion: 0\n")
+        with open(os.path.join(info, "entry_points.txt"), "w") as f:
+            f.write("[jupyter_client.kernel_provisioners]\n"
+                    "pyc-handshake-provisioner = pyc_client._provisioner:HandshakeProvisioner\n")
+        for path in handshake_pythonpath(root):
+            if path not in sys.path:
+                sys.path.insert(0, path)
     _ENV_ROOT = root
     return root
 

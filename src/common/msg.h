@@ -17,7 +17,7 @@
 
 #define PYC_MSG_ID_LEN 36        /* a UUID4 as 8-4-4-4-12 hex digits */
 #define PYC_MSG_DATE_LEN 27      /* 2026-12-02T12:06:54.123456Z */
-#define PYC_PROTOCOL_VERSION "5.5"   /* subshells (JEP 91), iopub_welcome (JEP 65) */
+#define PYC_PROTOCOL_VERSION "5.6"   /* 5.5: subshells, iopub_welcome; 5.6: the startup handshake */
 
 typedef struct pyc_msg {
     const pyc_frame_t *idents;   /* routing identities: views into the received frames */
@@ -72,7 +72,7 @@ void pyc_msg_reseed(void);
 void pyc_msg_now(char *out);
 
 /* Appends a header object to out:
- *   {"msg_id":..,"msg_type":..,"session":..,"username":..,"date":..,"version":"5.5"}
+ *   {"msg_id":..,"msg_type":..,"session":..,"username":..,"date":..,"version":"5.6"}
  * session and msg_type must not need JSON escaping; username_json is an already-encoded JSON string
  * (with its quotes).  Writes the new msg_id into msg_id_out when that is not NULL. */
 int pyc_msg_header(pyc_buf_t *out, const char *msg_type, const char *session, const char *username_json,

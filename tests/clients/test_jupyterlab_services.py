@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from pyctest import IS_PYC, PYC_PYTHON, env_root, kill_pid, pid_alive
+from pyctest import IS_PYC, PYC_PYTHON, child_env, env_root, handshake_pythonpath, kill_pid, pid_alive
 from webserver import Watched, api_get, free_port, require
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,6 +56,8 @@ def server(tmp_path):
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                # the pyc-handshake kernelspec's provisioner (pyc_client) and its entry point
+                env=child_env(PYTHONPATH=os.pathsep.join(handshake_pythonpath())),
             )  # fmt: skip
         deadline = time.monotonic() + 30
         specs, last = None, None
@@ -157,3 +159,21 @@ def test_debugger_through_jupyterlab_services(server, tmp_path):
     assert d["continued"] and d["cellStatus"] == "ok" and d["cellOutput"] == "5\n", d
     assert d["disconnect"], d
     assert "stopped" in d["events"] and "continued" in d["events"], d["events"]
+
+
+@pytest.mark.skipif(not IS_PYC, reason="the pyc-handshake kernelspec is pyc's")
+def test_handshake_kernel_through_jupyter_server(server, tmp_path):
+    """The pyc-handshake kernelspec: jupyter_server starts the kernel through pyc_client's provisioner (the 5.6
+    handshake), the WebSocket runs cells before and after a restart through the REST API, and the kernel is
+    shut down through the server."""
+    base, token, watched, log_path = server
+    result = run_services(server, tmp_path, kernelName="pyc-handshake", codes=["print(6*7)"], restart=True)
+    assert result["kernelName"] == "pyc-handshake"
+    assert [e["reply"]["status"] for e in result["executions"]] == ["ok"]
+    assert result["afterRestart"]["status"] == "ok", result["afterRestart"]
+    assert result["afterRestart"]["pidChanged"], result["afterRestart"]
+    assert result["statusAfterShutdown"] == "dead"
+    assert api_get(base, token, "/api/kernels") == []
+    with open(log_path, errors="replace") as f:
+        server_log = f.read()
+    assert "Traceback" not in server_log, server_log[-3000:]

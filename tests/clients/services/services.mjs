@@ -130,6 +130,22 @@ try {
     step('executed ' + JSON.stringify(code));
   }
 
+  if (cfg.restart) {
+    // A restart through the REST API, then one cell: the kernel's pid says it is a new process.
+    const pidOf = async () => {
+      const future = kernel.requestExecute({ code: 'import os; print(os.getpid())' });
+      let out = '';
+      future.onIOPub = (msg) => { if (msg.header.msg_type === 'stream') out += msg.content.text; };
+      const reply = await future.done;
+      return { status: reply.content.status, pid: out.trim() };
+    };
+    const before = await pidOf();
+    await kernel.restart();
+    step('restarted');
+    const after = await pidOf();
+    result.afterRestart = { status: after.status, pidChanged: before.pid !== after.pid && after.pid !== '' };
+  }
+
   if (cfg.debug) {
     result.debug = await debugRoundTrip(kernel);
     step('debugged');

@@ -4,7 +4,7 @@
  * Ids are checked for their exact shape (36 characters, version nibble 4, variant 8..b) and for uniqueness
  * over 100 000 draws, across threads, and across fork() when the child reseeds.  Dates are checked
  * character by character and against the clock.  A header must parse with jansson into exactly the six
- * fields the messaging spec asks for, with version "5.5".
+ * fields the messaging spec asks for, with version "5.6".
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -258,7 +258,7 @@ test_header(void **state)
     assert_string_equal(json_string_value(json_object_get(h, "msg_type")), "execute_reply");
     assert_string_equal(json_string_value(json_object_get(h, "session")), "9e6a1cb2-sess");
     assert_string_equal(json_string_value(json_object_get(h, "username")), "j\"o\\e\n");
-    assert_string_equal(json_string_value(json_object_get(h, "version")), "5.5");
+    assert_string_equal(json_string_value(json_object_get(h, "version")), "5.6");
     assert_string_equal(json_string_value(json_object_get(h, "version")), PYC_PROTOCOL_VERSION);
     const char *date = json_string_value(json_object_get(h, "date"));
     assert_non_null(date);
