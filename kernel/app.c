@@ -65,6 +65,19 @@ pyc_app_start(pyc_app_t *a, pyc_error_t *err)
     return 0;
 }
 
+void
+pyc_app_remove_own_file(pyc_app_t *a)
+{
+    struct stat st;
+    if (a->own_connection_file == NULL)
+        return;
+    if (a->own_ino == 0 ||
+        (stat(a->own_connection_file, &st) == 0 && st.st_ino == a->own_ino && st.st_dev == a->own_dev))
+        unlink(a->own_connection_file);
+    free(a->own_connection_file);
+    a->own_connection_file = NULL;
+}
+
 int
 pyc_app_register(pyc_app_t *a, pyc_error_t *err)
 {

@@ -44,6 +44,10 @@ int pyc_app_bind(pyc_app_t *a, pyc_error_t *err);
  * or -1 with err. */
 int pyc_app_start(pyc_app_t *a, pyc_error_t *err);
 
+/* Removes the connection file this kernel wrote (own_connection_file), unless another process has replaced
+ * it since (a restart with the same kernel_id), and forgets it.  Safe in hard_exit. */
+void pyc_app_remove_own_file(pyc_app_t *a);
+
 /* Started with a registration file (protocol 5.6): after pyc_app_bind, writes a connection file with the
  * ports bound (0600, beside the registration file: kernel-KERNEL_ID.json, removed when the kernel ends) and
  * reports them to the registration service (register.h).  Returns 0, or -1 with err. */

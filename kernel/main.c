@@ -101,8 +101,7 @@ hard_exit(void *ctx, int code)
 {
     pyc_app_t *a = ctx;
     pyc_server_close(a->srv);                /* gives queued replies up to a second to leave */
-    if (a->own_connection_file != NULL)
-        unlink(a->own_connection_file);
+    pyc_app_remove_own_file(a);
     pyc_log("exiting with status %d", code);
     _exit(code);
 }
@@ -259,15 +258,7 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
     pyc_py_finalize();
     rc = 0;
 out:
-    struct stat st;
-    if (app.own_connection_file != NULL && (app.own_ino == 0 || (stat(app.own_connection_file, &st) == 0 &&
-                                                                 st.st_ino == app.own_ino && st.st_dev == app.own_dev))) {
-        unlink(app.own_connection_file);     /* the file this kernel wrote goes with it */
-    }
-    if (app.own_connection_file != NULL) {
-        free(app.own_connection_file);
-        app.own_connection_file = NULL;
-    }
+    pyc_app_remove_own_file(&app);
     *forked = app.forked_session;
     pyc_kernel_destroy(&app.kernel);
     pyc_server_destroy(&app.srv);
