@@ -4,7 +4,8 @@
  *
  * Files: main.c (dispatch), commands.c (the command table: synopses, help, options), common.c (errors,
  * options, the runtime dir, sessions, locks), output.c (printing a request's output, the execute loop),
- * new.c (new), sessions.c (kill, ls), query.c (run, status, vars, complete, int), transfer.c (fork, cp),
+ * new.c (new), handshake.c (new's registration service, protocol 5.6), sessions.c (kill, ls), query.c (run,
+ * status, vars, complete, int), transfer.c (fork, cp),
  * attach.c (the REPL), lineedit.c (reading lines, readline loaded on demand).
  */
 #ifndef PYC_CLI_H
@@ -116,6 +117,21 @@ void cli_unlock(const char *name, int fd, bool remove);
  * still names the very process recorded.  The caller holds the lock.  Returns 0, or -1 when the kernel could
  * not be ended (printed). */
 int cli_session_end(const char *name, pyc_session_file_t *sf, cli_state_t state, int grace_ms);
+
+/* ---- the startup handshake (handshake.c) ------------------------------------------------------------------ */
+
+/* A listening socket on 127.0.0.1 for a kernel's registration; its port in *port.  Returns the descriptor
+ * (close-on-exec, non-blocking), or -1 (printed). */
+int cli_registration_listen(int *port);
+
+/* Writes the registration file for cf's key, scheme and CURVE keys (no ports) at path, mode 0600. */
+int cli_registration_write(const char *path, const char *kernel_id, const pyc_connfile_t *cf, int port,
+                           pyc_error_t *err);
+
+/* Waits on lfd for the report of kernel_id (process pid) until deadline, checks its signature, answers with
+ * a signed ACK, and fills cf's ports.  Returns 0; 1 when the process exited first (reaped); -1 with err. */
+int cli_registration_wait(int lfd, const char *kernel_id, pyc_connfile_t *cf, pid_t pid, double deadline,
+                          pyc_error_t *err);
 
 /* ---- output of a request --------------------------------------------------------------------------------- */
 

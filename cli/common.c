@@ -428,5 +428,11 @@ cli_session_end(const char *name, pyc_session_file_t *sf, cli_state_t state, int
         unlink(path);
     if (cli_session_path(path, sizeof path, name, ".log") == 0)
         unlink(path);
+    /* The connection file the kernel wrote for itself in the handshake (kernel-pyc-NAME.json), which a kernel
+     * that was killed could not remove. */
+    char dir[4096];
+    if (cli_runtime_dir(dir, sizeof dir) == 0 && (size_t)snprintf(path, sizeof path, "%s/kernel-pyc-%s.json", dir,
+                                                                   name) < sizeof path)
+        unlink(path);
     return 0;
 }

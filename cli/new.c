@@ -5,11 +5,12 @@
  * of one name exactly one starts a kernel and the other, once it gets the lock, finds a live session and is
  * refused (PYC_EXIT_EXISTS).  The kernel is started detached: its own session (setsid), stdin from /dev/null,
  * stdout and stderr to pyc-NAME.log, no JPY_PARENT_PID (it must outlive us).  The connection file is written
- * by us, with the kernel's pid, before the kernel is allowed to exec: the child waits on a pipe for it.
- *
- * Ports are picked as jupyter_client picks them: bound to port 0 on 127.0.0.1 and released.  Another process
- * can take one in between; the kernel then exits at once saying so in its log, and `new` tries again with
- * fresh ports, up to START_TRIES times.
+ * by us twice: first as a registration file (protocol 5.6, handshake.c), before the kernel is allowed to exec
+ * (the child waits on a pipe for it); then, once the kernel has bound ports of its own choosing and reported
+ * them, as the session file with those ports and the kernel's pid.  No port is picked, released and raced
+ * for, as jupyter_client's classic start does (`new` picked them that way before, and tried again after a
+ * kernel lost one; a kernel that still exits saying "Address already in use" is tried again, up to
+ * START_TRIES times).
  *
  * Ctrl-C: `new` gives up while it waits for the lock, and checks again before each step that cannot be
  * undone (ending the session it replaces, starting a kernel), so that an interrupted `new` leaves nothing
@@ -27,6 +28,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,32 +71,6 @@ find_kernel(const char *opt, char *out, size_t cap)
     }
     cli_err("cannot find pyc-kernel (not beside pyc, not on PATH); name it with --kernel PATH or PYC_KERNEL");
     return -1;
-}
-
-/* Picks five distinct free TCP ports on 127.0.0.1: all five sockets stay bound until all are chosen. */
-static int
-pick_ports(int ports[PYC_CHAN_COUNT])
-{
-    int fds[PYC_CHAN_COUNT], rc = 0;
-    for (int c = 0; c < PYC_CHAN_COUNT; c++)
-        fds[c] = -1;
-    for (int c = 0; c < PYC_CHAN_COUNT && rc == 0; c++) {
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = 0};
-        socklen_t len = sizeof a;
-        fds[c] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fds[c] < 0 || bind(fds[c], (struct sockaddr *)&a, sizeof a) < 0 ||
-            getsockname(fds[c], (struct sockaddr *)&a, &len) < 0) {
-            cli_err("cannot find a free port on 127.0.0.1: %s", strerror(errno));
-            rc = -1;
-        } else {
-            ports[c] = ntohs(a.sin_port);
-        }
-    }
-    for (int c = 0; c < PYC_CHAN_COUNT; c++) {
-        if (fds[c] >= 0)
-            close(fds[c]);
-    }
-    return rc;
 }
 
 /* Reads the last cap - 1 bytes of the kernel's log into buf (NUL-terminated); returns their count. */
@@ -195,7 +171,7 @@ start_once(const char *name, const char *kernel, pyc_session_file_t *sf, double 
 {
     char path[4096], log[4096];
     pyc_error_t err;
-    int go[2] = {-1, -1}, report[2] = {-1, -1}, logfd = -1, rc = PYC_EXIT_CONNECTION;
+    int go[2] = {-1, -1}, report[2] = {-1, -1}, logfd = -1, lfd = -1, rc = PYC_EXIT_CONNECTION, reg_port;
     pid_t pid = -1;
     pyc_client_t *cl = NULL;
     bool file_written = false;
@@ -205,9 +181,9 @@ start_once(const char *name, const char *kernel, pyc_session_file_t *sf, double 
         cli_err("interrupted; no kernel was started");
         return PYC_EXIT_INTERRUPTED;
     }
-    if (pick_ports(sf->cf.ports) < 0)
-        return PYC_EXIT_CONNECTION;
     if (cli_session_path(path, sizeof path, name, ".json") < 0 || cli_session_path(log, sizeof log, name, ".log") < 0)
+        return PYC_EXIT_CONNECTION;
+    if ((lfd = cli_registration_listen(&reg_port)) < 0)
         return PYC_EXIT_CONNECTION;
     /* A fresh log: whatever has the name (an old log, a link) is removed, and the new file is created
      * exclusively, so no link is ever followed. */
@@ -218,6 +194,7 @@ start_once(const char *name, const char *kernel, pyc_session_file_t *sf, double 
     logfd = open(log, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0600);
     if (logfd < 0) {
         cli_err("cannot create %s: %s", log, strerror(errno));
+        close(lfd);
         return PYC_EXIT_CONNECTION;
     }
     if ((envp = kernel_environ()) == NULL) {
@@ -244,10 +221,11 @@ start_once(const char *name, const char *kernel, pyc_session_file_t *sf, double 
     close(report[1]);
     report[1] = -1;
 
-    sf->pid = pid;
-    sf->pid_start = pyc_proc_start(pid);
-    sf->created = pyc_wall_s();
-    if (pyc_session_file_write(path, sf, &err) < 0) {
+    /* The kernel's id in the handshake is the session file's name: its checkpoints and forks are named after
+     * it, as when it was given the session file itself. */
+    char kernel_id[300];
+    snprintf(kernel_id, sizeof kernel_id, "pyc-%s", name);
+    if (cli_registration_write(path, kernel_id, &sf->cf, reg_port, &err) < 0) {
         cli_err("%s", err.text);
         goto out;
     }
@@ -267,6 +245,31 @@ start_once(const char *name, const char *kernel, pyc_session_file_t *sf, double 
         cli_err("cannot run %s: %s", kernel, strerror(e));
         goto out;
     }
+    double deadline = pyc_now_s() + timeout;
+    int reg = cli_registration_wait(lfd, kernel_id, &sf->cf, pid, deadline, &err);
+    if (reg == 1) {
+        pid = -1;                /* reaped there */
+        cli_err("the kernel exited before it reported its ports");
+        show_log_tail(log);
+        goto out;
+    }
+    if (reg < 0) {
+        if (cli_sigint_count > 0) {
+            cli_err("interrupted; the kernel is stopped");
+            rc = PYC_EXIT_INTERRUPTED;
+            goto out;
+        }
+        cli_err("%s", err.text);
+        show_log_tail(log);
+        goto out;
+    }
+    sf->pid = pid;
+    sf->pid_start = pyc_proc_start(pid);
+    sf->created = pyc_wall_s();
+    if (pyc_session_file_write(path, sf, &err) < 0) {
+        cli_err("%s", err.text);
+        goto out;
+    }
 
     cl = pyc_client_new(&sf->cf, false, &err);
     char id[PYC_MSG_ID_LEN + 1];
@@ -275,7 +278,6 @@ start_once(const char *name, const char *kernel, pyc_session_file_t *sf, double 
         cli_err("%s", err.text);
         goto out;
     }
-    double deadline = pyc_now_s() + timeout;
     for (;;) {
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid) {
@@ -344,6 +346,8 @@ out:
             close(report[i]);
     }
     close(logfd);
+    if (lfd >= 0)
+        close(lfd);
     free(envp);
     return rc;
 }

@@ -79,6 +79,7 @@ struct pyc_zmtp {
     size_t props_len;
     cframe_t *cq;                /* CURVE: frames waiting for the handshake; their bytes count in pending */
     size_t ncq, cqcap;
+    bool accepted;               /* made from an accepted socket (pyc_zmtp_new_fd): never reconnects */
 };
 
 

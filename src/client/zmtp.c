@@ -17,6 +17,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -81,10 +82,15 @@ retryable(int e)
     }
 }
 
-/* The connection is gone (refused, reset, closed by the peer): close it and try again later. */
+/* The connection is gone (refused, reset, closed by the peer): close it and try again later (an accepted
+ * connection has no later: it fails). */
 static void
 lost(pyc_zmtp_t *self)
 {
+    if (self->accepted) {
+        conn_fail(self, NULL, "the peer closed the connection");
+        return;
+    }
     if (self->fd >= 0)
         close(self->fd);
     self->fd = -1;
@@ -195,9 +201,10 @@ pyc_zmtp_new(const char *endpoint, int type, const char *identity, size_t max_ms
     return pyc_zmtp_new_curve(endpoint, type, identity, max_msg, max_frames, NULL, err);
 }
 
-pyc_zmtp_t *
-pyc_zmtp_new_curve(const char *endpoint, int type, const char *identity, size_t max_msg, size_t max_frames,
-                   const pyc_zmtp_keys_t *keys, pyc_error_t *err)
+/* A connection object that is not connected yet (no endpoint parsed, nothing tried). */
+static pyc_zmtp_t *
+make(const char *endpoint, int type, const char *identity, size_t max_msg, size_t max_frames,
+     const pyc_zmtp_keys_t *keys, pyc_error_t *err)
 {
     size_t idlen = identity != NULL ? strlen(identity) : 0;
     unsigned char greeting[PYC_ZMTP_GREETING_LEN];
@@ -227,8 +234,6 @@ pyc_zmtp_new_curve(const char *endpoint, int type, const char *identity, size_t 
     }
     if ((self->dec = pyc_zmtp_dec_new(type, max_msg, max_frames, err)) == NULL)
         goto fail;
-    if (pyc__zmtp_endpoint(endpoint, &self->addr, &self->addrlen, err) < 0)
-        goto fail;
     if (keys != NULL) {
         int p = pyc_zmtp_properties(self->props, type, identity, idlen);
         assert(p > 0);
@@ -243,12 +248,40 @@ pyc_zmtp_new_curve(const char *endpoint, int type, const char *identity, size_t 
         assert(r > 0);
         self->hs_len = sizeof greeting + (size_t)r;
     }
-    if (try_connect(self, err) < 0)
-        goto fail;
     return self;
 fail:
     pyc_zmtp_destroy(&self);
     return NULL;
+}
+
+pyc_zmtp_t *
+pyc_zmtp_new_curve(const char *endpoint, int type, const char *identity, size_t max_msg, size_t max_frames,
+                   const pyc_zmtp_keys_t *keys, pyc_error_t *err)
+{
+    pyc_zmtp_t *self = make(endpoint, type, identity, max_msg, max_frames, keys, err);
+    if (self != NULL && (pyc__zmtp_endpoint(endpoint, &self->addr, &self->addrlen, err) < 0 ||
+                         try_connect(self, err) < 0))
+        pyc_zmtp_destroy(&self);
+    return self;
+}
+
+pyc_zmtp_t *
+pyc_zmtp_new_fd(int fd, int type, size_t max_msg, size_t max_frames, pyc_error_t *err)
+{
+    pyc_zmtp_t *self = make("(accepted)", type, NULL, max_msg, max_frames, NULL, err);
+    if (self == NULL)
+        return NULL;
+    int one = 1, flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+        pyc_error_set(err, "cannot make the accepted socket non-blocking: %s", strerror(errno));
+        pyc_zmtp_destroy(&self);
+        return NULL;
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    self->fd = fd;
+    self->accepted = true;
+    connected(self);
+    return self;
 }
 
 void

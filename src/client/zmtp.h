@@ -180,6 +180,13 @@ typedef struct pyc_zmtp_keys {
 pyc_zmtp_t *pyc_zmtp_new_curve(const char *endpoint, int type, const char *identity, size_t max_msg,
                                size_t max_frames, const pyc_zmtp_keys_t *keys, pyc_error_t *err);
 
+/* As pyc_zmtp_new (NULL security, no identity), on a connection the caller accepted on a listening TCP socket
+ * (fd, taken over; made non-blocking here).  The handshake starts at once; when the peer goes, the connection
+ * fails for good instead of reconnecting.  For `pyc new`'s registration socket, which the kernel's DEALER
+ * connects to (we answer as a DEALER, which ZMTP allows).  Returns NULL with err (fd is then closed by the
+ * caller). */
+pyc_zmtp_t *pyc_zmtp_new_fd(int fd, int type, size_t max_msg, size_t max_frames, pyc_error_t *err);
+
 /* Closes the connection (what is unsent is dropped) and frees everything, received messages included; sets
  * *self_p to NULL.  NULL-safe. */
 void pyc_zmtp_destroy(pyc_zmtp_t **self_p);

@@ -42,6 +42,32 @@ def test_new_run_kill(sessions):
     pyc("run", name, "1", check=EXIT_NOSESSION)
 
 
+def test_new_takes_the_ports_the_kernel_reports(sessions):
+    """`pyc new` starts the kernel with the protocol 5.6 handshake: the kernel binds ports of its own and
+    reports them; the session file has those ports, the same as the connection file the kernel wrote for
+    itself (kernel-pyc-NAME.json, 0600), and both go with `pyc kill`, also after a SIGKILL."""
+    for how in ("kill", "sigkill"):
+        name = unique_name()
+        pyc("new", name, check=EXIT_OK)
+        sessions.adopt(name)
+        info = read_session(name)
+        own = os.path.join(runtime_dir(), "kernel-pyc-%s.json" % name)
+        assert os.path.exists(own), os.listdir(runtime_dir())
+        assert stat.S_IMODE(os.stat(own).st_mode) == 0o600
+        with open(own) as f:
+            kernel_side = json.load(f)
+        ports = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+        assert {p: info[p] for p in ports} == {p: kernel_side[p] for p in ports}
+        assert "registration_port" not in info
+        assert pyc("run", name, "6 * 7", check=EXIT_OK).stdout == "42\n"
+        if how == "sigkill":
+            os.kill(info["pid"], signal.SIGKILL)
+            assert wait_gone(info["pid"])
+            assert os.path.exists(own)          # a killed kernel cannot remove it
+        pyc("kill", name, check=EXIT_OK)
+        assert not os.path.exists(own) and not os.path.exists(session_file(name))
+
+
 def test_usage_errors():
     assert pyc().returncode == EXIT_USAGE
     assert pyc("frobnicate").returncode == EXIT_USAGE

@@ -1,0 +1,150 @@
+/*
+ * handshake.c -- `pyc new`'s side of the startup handshake (messaging protocol 5.6): the registration service
+ * that a new session's kernel reports its ports to, so that no port is picked, released and raced for.
+ *
+ * `new` listens on 127.0.0.1 (a port the system gives, kept until the report came), writes a registration
+ * file ({"kernel_id", "transport", "registration_ip", "registration_port", "signature_scheme", "key"}, and
+ * the session's CURVE keys) where the session file will be, and starts the kernel on it.  The kernel binds
+ * ports of its own choosing and connects a DEALER; here the accepted connection speaks ZMTP as a DEALER too
+ * (pyc_zmtp_new_fd), takes the report [<IDS|MSG>, HMAC, content], checks the signature and the kernel_id,
+ * and answers with a signed ACK.  The session file with the real ports then replaces the registration file.
+ */
+#include "cli.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "wire.h"
+#include "zmtp.h"
+
+int
+cli_registration_listen(int *port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = 0};
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 4) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+        cli_err("cannot listen for the kernel's registration on 127.0.0.1: %s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+int
+cli_registration_write(const char *path, const char *kernel_id, const pyc_connfile_t *cf, int port,
+                       pyc_error_t *err)
+{
+    json_t *root = pyc_connfile_to_json(cf);
+    if (root == NULL)
+        return pyc_error_set(err, "cannot encode the registration file");
+    for (int c = 0; c < PYC_CHAN_COUNT; c++)
+        json_object_del(root, pyc_connfile_port_names[c]);
+    json_object_set_new(root, "kernel_id", json_string(kernel_id));
+    json_object_set_new(root, "registration_ip", json_string("127.0.0.1"));
+    json_object_set_new(root, "registration_port", json_integer(port));
+    int rc = pyc_connfile_write_json(path, root, err);
+    json_decref(root);
+    return rc;
+}
+
+/* The report in m, if it is one for kernel_id signed with auth: its ports into cf.  Returns 0, or -1 with err. */
+static int
+take_report(const pyc_zmtp_msg_t *m, pyc_auth_t *auth, const char *kernel_id, pyc_connfile_t *cf,
+            pyc_error_t *err)
+{
+    if (m->n != 3 || m->frames[0].size != PYC_WIRE_DELIM_LEN ||
+        memcmp(m->frames[0].data, PYC_WIRE_DELIM, PYC_WIRE_DELIM_LEN) != 0)
+        return pyc_error_set(err, "the kernel's report is not [<IDS|MSG>, signature, content]");
+    if (pyc_auth_verify(auth, &m->frames[2], 1, m->frames[1].data, m->frames[1].size, err) < 0)
+        return -1;
+    json_error_t jerr;
+    json_t *c = json_loadb(m->frames[2].data, m->frames[2].size, 0, &jerr);
+    int rc = 0;
+    if (!json_is_object(c) || !json_is_string(json_object_get(c, "kernel_id")) ||
+        strcmp(json_string_value(json_object_get(c, "kernel_id")), kernel_id) != 0)
+        rc = pyc_error_set(err, "the report is not this kernel's");
+    for (int i = 0; rc == 0 && i < PYC_CHAN_COUNT; i++) {
+        const char *p = json_string_value(json_object_get(c, pyc_connfile_port_names[i]));
+        char *end;
+        long v = p != NULL ? strtol(p, &end, 10) : -1;
+        if (p == NULL || *end != '\0' || v < 1 || v > 65535)
+            rc = pyc_error_set(err, "the report's %s is not a port", pyc_connfile_port_names[i]);
+        else
+            cf->ports[i] = (int)v;
+    }
+    json_decref(c);
+    return rc;
+}
+
+int
+cli_registration_wait(int lfd, const char *kernel_id, pyc_connfile_t *cf, pid_t pid, double deadline,
+                      pyc_error_t *err)
+{
+    pyc_auth_t *auth = pyc_auth_new(cf->signature_scheme, cf->key, cf->keylen, 0, err);
+    pyc_zmtp_t *z = NULL;
+    int rc = -1;
+    bool reported = false;
+    if (auth == NULL)
+        return -1;
+    while (!reported || pyc_zmtp_pending(z) > 0) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            rc = 1;              /* the caller tells how it ended (reaped here: it must not wait again) */
+            goto out;
+        }
+        if (cli_sigint_count > 0 || pyc_now_s() > deadline) {
+            pyc_error_set(err, cli_sigint_count > 0 ? "interrupted" : "the kernel did not report its ports in time");
+            goto out;
+        }
+        struct pollfd p = {.fd = z != NULL ? pyc_zmtp_fd(z) : lfd,
+                           .events = z != NULL ? pyc_zmtp_events(z) : POLLIN};
+        if (poll(&p, 1, 50) < 0 && errno != EINTR) {
+            pyc_error_set(err, "poll: %s", strerror(errno));
+            goto out;
+        }
+        if (z == NULL) {
+            int cfd = (p.revents & POLLIN) ? accept4(lfd, NULL, NULL, SOCK_CLOEXEC) : -1;
+            if (cfd >= 0 && (z = pyc_zmtp_new_fd(cfd, PYC_ZMTP_DEALER, 65536, 4, err)) == NULL) {
+                close(cfd);
+                goto out;
+            }
+            continue;
+        }
+        if (pyc_zmtp_handle(z, p.revents, err) < 0)
+            goto out;
+        pyc_zmtp_msg_t *m = reported ? NULL : pyc_zmtp_recv(z);
+        if (m == NULL)
+            continue;
+        int took = take_report(m, auth, kernel_id, cf, err);
+        pyc_zmtp_msg_destroy(&m);
+        if (took < 0)
+            goto out;
+        char sig[PYC_AUTH_MAX_HEX + 1];
+        static const char ack[] = "{\"status\":\"ok\"}";
+        pyc_frame_t content = {ack, sizeof ack - 1};
+        if (pyc_auth_sign(auth, &content, 1, sig) < 0) {
+            pyc_error_set(err, "cannot sign the ACK");
+            goto out;
+        }
+        pyc_frame_t frames[3] = {{PYC_WIRE_DELIM, PYC_WIRE_DELIM_LEN}, {sig, strlen(sig)}, content};
+        if (pyc_zmtp_send(z, frames, 3, 0, err) < 0)
+            goto out;
+        reported = true;
+    }
+    rc = 0;
+out:
+    pyc_zmtp_destroy(&z);
+    pyc_auth_destroy(&auth);
+    return rc;
+}
