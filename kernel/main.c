@@ -257,9 +257,19 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
     pyc_py_enter();
     pyc_py_finalize();
     rc = 0;
+    if (pyc_kernel_threads_left(app.kernel) > 0) {
+        /* A subshell thread still runs (a cell blocked in C): it may touch the kernel and the sockets, so they
+         * are not freed; queued replies get their second, and the process ends. */
+        pyc_server_close(app.srv);
+        pyc_app_remove_own_file(&app);
+        fflush(NULL);
+        _exit(rc);
+    }
 out:
     pyc_app_remove_own_file(&app);
     *forked = app.forked_session;
+    /* The server's threads (control, shell) end before the kernel object they call into goes. */
+    pyc_server_close(app.srv);
     pyc_kernel_destroy(&app.kernel);
     pyc_server_destroy(&app.srv);
     pyc_auth_destroy(&app.auth);

@@ -290,7 +290,7 @@ static json_t *
 initialize(pyc__debugger_t *d, json_t *req)
 {
     pyc_error_t err;
-    if (!d->started) {
+    if (!d->started || d->conn.fd < 0) {   /* first, or after a disconnect, or after losing the adapter */
         if (d->port == 0) {
             json_t *r = pyc_py_debug_call("start", NULL, &err);
             d->port = r != NULL ? (int)json_integer_value(json_object_get(r, "port")) : 0;
@@ -583,6 +583,17 @@ pyc__debug_request(pyc_kernel_t *k, pyc_msg_t *msg)
     }
     pyc_zqueue_push_msg(&d->q, PYC_CHAN_CONTROL, msg, "debugger");
     pthread_mutex_unlock(&k->debugger_lock);
+}
+
+void
+pyc__debugger_forget(pyc__debugger_t *d)
+{
+    if (d == NULL)
+        return;
+    if (d->conn.fd >= 0)
+        close(d->conn.fd);       /* so that the parent's disconnect reaches the adapter as the end of stream */
+    if (d->q.efd >= 0)
+        close(d->q.efd);
 }
 
 void

@@ -142,7 +142,7 @@ void
 pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
 {
     pyc_guard_activity(k->guard);
-    if (chan == PYC_CHAN_SHELL && pyc__subshell_named(msg)) {
+    if (chan == PYC_CHAN_SHELL && pyc__subshell_named(msg) && !pyc__subshell_kernel_level(msg)) {
         /* Requests for an existing subshell never come here (the shell thread routes them). */
         pyc__subshell_refuse(k, msg, NULL);
         pyc_msg_destroy(&msg);

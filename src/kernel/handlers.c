@@ -46,6 +46,8 @@ python_end(pyc_kernel_t *k)
 {
     int why = PYC_GUARD_NONE;
     if (pyc__subshell_request() != NULL) {
+        if (k->user_forked)
+            pyc__user_fork_exit(k);  /* a comm callback on a subshell that forked, back in the child */
         pyc_py_leave();
         return why;
     }

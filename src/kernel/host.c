@@ -9,6 +9,7 @@
 #include "kernelint.h"
 
 #include <stdint.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,7 +37,9 @@ static void
 stream_publish_to(pyc_kernel_t *k, int which, const char *text, size_t n, const char *parent, size_t plen)
 {
     pyc_buf_t b;
-    n = pyc_outgate_admit(&k->out, n, text);
+    /* The output cap is the main shell's cell's (README, "Subshells"): a subshell's output is not counted. */
+    bool gated = pyc__subshell_request() == NULL;
+    n = gated ? pyc_outgate_admit(&k->out, n, text) : n;
     if (n == 0) {
         idle_notice(k);
         return;
@@ -57,7 +60,8 @@ stream_publish_to(pyc_kernel_t *k, int which, const char *text, size_t n, const 
         pyc_frame_t topic = {"stream", 6};
         pyc__send_frames(k, PYC_CHAN_IOPUB, &topic, 1, "stream", parent, plen, NULL, content, len, true, NULL, 0);
     }
-    idle_notice(k);              /* after the part that still fitted */
+    if (gated)
+        idle_notice(k);          /* after the part that still fitted */
 }
 
 void
@@ -87,7 +91,8 @@ host_publish_ex(void *ctx, const char *msg_type, json_t *content, json_t *metada
     size_t total = text != NULL ? strlen(text) : 0;
     for (size_t i = 0; i < nbuf; i++)
         total += buffers[i].size;
-    bool drop = text == NULL || (pyc_outgate_counts(msg_type) && pyc_outgate_admit(&k->out, total, NULL) == 0);
+    bool drop = text == NULL || (pyc_outgate_counts(msg_type) && pyc__subshell_request() == NULL &&
+                                 pyc_outgate_admit(&k->out, total, NULL) == 0);
     if (drop) {
         idle_notice(k);
         if (text == NULL)
@@ -137,8 +142,23 @@ host_input(void *ctx, const char *prompt, bool password, char **out, pyc_error_t
         return pyc_error_set(err, "input() is not available: the frontend does not support stdin "
                                   "(allow_stdin is false)");
     /* One input() at a time on the stdin channel (the main shell's and the subshells'): its replies carry
-     * no hint of which request they answer. */
-    pthread_mutex_lock(&k->stdin_lock);
+     * no hint of which request they answer.  The wait for another's input() ends with an interrupt (the main
+     * shell's), a deleted subshell, or the kernel's end. */
+    for (;;) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100 * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        if (pthread_mutex_timedlock(&k->stdin_lock, &until) == 0)
+            break;
+        if (sub == NULL && pyc_py_interrupt_pending())
+            return 1;
+        if (atomic_load(&k->quit) || (sub != NULL && pyc__subshell_stopping()))
+            return pyc_error_set(err, "input() was given up: the kernel or the subshell is ending");
+    }
     int rc = ask_input(k, req, sub != NULL, prompt, password, out, err);
     pthread_mutex_unlock(&k->stdin_lock);
     return rc;
@@ -163,6 +183,8 @@ ask_input(pyc_kernel_t *k, const pyc_msg_t *req, bool subshell, const char *prom
             return 1;
         if (atomic_load(&k->quit))
             return pyc_error_set(err, "the kernel is shutting down");
+        if (subshell && pyc__subshell_stopping())
+            return pyc_error_set(err, "the subshell was deleted");
         pyc_msg_t *m = k->io->recv_stdin(k->io, 100);
         if (m == NULL)
             continue;

@@ -314,9 +314,10 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     pyc__forget_children(k);     /* the parent's children are not ours */
     /* The parent's debugger thread does not exist here (its memory is left as it is); the control thread of
      * the parent may have held the lock at the fork. */
+    pyc__debugger_forget(k->debugger);
     k->debugger = NULL;
     pthread_mutex_init(&k->debugger_lock, NULL);
-    k->subshells = NULL;         /* their threads are the parent's */
+    k->subshells = k->leaving = NULL;   /* their threads are the parent's */
     pthread_mutex_init(&k->subshells_lock, NULL);
     pthread_mutex_init(&k->stdin_lock, NULL);
     /* The SQLite connection must not cross fork(): forget it and start a session of our own. */
@@ -366,6 +367,7 @@ pyc_kernel_idle(pyc_kernel_t *k)
 {
     if (k->n_children > 0)
         pyc__reap_children(k);
+    pyc__reap_subshells(k);
     /* The history file is shared with the user's other kernels: wait for their lock only briefly, and
      * try again at the next idle moment (at least once a second) when it is taken. */
     pyc_error_t err;
@@ -388,10 +390,18 @@ pyc_kernel_closing(pyc_kernel_t *k)
     pyc_guard_shutdown(k->guard);
     /* The debugger's thread takes the GIL: it ends before the interpreter does.  No new one starts after
      * (debugger_closed), since the control thread outlives this. */
+    /* Threads still waiting for input() or a reply end their wait. */
+    atomic_store(&k->quit, 1);
     pyc__interrupt_subshells(k);
-    pyc__end_subshells(k);
+    k->threads_left = pyc__end_subshells(k);
     pthread_mutex_lock(&k->debugger_lock);
     k->debugger_closed = true;
     pyc__debugger_destroy(&k->debugger);
     pthread_mutex_unlock(&k->debugger_lock);
+}
+
+int
+pyc_kernel_threads_left(const pyc_kernel_t *k)
+{
+    return k->threads_left;
 }

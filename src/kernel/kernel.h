@@ -9,18 +9,29 @@
  *   pyc_kernel_handle   runs in the main thread with the GIL released, for everything else.
  *
  * Threads of a kernel process, and what each owns:
- *   main       all Python (CPython delivers KeyboardInterrupt only to it); the shell and stdin sockets;
- *              the request loop; every field of the kernel marked "main thread only" in kernelint.h.
- *   control    the control socket; answers the control-thread requests above without the GIL.
+ *   main       the main shell's Python (CPython delivers SIGINT's KeyboardInterrupt only to it); the shell
+ *              socket until the first subshell (then the shell thread's), and the stdin socket (under
+ *              stdin_lock); the request loop; every field of the kernel marked "main thread only" in
+ *              kernelint.h; joins deleted subshells (pyc__reap_subshells).
+ *   control    the control socket; answers the control-thread requests above without the GIL; creates,
+ *              deletes and lists subshells; hands debug_request to the debugger thread; answers iopub
+ *              subscriptions (iopub_welcome).
+ *   shell      once a subshell exists (shell.c): the shell socket; routes requests to subshells or to main.
+ *   subshell   one per subshell (subshell.c): its requests, its cells, with the GIL taken per request.
+ *   debugger   started by the first debug_request (debugger.c): the TCP connection to debugpy's adapter;
+ *              takes the GIL only for the kernel's own debugger commands.
+ *   interrupter  short-lived: raises KeyboardInterrupt in subshells' cells, so that control never waits for
+ *              the GIL.
  *   heartbeat  echoes on its socket (zmq_proxy); touches nothing else.
  *   flusher    the stream module's thread: drains the fd pipes and publishes output that waited 20 ms.
  *   guard      the time limits (guard.h), started only when a limit is set; calls back into execute.c.
  *   Python     threads the user's code starts: they print and display through the C stream objects.
  *   ZeroMQ     libzmq's I/O thread: sends lent buffers and gives them back (zerocopy.c), nothing else.
  * iopub messages are sent by whichever thread makes them, under the server's iopub lock.  Replies go out on
- * the channel their request came from: shell and stdin from the main thread only -- with one exception, the
- * guard's report of a stuck cell, sent on shell after the guard's compare-and-swap has made sure the main
- * thread never sends again (guard.h).
+ * the channel their request came from: on shell from the main thread while it owns the socket (with one
+ * exception, the guard's report of a stuck cell, sent after the guard's compare-and-swap has made sure the
+ * main thread never sends again, guard.h), from any thread once the shell thread owns it (queued to it); on
+ * stdin from the thread whose input() holds stdin_lock.
  *
  * Locks, in the order they are taken (a thread holding one may take only those below it):
  *   lock            guards                                        taken by
@@ -32,6 +43,12 @@
  *   usage_lock      the CPU counters of usage_request             control thread
  *   guard lock      the deadline and the cell's state (guard.c)   main, guard; never held across a callback
  *                                                                 other than interrupt and expire
+ * and, each taken without the GIL and with none of the above held:
+ *   stdin_lock      the stdin socket, for one input() exchange    main, subshells (then streams, iopub lock)
+ *   subshells_lock  the subshell lists (then a subshell's queue)  control, shell thread, main (reaping)
+ *   debugger_lock   the debugger's creation (then its queue)      control, main at the end
+ *   shell_lock      the shell socket until the shell thread       main, control (hand-over), any replier
+ *                   has it (server's; the close takes it inside the iopub lock)
  * Every fork(2) of the process -- the kernel's own (pyc_kernel_fork) and user code's (os.fork,
  * multiprocessing) -- takes streams, parent_lock, out.lock and usage_lock in this order in a pthread_atfork
  * handler (kernel.c), so that a child never inherits one of them held by a thread that does not exist in it.
@@ -128,6 +145,10 @@ int pyc_kernel_crash_reports(pyc_kernel_t *k, pyc_error_t *err);
 
 /* Main thread: the request loop has ended; the shutdown grace starts now. */
 void pyc_kernel_closing(pyc_kernel_t *k);
+
+/* After pyc_kernel_closing: how many subshell threads are still running (left to the process's end).  When
+ * not 0, the kernel must not be destroyed: the process ends without freeing what they may touch. */
+int pyc_kernel_threads_left(const pyc_kernel_t *k);
 
 /* True once a shutdown was asked for; *restart tells whether the client will start a new kernel. */
 bool pyc_kernel_quitting(pyc_kernel_t *k, bool *restart);

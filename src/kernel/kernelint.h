@@ -117,7 +117,9 @@ struct pyc_kernel {
     bool debugger_closed;        /* the kernel is closing: no debugger starts any more */
     pthread_mutex_t subshells_lock; /* guards subshells and subshells_closed (control and shell threads) */
     pyc__subshell_t *subshells;  /* owned: the live subshells, newest first */
-    bool subshells_closed;       /* the kernel is closing: no subshell starts any more */
+    pyc__subshell_t *leaving;    /* owned: deleted subshells whose threads the main thread has yet to join */
+    int threads_left;            /* subshell threads still running after the kernel's end (pyc_kernel_closing) */
+    atomic_bool subshells_closed; /* the kernel is closing: no subshell starts any more */
     pthread_mutex_t stdin_lock;  /* held through one input() exchange: one at a time on the stdin channel */
 };
 
@@ -262,6 +264,10 @@ json_t *pyc__memory_enforcement(const pyc_kernel_t *k);
  * first request) answers it and publishes its idle. */
 void pyc__debug_request(pyc_kernel_t *k, pyc_msg_t *msg);
 
+/* In a forked child: closes the descriptors of the parent's debugger (its thread does not exist here; its
+ * memory is left as it is).  NULL-safe. */
+void pyc__debugger_forget(pyc__debugger_t *d);
+
 /* Stops the debugger's thread and frees it; NULL-safe.  Before the io goes. */
 void pyc__debugger_destroy(pyc__debugger_t **d_p);
 
@@ -280,13 +286,24 @@ bool pyc__subshell_allow_stdin(void);
 /* Whether a shell request names a subshell (a subshell_id that is not null); and the error reply, between
  * busy and idle, to one whose subshell does not exist (why: NULL for that reason, else another). */
 bool pyc__subshell_named(const pyc_msg_t *msg);
+
+/* Whether a request is the kernel's rather than a shell's (history, pyc.fork's comm_open, control requests
+ * sent on shell): the main thread answers it, whatever subshell it names. */
+bool pyc__subshell_kernel_level(const pyc_msg_t *msg);
+
+/* On a subshell's thread: whether that subshell is being deleted or the kernel is ending. */
+bool pyc__subshell_stopping(void);
+
+/* Main thread, between requests: joins and frees deleted subshells whose threads have returned. */
+void pyc__reap_subshells(pyc_kernel_t *k);
 void pyc__subshell_refuse(pyc_kernel_t *k, const pyc_msg_t *msg, const char *why);
 
 /* Any thread: raises KeyboardInterrupt in the subshells busy in a cell, from a thread of its own. */
 void pyc__interrupt_subshells(pyc_kernel_t *k);
 
-/* The kernel is closing: stops every subshell (after its current request) and starts no new one. */
-void pyc__end_subshells(pyc_kernel_t *k);
+/* The kernel is closing: stops every subshell (after its current request, a second at most each) and
+ * starts no new one.  Returns how many threads are still running (left to the process's end). */
+int pyc__end_subshells(pyc_kernel_t *k);
 
 /* ---- kernel.c ------------------------------------------------------------------------------------------- */
 

@@ -455,13 +455,17 @@ pyc_server_close(pyc_server_t *srv)
         zmq_send(srv->hb_ctl[0], "TERMINATE", 9, 0);
         pthread_join(srv->th_hb, NULL);
     }
+    /* Under both locks: a Python thread still printing, or a subshell's thread still replying on shell, now
+     * finds its socket gone. */
     pthread_mutex_lock(&srv->iopub_lock);
-    srv->stop_iopub = 1;         /* a Python thread still printing now finds the socket gone */
+    pthread_mutex_lock(&srv->shell_lock);
+    srv->stop_iopub = 1;
     for (int c = 0; c < PYC_CHAN_COUNT; c++) {
         if (srv->sock[c] != NULL)
             zmq_close(srv->sock[c]);
         srv->sock[c] = NULL;
     }
+    pthread_mutex_unlock(&srv->shell_lock);
     pthread_mutex_unlock(&srv->iopub_lock);
     for (int i = 0; i < 2; i++) {
         if (srv->hb_ctl[i] != NULL)

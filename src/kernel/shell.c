@@ -32,6 +32,11 @@ int
 pyc__shell_send(pyc_server_t *srv, pyc_zqitem_t *it)
 {
     pthread_mutex_lock(&srv->shell_lock);
+    if (srv->closed) {
+        pthread_mutex_unlock(&srv->shell_lock);
+        pyc_zqueue_item_free(it);
+        return -1;
+    }
     if (atomic_load(&srv->routed)) {
         pthread_mutex_unlock(&srv->shell_lock);
         pyc_zqueue_push(&srv->shell_out, it);
@@ -90,6 +95,8 @@ pyc__shell_route(pyc_io_t *io, bool (*take)(void *ctx, pyc_msg_t *msg), void *ct
     else
         atomic_store(&srv->want_route, 0);
     pthread_mutex_unlock(&srv->shell_lock);
+    if (rc != 0)
+        pyc_zqueue_signal(&srv->inbox_q);    /* the main thread went back to the socket: let it look */
     if (rc != 0)
         return pyc_error_set(err, "cannot start the shell thread: %s", strerror(rc));
     return 0;

@@ -16,10 +16,18 @@
  * subshell only.  history_request is the main shell's (its SQLite connection is the main thread's): a
  * subshell answers it with an error.
  *
+ * Requests that are the kernel's rather than a shell's go to the main thread whatever subshell they name:
+ * history_request (the history's SQLite connection is the main thread's), the comm_open of pyc.fork (a fork
+ * of the whole kernel must happen on the thread that runs its request loop), and control requests sent on
+ * shell.
+ *
  * interrupt_request interrupts the main shell (SIGINT) and every subshell busy in a cell: a short-lived
- * thread raises KeyboardInterrupt in theirs (py.h: at their next bytecode; a call blocked in C first
- * returns), so the control thread never waits for the GIL.  delete_subshell_request and the kernel's end
- * stop a subshell after the request it is answering.
+ * thread raises KeyboardInterrupt in theirs (py.h: at their next bytecode, and only while they are still in
+ * that cell; a call blocked in C first returns), so the control thread never waits for the GIL.
+ * delete_subshell_request answers at once: the subshell is interrupted, stops after the request it is
+ * answering (the requests still queued get an error reply each), and its thread is joined later by the main
+ * thread between requests (pyc__reap_subshells), never by control.  The kernel's end gives each subshell a
+ * second and leaves those that do not stop to the process's exit.
  */
 #include "kernelint.h"
 
@@ -38,6 +46,7 @@ struct pyc__subshell {
     pthread_t thread;
     pyc_zqueue_t q;              /* its requests; the eventfd also wakes the thread to stop */
     atomic_bool stop;
+    atomic_bool done;            /* its thread has returned: a join will not wait */
     atomic_ulong py_ident;       /* its thread's Python ident while it runs a cell, else 0 */
 
     /* Its thread only. */
@@ -53,6 +62,12 @@ const pyc_msg_t *
 pyc__subshell_request(void)
 {
     return here != NULL ? here->current : NULL;
+}
+
+bool
+pyc__subshell_stopping(void)
+{
+    return here != NULL && atomic_load(&here->stop);
 }
 
 bool
@@ -131,6 +146,8 @@ execute(pyc__subshell_t *s, const pyc_msg_t *msg)
     atomic_store(&s->py_ident, pyc_py_thread_ident());
     pyc_py_execute_subshell(json_string_value(code), &opts, &res);
     atomic_store(&s->py_ident, 0);
+    if (k->user_forked)
+        pyc__user_fork_exit(k);  /* a child of os.fork() in the cell, back from it: not a subshell */
     json_t *content;
     if (res.ok) {
         content = json_pack("{s:s, s:i, s:o, s:o}", "status", "ok", "execution_count", s->execution_count,
@@ -178,11 +195,6 @@ answer(pyc__subshell_t *s, pyc_msg_t *msg)
         pyc__on_kernel_info(k, PYC_CHAN_SHELL, msg);
     else if (strcmp(t, "connect_request") == 0)
         pyc__on_connect(k, PYC_CHAN_SHELL, msg);
-    else if (strcmp(t, "history_request") == 0)
-        pyc__reply(k, PYC_CHAN_SHELL, msg, "history_reply", NULL,
-                   json_pack("{s:s, s:s, s:s, s:[], s:[]}", "status", "error", "ename", "SubshellError", "evalue",
-                             "history_request is answered by the main shell (send it without subshell_id)",
-                             "traceback", "history"));
     else
         pyc_log("subshell %s: unknown message type '%s' (no reply)", s->id, t);
     pyc_py_thread_parent(NULL, 0);          /* hands over what the thread's streams still hold */
@@ -202,6 +214,14 @@ subshell_main(void *arg)
         pyc_msg_destroy(&msg);
     }
     pyc_py_thread_end(py);
+    /* Deleted: what was still queued is answered, so that no client waits for a reply that cannot come.  (At
+     * the kernel's end the closer drops the queue instead.) */
+    pyc_zqitem_t *it;
+    while (!s->k->subshells_closed && (it = pyc_zqueue_pop(&s->q)) != NULL) {
+        pyc__subshell_refuse(s->k, it->msg, "the subshell was deleted before it answered");
+        pyc_zqueue_item_free(it);
+    }
+    atomic_store(&s->done, true);
     return NULL;
 }
 
@@ -213,7 +233,7 @@ static bool
 take(void *ctx, pyc_msg_t *msg)
 {
     pyc_kernel_t *k = ctx;
-    if (!pyc__subshell_named(msg))
+    if (!pyc__subshell_named(msg) || pyc__subshell_kernel_level(msg))
         return false;
     json_t *id = json_object_get(msg->header, "subshell_id");
     pthread_mutex_lock(&k->subshells_lock);
@@ -228,6 +248,21 @@ take(void *ctx, pyc_msg_t *msg)
         pyc_msg_destroy(&msg);
     }
     return true;
+}
+
+bool
+pyc__subshell_kernel_level(const pyc_msg_t *msg)
+{
+    static const char *const main_only[] = {"history_request", "shutdown_request", "interrupt_request",
+                                            "usage_request", "debug_request", "create_subshell_request",
+                                            "delete_subshell_request", "list_subshell_request"};
+    for (size_t i = 0; i < sizeof main_only / sizeof main_only[0]; i++) {
+        if (strcmp(msg->msg_type, main_only[i]) == 0)
+            return true;
+    }
+    json_t *target = json_object_get(msg->content, "target_name");
+    return strcmp(msg->msg_type, "comm_open") == 0 && json_is_string(target) &&
+           strcmp(json_string_value(target), "pyc.fork") == 0;
 }
 
 bool
@@ -251,10 +286,13 @@ pyc__subshell_refuse(pyc_kernel_t *k, const pyc_msg_t *msg, const char *why)
     size_t base = us != NULL ? (size_t)(us - msg->msg_type) : strlen(msg->msg_type);
     snprintf(type, sizeof type, "%.*s_reply", (int)(base < 100 ? base : 100), msg->msg_type);
     pyc_log("shell: %s (a %s)", text, msg->msg_type);
-    json_t *content = pyc__bad_request(text);
-    json_object_set_new(content, "ename", json_string("SubshellNotFound"));
     pyc__status(k, msg, "busy");
-    pyc__reply(k, PYC_CHAN_SHELL, msg, type, pyc__reply_metadata("error"), content);
+    if (strncmp(msg->msg_type, "comm_", 5) != 0 || strcmp(msg->msg_type, "comm_info_request") == 0) {
+        /* comm_open, comm_msg and comm_close have no reply */
+        json_t *content = pyc__bad_request(text);
+        json_object_set_new(content, "ename", json_string("SubshellNotFound"));
+        pyc__reply(k, PYC_CHAN_SHELL, msg, type, pyc__reply_metadata("error"), content);
+    }
     pyc__status(k, msg, "idle");
 }
 
@@ -267,14 +305,22 @@ subshell_free(pyc__subshell_t *s)
     free(s);
 }
 
-/* Asks a subshell to stop after its current request, and waits for its thread. */
+/* Starts a thread that raises KeyboardInterrupt in the given Python threads (idents: a malloc'd array ending
+ * in 0, taken over), so that the caller never waits for the GIL. */
+static void
+interrupt_idents(unsigned long *idents);
+
+/* Asks a subshell to stop after its current request, interrupting that request if it is a cell. */
 static void
 subshell_stop(pyc__subshell_t *s)
 {
     atomic_store(&s->stop, true);
     pyc_zqueue_signal(&s->q);
-    pthread_join(s->thread, NULL);
-    subshell_free(s);
+    unsigned long *one = calloc(2, sizeof *one);
+    if (one != NULL && (one[0] = atomic_load(&s->py_ident)) != 0)
+        interrupt_idents(one);
+    else
+        free(one);
 }
 
 static void
@@ -288,6 +334,10 @@ void
 pyc__on_create_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
     pyc_error_t err;
+    if (k->subshells_closed) {
+        reply_error(k, chan, msg, "create_subshell_reply", "SubshellError", "the kernel is shutting down");
+        return;
+    }
     if (k->io->route_shell == NULL || k->io->route_shell(k->io, take, k, &err) < 0) {
         reply_error(k, chan, msg, "create_subshell_reply", "SubshellError",
                     k->io->route_shell == NULL ? "this kernel's channels have no subshells" : err.text);
@@ -345,7 +395,13 @@ pyc__on_delete_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         reply_error(k, chan, msg, "delete_subshell_reply", "SubshellNotFound", why);
         return;
     }
+    /* Not joined here: control must not wait for a cell, an input() or the GIL.  The main thread joins it
+     * once it has returned (pyc__reap_subshells). */
     subshell_stop(found);
+    pthread_mutex_lock(&k->subshells_lock);
+    found->next = k->leaving;
+    k->leaving = found;
+    pthread_mutex_unlock(&k->subshells_lock);
     pyc__reply(k, chan, msg, "delete_subshell_reply", NULL, json_pack("{s:s}", "status", "ok"));
 }
 
@@ -360,7 +416,8 @@ pyc__on_list_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     pyc__reply(k, chan, msg, "list_subshell_reply", NULL, json_pack("{s:s, s:o}", "status", "ok", "subshell_id", ids));
 }
 
-/* The interrupter: raises KeyboardInterrupt in the given threads, then ends. */
+/* The interrupter: raises KeyboardInterrupt in the given threads (those still in a subshell's cell when it has
+ * the GIL: py.h), then ends. */
 static void *
 interrupter(void *arg)
 {
@@ -373,51 +430,93 @@ interrupter(void *arg)
     return NULL;
 }
 
-void
-pyc__interrupt_subshells(pyc_kernel_t *k)
+static void
+interrupt_idents(unsigned long *idents)
 {
-    size_t n = 0, cap = 8;
-    unsigned long *idents = calloc(cap + 1, sizeof *idents);
-    pthread_mutex_lock(&k->subshells_lock);
-    for (pyc__subshell_t *s = k->subshells; idents != NULL && s != NULL && n < cap; s = s->next) {
-        unsigned long id = atomic_load(&s->py_ident);
-        if (id != 0)
-            idents[n++] = id;
-    }
-    pthread_mutex_unlock(&k->subshells_lock);
     pthread_t th;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (n == 0 || pthread_create(&th, &attr, interrupter, idents) != 0)
+    if (pthread_create(&th, &attr, interrupter, idents) != 0)
         free(idents);
     pthread_attr_destroy(&attr);
 }
 
 void
+pyc__interrupt_subshells(pyc_kernel_t *k)
+{
+    size_t n = 0, cap = 0;
+    unsigned long *idents = NULL;
+    pthread_mutex_lock(&k->subshells_lock);
+    for (pyc__subshell_t *s = k->subshells; s != NULL; s = s->next) {
+        unsigned long id = atomic_load(&s->py_ident);
+        if (id == 0)
+            continue;
+        if (n + 1 >= cap) {
+            size_t c = cap == 0 ? 8 : cap * 2;
+            unsigned long *grown = realloc(idents, c * sizeof *grown);
+            if (grown == NULL)
+                break;
+            idents = grown;
+            cap = c;
+        }
+        idents[n++] = id;
+    }
+    pthread_mutex_unlock(&k->subshells_lock);
+    if (n == 0) {
+        free(idents);
+        return;
+    }
+    idents[n] = 0;
+    interrupt_idents(idents);
+}
+
+void
+pyc__reap_subshells(pyc_kernel_t *k)
+{
+    pthread_mutex_lock(&k->subshells_lock);
+    for (pyc__subshell_t **p = &k->leaving; *p != NULL;) {
+        pyc__subshell_t *s = *p;
+        if (atomic_load(&s->done)) {
+            *p = s->next;
+            pthread_join(s->thread, NULL);
+            subshell_free(s);
+        } else {
+            p = &s->next;
+        }
+    }
+    pthread_mutex_unlock(&k->subshells_lock);
+}
+
+int
 pyc__end_subshells(pyc_kernel_t *k)
 {
     pthread_mutex_lock(&k->subshells_lock);
-    pyc__subshell_t *all = k->subshells;
-    k->subshells = NULL;
+    pyc__subshell_t *all = k->subshells, *leaving = k->leaving;
+    k->subshells = k->leaving = NULL;
     k->subshells_closed = true;
     pthread_mutex_unlock(&k->subshells_lock);
     /* Each gets a second to finish its request (interrupted just before, pyc_kernel_closing): a cell blocked
      * in C (time.sleep(100)) sees no interrupt until the call returns, and the kernel does not wait for that.
-     * Such a thread is left to the interpreter's end, which ends every thread that wants the GIL after it;
-     * its memory stays. */
-    for (pyc__subshell_t *s = all, *next; s != NULL; s = next) {
-        next = s->next;
-        atomic_store(&s->stop, true);
-        pyc_zqueue_signal(&s->q);
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += 1;
-        if (pthread_timedjoin_np(s->thread, NULL, &until) == 0) {
-            subshell_free(s);
-        } else {
-            pyc_log("subshell %s: still busy at shutdown; left to end with the interpreter", s->id);
-            pthread_detach(s->thread);
+     * Such a thread is left running, with its memory; the caller then ends the process without freeing what
+     * the thread may still touch. */
+    int left = 0;
+    for (int list = 0; list < 2; list++) {
+        for (pyc__subshell_t *s = list == 0 ? all : leaving, *next; s != NULL; s = next) {
+            next = s->next;
+            atomic_store(&s->stop, true);
+            pyc_zqueue_signal(&s->q);
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += 1;
+            if (pthread_timedjoin_np(s->thread, NULL, &until) == 0) {
+                subshell_free(s);
+            } else {
+                pyc_log("subshell %s: still busy at shutdown; left to the process's end", s->id);
+                pthread_detach(s->thread);
+                left++;
+            }
         }
     }
+    return left;
 }

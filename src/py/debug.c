@@ -118,6 +118,19 @@ pyc_py_debug_session(bool on)
 }
 
 void
+pyc__py_debug_forget(void)
+{
+    if (!atomic_exchange(&debug_on, 0))
+        return;
+    /* The parent's tracer (pydevd's) would wait for pydevd threads that do not exist in this process. */
+    PyObject *sys = PyImport_ImportModule("sys");
+    PyObject *r = sys != NULL ? PyObject_CallMethod(sys, "settrace", "O", Py_None) : NULL;
+    Py_XDECREF(r);
+    Py_XDECREF(sys);
+    PyErr_Clear();
+}
+
+void
 pyc__py_debug_trace(void)
 {
     if (!atomic_load(&debug_on))
@@ -164,11 +177,47 @@ pyc_py_thread_ident(void)
     return PyThread_get_thread_ident();
 }
 
+/* The Python idents of the threads inside a subshell's cell now; only touched with the GIL held. */
+static unsigned long *in_cell;
+static size_t n_in_cell, cap_in_cell;
+
+void
+pyc__py_in_cell(bool entering)
+{
+    unsigned long me = PyThread_get_thread_ident();
+    if (entering) {
+        if (n_in_cell == cap_in_cell) {
+            size_t c = cap_in_cell == 0 ? 8 : cap_in_cell * 2;
+            unsigned long *grown = realloc(in_cell, c * sizeof *grown);
+            if (grown == NULL)
+                return;          /* not interruptible then; nothing worse */
+            in_cell = grown;
+            cap_in_cell = c;
+        }
+        in_cell[n_in_cell++] = me;
+        return;
+    }
+    for (size_t i = 0; i < n_in_cell; i++) {
+        if (in_cell[i] == me) {
+            in_cell[i] = in_cell[--n_in_cell];
+            break;
+        }
+    }
+    /* An interrupt that came too late for the cell must not hit what the thread does next. */
+    PyThreadState_SetAsyncExc(me, NULL);
+}
+
 void
 pyc_py_interrupt_threads(const unsigned long *idents, size_t n)
 {
     PyGILState_STATE g = PyGILState_Ensure();
-    for (size_t i = 0; i < n; i++)
-        PyThreadState_SetAsyncExc(idents[i], PyExc_KeyboardInterrupt);
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < n_in_cell; j++) {
+            if (in_cell[j] == idents[i]) {
+                PyThreadState_SetAsyncExc(idents[i], PyExc_KeyboardInterrupt);
+                break;
+            }
+        }
+    }
     PyGILState_Release(g);
 }

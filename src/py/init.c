@@ -329,6 +329,7 @@ pyc_py_fork_done(pid_t pid)
         PyOS_AfterFork_Child();
         pyc__py_interrupted = 0;
         pyc__py_executing = 0;
+        pyc__py_debug_forget();
     } else {
         PyOS_AfterFork_Parent();
     }

@@ -62,6 +62,13 @@ json_t *pyc__py_to_json(PyObject *obj);
  * figure flush) that must not become the cell's error. */
 void pyc__py_report(const char *what);
 
+/* With the GIL, on a subshell's thread: its cell begins (true) or has ended (false).  Only threads inside a cell
+ * are interrupted (pyc_py_interrupt_threads), and the end clears an interrupt that came too late. */
+void pyc__py_in_cell(bool entering);
+
+/* In a forked child, with the GIL: the parent's debug session is not this process's (no tracing). */
+void pyc__py_debug_forget(void);
+
 /* Before a cell, on the main thread with the GIL: makes the debugger trace it while a debug session is on. */
 void pyc__py_debug_trace(void);
 

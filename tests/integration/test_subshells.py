@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 
+import pyctest
 from pyctest import TIMEOUT, Deadline, assert_alive, get_reply, ipykernel_falls_short
 
 pytestmark = ipykernel_falls_short
@@ -254,3 +255,101 @@ def test_threading_first_imported_on_a_subshell(fresh_kernel):
                        "threading.main_thread().is_alive())")
     replies(kc, [main])
     assert "".join(m["content"]["text"] for m in iopub_of(kc, main) if m["msg_type"] == "stream") == "True True\n"
+
+
+# ---- what a review found (each reproduced before the fix) ----------------------------------------------------
+
+
+def test_deleting_a_busy_subshell_answers_at_once(fresh_kernel):
+    """delete_subshell_request on a subshell busy in a cell: the reply comes at once (control never waits for
+    the cell), the cell is interrupted, the requests still queued on it get error replies, and control
+    goes on answering."""
+    kc = fresh_kernel.kc
+    sub = create(kc)
+    busy = execute(kc, "import time\nwhile True:\n    time.sleep(0.05)", sub)
+    queued = execute(kc, "print('never')", sub)
+    info = shell(kc, "kernel_info_request", {}, sub)
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    assert control(kc, "delete_subshell_request", {"subshell_id": sub})["status"] == "ok"
+    assert control(kc, "kernel_info_request")["status"] == "ok"
+    assert time.monotonic() - t0 < 2
+    got = replies(kc, [busy, queued, info], timeout=10)
+    assert got[busy][0]["content"]["ename"] == "KeyboardInterrupt"
+    # the queued cell is aborted (stop_on_error after the interrupted one); the rest is refused
+    assert got[queued][0]["content"]["status"] == "aborted", got[queued][0]["content"]
+    assert got[info][0]["content"]["status"] == "error", got[info][0]["content"]
+    assert "deleted" in got[info][0]["content"]["evalue"]
+    assert control(kc, "list_subshell_request")["subshell_id"] == []
+    assert_alive(kc)
+
+
+def test_a_late_interrupt_does_not_hit_the_next_cell(fresh_kernel):
+    """An interrupt that reaches a subshell's thread after its cell ended is dropped, not raised in the next
+    request (before the fix: 42 of 60 rounds)."""
+    kc = fresh_kernel.kc
+    sub = create(kc)
+    setup = execute(kc, "import time\ndef spin(s):\n    end = time.time() + s\n    while time.time() < end:\n"
+                        "        pass", sub)
+    replies(kc, [setup])
+    hit = 0
+    for _ in range(20):
+        spin = execute(kc, "spin(0.02)", sub)
+        time.sleep(0.018)
+        control(kc, "interrupt_request")
+        after = execute(kc, "x = 1 + 1", sub)
+        got = replies(kc, [spin, after])
+        hit += got[after][0]["content"]["status"] != "ok"
+    assert hit == 0, "%d of 20 cells after a late interrupt failed" % hit
+
+
+def test_os_fork_in_a_subshell_cell(fresh_kernel):
+    """The child of os.fork() in a subshell's cell ends with the cell (it is no subshell); the subshell goes
+    on answering."""
+    kc = fresh_kernel.kc
+    sub = create(kc)
+    forked = execute(kc, "import os\npid = os.fork()\nwho = 'child' if pid == 0 else 'parent'", sub)
+    assert replies(kc, [forked])[forked][0]["content"]["status"] == "ok"
+    for i in range(10):
+        again = execute(kc, "who", sub)
+        assert replies(kc, [again], timeout=5)[again][0]["content"]["status"] == "ok"
+    reaped = execute(kc, "os.waitpid(pid, 0)[1]", sub)
+    msgs = iopub_of(kc, reaped)
+    assert [m["content"]["data"]["text/plain"] for m in msgs if m["msg_type"] == "execute_result"] == ["0"]
+
+
+def test_pyc_fork_sent_on_a_subshell_is_the_main_threads(fresh_kernel):
+    """A pyc.fork comm_open that names a subshell is handled by the main thread (a fork of the kernel must
+    happen there): the child session answers."""
+    from jupyter_client import BlockingKernelClient
+
+    kc = fresh_kernel.kc
+    sub = create(kc)
+    comm_id = uuid.uuid4().hex
+    shell(kc, "comm_open", {"comm_id": comm_id, "target_name": "pyc.fork", "data": {"n": 1}}, sub)
+    data, dl = None, Deadline(TIMEOUT)
+    while data is None:
+        m = kc.get_iopub_msg(timeout=dl.left())
+        if m["msg_type"] == "comm_msg" and m["content"].get("comm_id") == comm_id:
+            data = m["content"]["data"]
+    child = data["children"][0]
+    pyctest.register_pid(child["pid"])
+    try:
+        ck = BlockingKernelClient()
+        ck.load_connection_info(child["connection"])
+        ck.start_channels()
+        ck.wait_for_ready(timeout=TIMEOUT)
+        ck.stop_channels()
+    finally:
+        pyctest.kill_pid(child["pid"])
+
+
+def test_history_on_a_subshell_is_the_main_shells(fresh_kernel):
+    kc = fresh_kernel.kc
+    first = execute(kc, "'in the history'")
+    replies(kc, [first])
+    sub = create(kc)
+    asked = shell(kc, "history_request", {"hist_access_type": "tail", "n": 5, "output": False, "raw": True}, sub)
+    reply = replies(kc, [asked])[asked][0]
+    assert reply["content"]["status"] == "ok"
+    assert any("in the history" in h[2] for h in reply["content"]["history"]), reply["content"]
