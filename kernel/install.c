@@ -1,6 +1,11 @@
 /*
  * install.c -- `pyc-kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME]
- *                                  [--display-name TEXT] [--env NAME=VALUE]... [--handshake]`
+ *                                  [--display-name TEXT] [--env NAME=VALUE]... [--handshake]
+ *                                  [--python PATH | --no-env]`
+ *
+ * The Python environment (pyenv.h): run from inside an active virtual environment (or conda prefix), or given
+ * one with --python, the kernelspec starts the kernel in it (PYC_PYTHON_EXE in its env) and says so; an
+ * environment of another Python version than the embedded one is refused with how to build pyc for it.
  *
  * Writes DIR/share/jupyter/kernels/NAME/ (or, with --user, the user's Jupyter data dir) holding kernel.json,
  * whose argv names this very program by its absolute path, and the logos compiled into the program.  The
@@ -10,6 +15,7 @@
 #include "install.h"
 #include "msg.h"
 #include "paths.h"
+#include "pyenv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,8 +37,12 @@ usage(FILE *f)
 {
     fprintf(f, "usage: pyc-kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME]\n"
                "                          [--display-name TEXT] [--env NAME=VALUE]... [--handshake]\n"
+               "                          [--python PATH | --no-env]\n"
                "  --handshake  start the kernel with the protocol 5.6 handshake, through pyc_client's\n"
                "               jupyter_client provisioner (pyc-handshake-provisioner, installed with pyc)\n"
+               "  --python     the Python environment the kernel runs in (a folder, or an interpreter in it);\n"
+               "               default: the active one ($VIRTUAL_ENV, $CONDA_PREFIX, a venv's python3 on PATH)\n"
+               "  --no-env     the embedded interpreter's own installation, whatever environment is active\n"
                "Installs the pyc kernelspec (default: --user, the user's Jupyter data dir).\n");
     return f == stderr ? 2 : 0;
 }
@@ -58,15 +68,17 @@ pyc_install_main(int argc, char **argv)
 {
     const char *prefix = NULL, *name = "pyc", *display = "Python 3 (pyc)";
     json_t *env = json_object();
-    bool handshake = false;
+    bool handshake = false, no_env = false;
+    const char *python = NULL;
     char base[PATH_MAX], dir[PATH_MAX], self[PATH_MAX];
     int rc = 1;
 
-    enum { OPT_USER, OPT_SYS_PREFIX, OPT_PREFIX, OPT_NAME, OPT_DISPLAY_NAME, OPT_ENV, OPT_HANDSHAKE };
+    enum { OPT_USER, OPT_SYS_PREFIX, OPT_PREFIX, OPT_NAME, OPT_DISPLAY_NAME, OPT_ENV, OPT_HANDSHAKE, OPT_PYTHON,
+           OPT_NO_ENV };
     static const pyc_argspec_t specs[] = {
         {"user", false, 0},   {"sys-prefix", false, 0},   {"prefix", true, 0},
         {"name", true, 0},    {"display-name", true, 0},  {"env", true, 0},
-        {"handshake", false, 0},
+        {"handshake", false, 0}, {"python", true, 0},     {"no-env", false, 0},
     };
     pyc_argiter_t it;
     pyc_error_t err;
@@ -106,6 +118,12 @@ pyc_install_main(int argc, char **argv)
         case OPT_HANDSHAKE:
             handshake = true;
             break;
+        case OPT_PYTHON:
+            python = v;
+            break;
+        case OPT_NO_ENV:
+            no_env = true;
+            break;
         case OPT_ENV:
             eq = strchr(v, '=');
             if (eq == NULL || eq == v) {
@@ -120,6 +138,25 @@ pyc_install_main(int argc, char **argv)
         name[0] == '\0') {
         fprintf(stderr, "pyc-kernel: install: invalid kernel name '%s'\n", name);
         goto out;
+    }
+    if (python != NULL && no_env) {
+        fprintf(stderr, "pyc-kernel: install: --python and --no-env say opposite things\n");
+        goto out;
+    }
+    pyc_pyenv_t penv;
+    int have_env = 0;
+    if (python != NULL)
+        have_env = pyc_pyenv_read(python, &penv, &err) < 0 ? -1 : 1;
+    else if (!no_env)
+        have_env = pyc_pyenv_active(&penv, &err);
+    if (have_env < 0 || (have_env > 0 && pyc_pyenv_check(&penv, PYC_PYTHON_VERSION, &err) < 0)) {
+        fprintf(stderr, "pyc-kernel: install: %s\n", err.text);
+        goto out;
+    }
+    if (have_env > 0) {
+        json_object_set_new(env, "PYC_PYTHON_EXE", json_string(penv.python));
+        printf("The kernel will run in the Python environment %s (Python %d.%d%s); --no-env for none\n",
+               penv.prefix, penv.major, penv.minor, penv.system_site ? ", with the system's site-packages" : "");
     }
     if (prefix != NULL) {
         snprintf(base, sizeof base, "%s/share/jupyter", prefix);

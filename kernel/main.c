@@ -19,6 +19,7 @@
  * The wiring of the modules is app.c's, shared with sessions forked from a live kernel.
  */
 #include <errno.h>
+#include <limits.h>
 #include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -39,6 +40,7 @@
 #include "kernel.h"
 #include "limit.h"
 #include "log.h"
+#include "pyenv.h"
 #include "paths.h"
 #include "py.h"
 #include "server.h"
@@ -125,6 +127,37 @@ session_id_of(const char *connection_file, char *out, size_t cap)
         out[n - 5] = '\0';
 }
 
+/* PYC_PYTHON_EXE names the Python environment to run in (pyenv.h).  One of another version is refused: the
+ * kernel ends with the reason on stderr (which jupyter shows), before any Python starts.  One of the right
+ * version puts its bin/ first on PATH, so that !pip, !python and subprocesses agree with the kernel.  A path
+ * that is no environment at all (an interpreter of a system installation) is used as sys.executable alone,
+ * as before.  Returns 0 or -1 (logged). */
+static int
+enter_environment(const char *exe)
+{
+    pyc_pyenv_t env;
+    pyc_error_t err;
+    if (pyc_pyenv_read(exe, &env, &err) < 0)
+        return 0;
+    if (pyc_pyenv_check(&env, PYC_PYTHON_VERSION, &err) < 0) {
+        pyc_log("PYC_PYTHON_EXE: %s", err.text);
+        return -1;
+    }
+    const char *path = getenv("PATH");
+    char bin[PATH_MAX + 8], *np = NULL;
+    snprintf(bin, sizeof bin, "%s/bin", env.prefix);
+    size_t bl = strlen(bin);
+    bool first = path != NULL && strncmp(path, bin, bl) == 0 && (path[bl] == ':' || path[bl] == '\0');
+    const char *sep = path != NULL && path[0] != '\0' ? ":" : "";
+    if (!first && asprintf(&np, "%s%s%s", bin, sep, path != NULL ? path : "") > 0) {
+        setenv("PATH", np, 1);
+        free(np);
+    }
+    if (env.venv && getenv("VIRTUAL_ENV") == NULL)
+        setenv("VIRTUAL_ENV", env.prefix, 1);
+    return 0;
+}
+
 /* Runs a kernel on connection_file until it is asked to shut down; returns the exit code.  *forked is set
  * when this process ends as a session forked from it. */
 static int
@@ -209,6 +242,10 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
     pyc_py_host_t host;
     pyc_kernel_py_host(app.kernel, &host);
     const char *exe = getenv("PYC_PYTHON_EXE");
+    if (exe != NULL && exe[0] != '\0' && enter_environment(exe) < 0) {
+        rc = 2;                  /* like a bad connection file: nothing will make this start work */
+        goto out;
+    }
     pyc_py_config_t pc = {
         .program_name = argv0,
         .python_exe = exe != NULL && exe[0] != '\0' ? exe : PYC_PYTHON_EXE,

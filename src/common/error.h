@@ -34,7 +34,7 @@ typedef enum pyc_errcode {
 
 typedef struct pyc_error {
     int code;                    /* a pyc_errcode_t once set */
-    char text[256];
+    char text[512];
 } pyc_error_t;
 
 /* Writes code and a formatted sentence into err when err is not NULL.  Always returns -1 so that a failure

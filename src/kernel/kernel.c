@@ -286,9 +286,9 @@ pyc_kernel_starting(pyc_kernel_t *k)
         json_array_append_new(features, json_string("kernel subshells"));
     json_object_set_new(info, "supported_features", features);
     pyc_checkpoint_t *cp = pyc__checkpoint(k);
-    json_t *pyc = json_pack("{s:o, s:o, s:o}", "limits", pyc_limits_to_json(&k->limits), "checkpoint",
+    json_t *pyc = json_pack("{s:o, s:o, s:o, s:o}", "limits", pyc_limits_to_json(&k->limits), "checkpoint",
                             cp != NULL ? json_string(pyc_checkpoint_path(cp)) : json_null(), "memory_enforcement",
-                            pyc__memory_enforcement(k));
+                            pyc__memory_enforcement(k), "environment", pyc_py_environment());
     if (k->replayed != NULL)
         json_object_set(pyc, "replayed", k->replayed);
     json_object_set_new(info, "pyc", pyc);

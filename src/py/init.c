@@ -218,6 +218,28 @@ out:
     return rc;
 }
 
+/* The environment the interpreter runs in, for kernel_info: {"prefix", "base_prefix", "executable", "venv"}. */
+static json_t *environment;
+
+static void
+record_environment(void)
+{
+    PyObject *prefix = PySys_GetObject("prefix"), *base = PySys_GetObject("base_prefix");   /* borrowed */
+    PyObject *exe = PySys_GetObject("executable");
+    const char *p = prefix != NULL ? PyUnicode_AsUTF8(prefix) : NULL;
+    const char *b = base != NULL ? PyUnicode_AsUTF8(base) : NULL;
+    const char *e = exe != NULL ? PyUnicode_AsUTF8(exe) : NULL;
+    PyErr_Clear();
+    environment = json_pack("{s:s?, s:s?, s:s?, s:b}", "prefix", p, "base_prefix", b, "executable", e, "venv",
+                            p != NULL && b != NULL && strcmp(p, b) != 0);
+}
+
+json_t *
+pyc_py_environment(void)
+{
+    return environment != NULL ? json_incref(environment) : json_object();
+}
+
 int
 pyc_py_init(const pyc_py_config_t *cfg, const pyc_py_host_t *host, pyc_error_t *err)
 {
@@ -273,6 +295,7 @@ pyc_py_init(const pyc_py_config_t *cfg, const pyc_py_host_t *host, pyc_error_t *
 
     main_thread = pthread_self();
     main_ident = PyThread_get_thread_ident();
+    record_environment();
     main_ts = PyEval_SaveThread();
     return 0;
 }

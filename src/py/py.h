@@ -63,6 +63,10 @@ int pyc_py_init(const pyc_py_config_t *cfg, const pyc_py_host_t *host, pyc_error
 void pyc_py_enter(void);
 void pyc_py_leave(void);
 
+/* Where the interpreter runs: {"prefix", "base_prefix", "executable", "venv"} as it started (a new
+ * reference).  Any thread, after pyc_py_init. */
+json_t *pyc_py_environment(void);
+
 /* The version of the embedded interpreter, "3.11.2".  Valid after pyc_py_init, from any thread. */
 const char *pyc_py_version(void);
 

@@ -17,14 +17,14 @@ import sys
 
 from pyc import _system
 
-LINE_MAGICS = ("cd", "env", "matplotlib", "pwd", "time", "timeit")
+LINE_MAGICS = ("cd", "env", "matplotlib", "pip", "pwd", "time", "timeit")
 CELL_MAGICS = ("time", "timeit")
 
 BACKEND = _system.BACKEND
 
 SUPPORTED = (
     "pyc supports by itself: !cmd, x = !cmd, obj? and obj?? (help), "
-    "%cd, %env, %matplotlib inline, %pwd, %time, %timeit, and %%time, %%timeit on a cell's first line."
+    "%cd, %env, %matplotlib inline, %pip, %pwd, %time, %timeit, and %%time, %%timeit on a cell's first line."
 )
 
 
@@ -595,10 +595,46 @@ def _magic_matplotlib(line, frame):
     return None
 
 
+def _externally_managed():
+    """The EXTERNALLY-MANAGED marker (PEP 668) of the interpreter the kernel runs, when it is not a virtual
+    environment's: pip refuses to install into such an interpreter."""
+    import sysconfig
+
+    if sys.prefix != sys.base_prefix:
+        return None
+    marker = os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")
+    return marker if os.path.exists(marker) else None
+
+
+def _magic_pip(line, frame):
+    """Run pip for the kernel's own interpreter (sys.executable -m pip ...), as IPython's %pip does, so that
+    what it installs lands where the kernel imports from; then forget the import system's caches, so that a
+    new package imports in the next cell without a restart.  {expr} and $name are expanded."""
+    import importlib
+    import shlex
+
+    args = expand(line.strip(), _merged(frame))
+    marker = _externally_managed()
+    if marker is not None and args.split()[:1] == ["install"]:
+        sys.stderr.write(
+            "Note: the kernel runs the system's Python (%s), which is externally managed (PEP 668): pip will "
+            "refuse to install into it.  Make a virtual environment and a kernel for it:\n"
+            "    python3 -m venv ENV && . ENV/bin/activate && pyc-kernel install --user --name ENV\n"
+            "(or install the Debian package, apt install python3-NAME)\n" % sys.executable)
+    from pyc import _system
+
+    rc = _system.run("%s -m pip %s" % (shlex.quote(sys.executable), args))
+    importlib.invalidate_caches()
+    if rc:
+        sys.stderr.write("%%pip exited with status %d\n" % rc)
+    return None
+
+
 _LINE = {
     "cd": _magic_cd,
     "env": _magic_env,
     "matplotlib": _magic_matplotlib,
+    "pip": _magic_pip,
     "pwd": _magic_pwd,
     "time": _magic_time,
     "timeit": _magic_timeit,

@@ -206,6 +206,12 @@ pyc_py_faulthandler(int fd, pyc_error_t *err)
     return 0;
 }
 
+json_t *
+pyc_py_environment(void)
+{
+    return json_object();
+}
+
 bool
 pyc_py_debugger_available(void)
 {
