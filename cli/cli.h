@@ -198,7 +198,8 @@ int cli_usage_error(const char *name);
 
 /* The options of each command, as indexes into cli_args_t.value (its argument, "" for a flag given, NULL
  * when absent). */
-enum { CLI_NEW_REPLACE, CLI_NEW_KERNEL, CLI_NEW_JSON, CLI_NEW_TIMEOUT, CLI_NEW_CURVE, CLI_NEW_NOPTS };
+enum { CLI_NEW_REPLACE, CLI_NEW_KERNEL, CLI_NEW_JSON, CLI_NEW_TIMEOUT, CLI_NEW_CURVE, CLI_NEW_PYTHON, CLI_NEW_NO_ENV,
+       CLI_NEW_NOPTS };
 enum { CLI_RUN_JSON, CLI_RUN_TIMEOUT, CLI_RUN_ISOLATE, CLI_RUN_NOPTS };
 enum { CLI_LS_JSON, CLI_LS_NOPTS };
 enum { CLI_COMPLETE_JSON, CLI_COMPLETE_NOPTS };

@@ -21,6 +21,8 @@ static const cli_optspec_t new_opts[CLI_NEW_NOPTS] = {
     [CLI_NEW_JSON] = {"json", false, 0},
     [CLI_NEW_TIMEOUT] = {"timeout", true, 0},
     [CLI_NEW_CURVE] = {"curve", false, 0},
+    [CLI_NEW_PYTHON] = {"python", true, 0},
+    [CLI_NEW_NO_ENV] = {"no-env", false, 0},
 };
 
 static const cli_optspec_t run_opts[CLI_RUN_NOPTS] = {
@@ -53,11 +55,15 @@ static const cli_optspec_t cp_opts[CLI_CP_NOPTS] = {
 #define NO_OPTS NULL, 0
 
 const cli_command_t cli_commands[] = {
-    {"new", cli_new, "new NAME [--replace] [--kernel PATH] [--timeout S] [--curve] [--json]",
+    {"new", cli_new,
+     "new NAME [--replace] [--kernel PATH|SPEC] [--timeout S] [--curve] [--python PATH | --no-env] [--json]",
      "start a detached kernel as session NAME",
      "Starts a detached pyc kernel as session NAME and prints its connection file.\n"
      "A live or unresponsive NAME is refused (exit 4) unless --replace; a stale one is cleaned first.\n"
-     "--curve gives the session CURVE keys: its traffic is encrypted, and clients must know its public key.",
+     "--curve gives the session CURVE keys: its traffic is encrypted, and clients must know its public key.\n"
+     "--kernel names the pyc-kernel program, or a kernelspec (its program and its env).\n"
+     "The kernel runs in the active Python environment ($VIRTUAL_ENV, $CONDA_PREFIX, a venv's python3 on\n"
+     "PATH), or the one --python names (a folder, or an interpreter in it); --no-env: in none.",
      OPTS(new_opts), 1, 1},
     {"run", cli_run, "run NAME CODE|@FILE|- [--json] [--timeout S] [--isolate]",
      "run one cell and print what it produces",

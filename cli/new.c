@@ -32,6 +32,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "paths.h"
+#include "pyenv.h"
 #include "random.h"
 #include "zmtp_curve.h"
 
@@ -101,10 +103,59 @@ show_log_tail(const char *log)
         fprintf(stderr, "--- the end of %s ---\n%s%s", log, buf, buf[n - 1] == '\n' ? "" : "\n");
 }
 
+/* What the kernel's environment gets besides ours: "NAME=VALUE" strings (owned), from --python and a
+ * kernelspec's env; and whether PYC_PYTHON_EXE is to be dropped (--no-env). */
+static char **extra_env;
+static size_t n_extra_env;
+static bool drop_python_exe;
+
+/* Sets NAME=VALUE in extra_env; a later setting of a name replaces an earlier one (--python after a
+ * kernelspec's env). */
+static int
+add_env(const char *name, const char *value)
+{
+    char *kv = NULL;
+    if (asprintf(&kv, "%s=%s", name, value) < 0) {
+        cli_err("out of memory");
+        return -1;
+    }
+    size_t len = strlen(name);
+    for (size_t i = 0; i < n_extra_env; i++) {
+        if (strncmp(extra_env[i], kv, len + 1) == 0) {
+            free(extra_env[i]);
+            extra_env[i] = kv;
+            return 0;
+        }
+    }
+    char **grown = realloc(extra_env, (n_extra_env + 1) * sizeof *grown);
+    if (grown == NULL) {
+        free(kv);
+        cli_err("out of memory");
+        return -1;
+    }
+    extra_env = grown;
+    extra_env[n_extra_env++] = kv;
+    return 0;
+}
+
+/* True when environ entry e sets a variable that extra_env sets (or that --no-env drops). */
+static bool
+overridden(const char *e)
+{
+    size_t len = strcspn(e, "=");
+    if (drop_python_exe && len == 14 && strncmp(e, "PYC_PYTHON_EXE", 14) == 0)
+        return true;
+    for (size_t i = 0; i < n_extra_env; i++) {
+        if (strncmp(extra_env[i], e, len + 1) == 0)
+            return true;
+    }
+    return false;
+}
+
 /* The environment of the kernel: ours without JPY_PARENT_PID (the kernel would end with the process it
- * names, and it must outlive us).  Made before fork, so that the child calls only async-signal-safe functions
- * until it execs, as the child of a process with threads must (pyc makes none today).  NULL when memory runs
- * out. */
+ * names, and it must outlive us), with extra_env.  Made before fork, so that the child calls only
+ * async-signal-safe functions until it execs, as the child of a process with threads must (pyc makes none
+ * today).  NULL when memory runs out. */
 static char **
 kernel_environ(void)
 {
@@ -112,16 +163,92 @@ kernel_environ(void)
     size_t n = 0;
     while (environ[n] != NULL)
         n++;
-    char **env = malloc((n + 1) * sizeof *env);
+    char **env = malloc((n + n_extra_env + 1) * sizeof *env);
     if (env == NULL)
         return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        if (strncmp(environ[i], "JPY_PARENT_PID=", 15) != 0)
+        if (strncmp(environ[i], "JPY_PARENT_PID=", 15) != 0 && !overridden(environ[i]))
             env[k++] = environ[i];
     }
+    for (size_t i = 0; i < n_extra_env; i++)
+        env[k++] = extra_env[i];
     env[k] = NULL;
     return env;
+}
+
+/* --kernel SPEC (a name without '/'): the kernelspec's program (argv[0]) into out, and its env into
+ * extra_env.  Looked for as Jupyter does: $JUPYTER_PATH, the user's data dir, then /usr/local/share/jupyter
+ * and /usr/share/jupyter.  Returns 1 when found, 0 when there is no such kernelspec, -1 (printed). */
+static int
+kernel_from_spec(const char *spec, char *out, size_t cap)
+{
+    char dirs[8][4096];
+    int nd = 0;
+    const char *jp = getenv("JUPYTER_PATH");
+    while (jp != NULL && *jp != '\0' && nd < 4) {
+        size_t len = strcspn(jp, ":");
+        if (len > 0)
+            snprintf(dirs[nd++], sizeof dirs[0], "%.*s", (int)len, jp);
+        jp += len + (jp[len] == ':');
+    }
+    if (pyc_jupyter_data_dir(dirs[nd], sizeof dirs[0]) == 0)
+        nd++;
+    snprintf(dirs[nd++], sizeof dirs[0], "/usr/local/share/jupyter");
+    snprintf(dirs[nd++], sizeof dirs[0], "/usr/share/jupyter");
+    for (int i = 0; i < nd; i++) {
+        char path[4400];
+        if ((size_t)snprintf(path, sizeof path, "%.3900s/kernels/%.200s/kernel.json", dirs[i], spec) >= sizeof path)
+            continue;
+        json_error_t jerr;
+        json_t *ks = json_load_file(path, 0, &jerr);
+        if (ks == NULL)
+            continue;
+        const char *prog = json_string_value(json_array_get(json_object_get(ks, "argv"), 0));
+        int rc = 1;
+        if (prog == NULL || access(prog, X_OK) != 0) {
+            cli_err("kernelspec %s (%s): its program %s cannot be run", spec, path, prog != NULL ? prog : "(none)");
+            rc = -1;
+        } else {
+            snprintf(out, cap, "%s", prog);
+            const char *k;
+            json_t *v;
+            json_object_foreach(json_object_get(ks, "env"), k, v) {
+                if (rc == 1 && json_is_string(v) && add_env(k, json_string_value(v)) < 0)
+                    rc = -1;
+            }
+        }
+        json_decref(ks);
+        return rc;
+    }
+    return 0;
+}
+
+/* The Python environment of the kernel (pyenv.h): --python, else none with --no-env, else the active one.
+ * Returns 0, or -1 (printed).  The kernel itself refuses one of another Python version (its log says why). */
+static int
+choose_environment(const char *python, bool no_env)
+{
+    pyc_pyenv_t env;
+    pyc_error_t err;
+    int have = 0;
+    if (python != NULL && no_env) {
+        cli_err("--python and --no-env say opposite things");
+        return -1;
+    }
+    if (no_env) {
+        drop_python_exe = true;
+        return 0;
+    }
+    if (python != NULL)
+        have = pyc_pyenv_read(python, &env, &err) < 0 ? -1 : 1;
+    else if (!overridden("PYC_PYTHON_EXE=") && (getenv("PYC_PYTHON_EXE") == NULL || !getenv("PYC_PYTHON_EXE")[0]))
+        have = pyc_pyenv_active(&env, &err);    /* a kernelspec's or the caller's own choice stands */
+    if (have < 0) {
+        cli_err("%s", err.text);
+        return -1;
+    }
+    return have > 0 ? add_env("PYC_PYTHON_EXE", env.python) : 0;
 }
 
 /* The child's side of the start: waits for the parent's go, then becomes the kernel.  Never returns. */
@@ -370,8 +497,12 @@ cli_new(const cli_args_t *a)
     }
     if (a->value[CLI_NEW_TIMEOUT] != NULL && cli_seconds("--timeout", a->value[CLI_NEW_TIMEOUT], &timeout) < 0)
         return PYC_EXIT_USAGE;
-    if (find_kernel(a->value[CLI_NEW_KERNEL], kernel, sizeof kernel) < 0)
+    const char *kopt = a->value[CLI_NEW_KERNEL];
+    int spec = kopt != NULL && strchr(kopt, '/') == NULL ? kernel_from_spec(kopt, kernel, sizeof kernel) : 0;
+    if (spec < 0 || (spec == 0 && find_kernel(kopt, kernel, sizeof kernel) < 0))
         return PYC_EXIT_CONNECTION;
+    if (choose_environment(a->value[CLI_NEW_PYTHON], a->value[CLI_NEW_NO_ENV] != NULL) < 0)
+        return PYC_EXIT_USAGE;
     if (cli_session_path(path, sizeof path, name, ".json") < 0)
         return PYC_EXIT_CONNECTION;
     cli_catch_sigint();

@@ -287,6 +287,8 @@ cli_status(const cli_args_t *a)
                     sf.pid > 0 ? json_integer(sf.pid) : json_null(), "state", state, "execution_count",
                     json_is_integer(count) ? count : json_null(), "uptime", uptime != NULL ? uptime : json_null(),
                     "memory", memory, "connection_file", path);
+    if (out != NULL && json_is_object(json_object_get(pm, "environment")))
+        json_object_set(out, "environment", json_object_get(pm, "environment"));
     if (out != NULL && usage != NULL)
         json_object_set(out, "usage", usage->content);
     if (out == NULL) {

@@ -267,6 +267,7 @@ pyc__on_usage(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     json_object_set_new(p, "execution_count", json_integer(k->execution_count));
     json_object_set_new(p, "execution_state", json_string(atomic_load(&k->executing) ? "busy" : "idle"));
     json_object_set_new(p, "limits", pyc_limits_to_json(&k->limits));
+    json_object_set_new(p, "environment", pyc_py_environment());
     json_object_set_new(r, "status", json_string("ok"));
     pyc__reply(k, chan, msg, "usage_reply", NULL, r);
 }

@@ -237,7 +237,7 @@ record_environment(void)
 json_t *
 pyc_py_environment(void)
 {
-    return environment != NULL ? json_incref(environment) : json_object();
+    return environment != NULL ? json_deep_copy(environment) : json_object();   /* any thread: a copy */
 }
 
 int

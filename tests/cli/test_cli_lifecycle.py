@@ -475,3 +475,46 @@ def test_failed_new_and_its_log(tmp_path):
     assert p.returncode == EXIT_INTERRUPTED, (p.returncode, err)
     assert all(wait_gone(pid) for pid in kernels)
     assert not os.path.exists(log) and not os.path.exists(session_file(name))
+
+
+def test_new_in_a_python_environment(sessions, tmp_path):
+    """`pyc new` from an activated virtual environment runs the kernel in it (pyc status says which), --python
+    chooses one, --no-env none, and --kernel may name a kernelspec (its program and env)."""
+    env = tmp_path / "env"
+    p = subprocess.run([pyctest.PYC_PYTHON, "-m", "venv", "--without-pip", str(env)], capture_output=True, text=True,
+                       timeout=120)
+    if p.returncode != 0:
+        pytest.skip("python3 -m venv does not work here")
+    active = pyctest.child_env(VIRTUAL_ENV=str(env), PATH="%s/bin:%s" % (env, os.environ.get("PATH", "")))
+    name = unique_name()
+    pyc("new", name, env=active, check=EXIT_OK)
+    sessions.adopt(name)
+    assert pyc("run", name, "import sys; print(sys.prefix)", check=EXIT_OK).stdout.strip() == str(env)
+    status = json.loads(pyc("status", name, check=EXIT_OK).stdout)
+    assert status["environment"]["prefix"] == str(env) and status["environment"]["venv"] is True
+    pyc("kill", name, check=EXIT_OK)
+
+    name = unique_name()
+    pyc("new", name, "--no-env", env=active, check=EXIT_OK)
+    sessions.adopt(name)
+    assert pyc("run", name, "import sys; print(sys.prefix == sys.base_prefix)", check=EXIT_OK).stdout == "True\n"
+    pyc("kill", name, check=EXIT_OK)
+
+    name = unique_name()
+    pyc("new", name, "--python", str(env / "bin" / "python3"), check=EXIT_OK)
+    sessions.adopt(name)
+    assert pyc("run", name, "import sys; print(sys.prefix)", check=EXIT_OK).stdout.strip() == str(env)
+    pyc("kill", name, check=EXIT_OK)
+
+    # a kernelspec by name: its program and its env (here, the environment) are what `new` starts
+    kdir = os.path.join(os.environ["JUPYTER_DATA_DIR"], "kernels", "pyc-in-env")
+    os.makedirs(kdir, exist_ok=True)
+    with open(os.path.join(kdir, "kernel.json"), "w") as f:
+        json.dump({"argv": [pyctest.PYC_KERNEL, "-f", "{connection_file}"], "display_name": "x", "language": "python",
+                   "env": {"PYC_PYTHON_EXE": str(env / "bin" / "python3")}}, f)
+    name = unique_name()
+    pyc("new", name, "--kernel", "pyc-in-env", check=EXIT_OK)
+    sessions.adopt(name)
+    assert pyc("run", name, "import sys; print(sys.prefix)", check=EXIT_OK).stdout.strip() == str(env)
+    pyc("kill", name, check=EXIT_OK)
+    pyc("new", unique_name(), "--kernel", "no-such-kernelspec", check=EXIT_CONNECTION)
