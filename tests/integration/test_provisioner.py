@@ -109,23 +109,14 @@ def test_a_kernel_that_never_reports(km):
         start(km)
 
 
-def _take_ports(stop):
-    """A helper process that takes free ephemeral ports as fast as it can, holding each for 50 ms."""
-    import socket
-    import time as _time
-
-    held = []
-    while not stop.is_set():
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", 0))
-            s.listen(1)
-        except OSError:
-            s.close()
-            continue
-        held.append((_time.monotonic(), s))
-        while held and _time.monotonic() - held[0][0] > 0.05:
-            held.pop(0)[1].close()
+def _port_grabber():
+    """bench/bench_handshake.py's helper process body: takes free ephemeral ports, holding each for 50 ms."""
+    sys.path.insert(0, os.path.join(pyctest.PYC_SRCDIR, "bench"))
+    try:
+        from bench_handshake import grabber
+    finally:
+        sys.path.pop(0)
+    return grabber
 
 
 @pytest.mark.slow
@@ -136,7 +127,7 @@ def test_start_storm_with_the_handshake():
     import threading
 
     stop = multiprocessing.Event()
-    taker = multiprocessing.Process(target=_take_ports, args=(stop,))
+    taker = multiprocessing.Process(target=_port_grabber(), args=(stop,))
     taker.start()
     pyctest.register_pid(taker.pid)
     managers = [KernelManager(kernel_name="pyc-handshake") for _ in range(20)]

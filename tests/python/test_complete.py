@@ -196,7 +196,7 @@ def test_magics(completer):
     r = completer("%%ti")
     assert r["matches"] == ["%%time", "%%timeit"]
     r = completer("x = 1\n%p")
-    assert r["matches"] == ["%pwd"]
+    assert r["matches"] == ["%pip", "%pwd"]
 
 
 def test_python_after_time_magic(completer):
