@@ -27,10 +27,16 @@ def plaintext_answer(info, wait=1.5):
     ctx = zmq.Context()
     s = ctx.socket(zmq.DEALER)
     s.linger = 0
+    # A DEALER whose handshake never completes has no peer to send to: without a send timeout the send itself
+    # would block for ever.
+    s.sndtimeo = int(wait * 1000)
     s.connect("tcp://%s:%d" % (info["ip"], info["shell_port"]))
     session = Session(key=info["key"].encode())
-    session.send(s, session.msg("kernel_info_request", {}))
-    got = s.recv_multipart() if s.poll(int(wait * 1000)) else None
+    try:
+        session.send(s, session.msg("kernel_info_request", {}))
+        got = s.recv_multipart() if s.poll(int(wait * 1000)) else None
+    except zmq.Again:
+        got = None
     s.close(0)
     ctx.term()
     return got

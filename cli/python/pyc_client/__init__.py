@@ -49,7 +49,7 @@ from ._digest import digests as _digests
 from ._digest import mismatch as _mismatch
 
 # CURVE-encrypted kernels from jupyter_client 7.x (see _curve.py).
-from ._curve import curve_info, start_kernel, use_curve, write_curve_keys
+from ._curve import _wait_iopub, curve_info, start_kernel, use_curve, write_curve_keys
 
 
 class PycError(Exception):
@@ -334,7 +334,7 @@ def _cancel(client, ticket, deadline):
 
 def fork(client, n=1, outlive=False, timeout=60):
     """Forks the kernel behind `client` into n children (comm target pyc.fork) and returns a started
-    BlockingKernelClient for each, in order.  Each child starts from the kernel's state after its last
+    BlockingKernelClient for each, in order, once its iopub is subscribed.  Each child starts from the kernel's state after its last
     finished request and is a full kernel: `client.pyc_child` holds its pid, connection file and
     connection info.  Children end with their parent unless outlive is true."""
     from jupyter_client import BlockingKernelClient
@@ -349,6 +349,8 @@ def fork(client, n=1, outlive=False, timeout=60):
         kc.start_channels()
         kc.pyc_child = child
         clients.append(kc)
+    for kc in clients:
+        _wait_iopub(kc, timeout)   # so that no output of the child's first cell is published before it
     return clients
 
 

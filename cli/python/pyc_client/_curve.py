@@ -130,8 +130,29 @@ def start_kernel(kernel_name="pyc", startup_timeout=60, allowed_clients=None, **
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=startup_timeout)
+        _wait_iopub(kc, startup_timeout)
     except RuntimeError:
         kc.stop_channels()
         km.shutdown_kernel()
         raise
     return km, kc
+
+
+def _wait_iopub(kc, timeout):
+    """Returns once kc's iopub subscription is in place: the kernel's iopub_welcome (JEP 65) has come, or the
+    status of a kernel_info_request sent to find out.  (jupyter_client 7.4's wait_for_ready answers when shell
+    does, and a CURVE handshake on iopub can take longer: output published before it would be lost.)"""
+    import time
+    from queue import Empty
+
+    deadline, probe = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        try:
+            msg = kc.get_iopub_msg(timeout=0.2)
+        except Empty:
+            probe = kc.kernel_info()
+            continue
+        if msg["msg_type"] == "iopub_welcome" or (probe is not None and
+                                                  msg["parent_header"].get("msg_id") == probe):
+            return
+    raise RuntimeError("the kernel's iopub did not answer within %s s" % timeout)
