@@ -86,7 +86,8 @@ test_venv(void **state)
     /* the interpreter instead of the folder, and a trailing slash */
     assert_int_equal(pyc_pyenv_read(exe, &env, &err), 0);
     assert_string_equal(env.prefix, dir);
-    strcat(dir, "/");
+    size_t dl = strlen(dir);
+    snprintf(dir + dl, sizeof dir - dl, "/");
     assert_int_equal(pyc_pyenv_read(dir, &env, &err), 0);
     /* uv and virtualenv write version_info */
     make_env("uv", "version_info = 3.12.1.final.0\ninclude-system-site-packages = false\n", dir, sizeof dir);
