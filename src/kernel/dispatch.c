@@ -59,9 +59,7 @@ void
 pyc__reply_invalid(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
     char type[128], why[300];
-    const char *us = strrchr(msg->msg_type, '_');
-    int base = (int)(us != NULL ? us - msg->msg_type : (long)strlen(msg->msg_type));
-    snprintf(type, sizeof type, "%.*s_reply", base < 100 ? base : 100, msg->msg_type);
+    pyc__reply_type(msg->msg_type, type, sizeof type);
     snprintf(why, sizeof why, "the request could not be read: %s", msg->invalid);
     pyc_log("%s: %s from session %s: %s", chan == PYC_CHAN_CONTROL ? "control" : "shell", msg->msg_type,
             msg->session, msg->invalid);

@@ -384,9 +384,7 @@ guard_stuck(void *ctx, int why)
     if (msg != NULL && strcmp(msg->msg_type, "execute_request") != 0) {
         /* A completion, inspection or comm stuck in user code: its own reply type, with the error. */
         char type[128], what[160];
-        const char *us = strrchr(msg->msg_type, '_');
-        int base = (int)(us != NULL ? us - msg->msg_type : (long)strlen(msg->msg_type));
-        snprintf(type, sizeof type, "%.*s_reply", base < 100 ? base : 100, msg->msg_type);
+        pyc__reply_type(msg->msg_type, type, sizeof type);
         snprintf(what, sizeof what, "the %.100s", msg->msg_type);
         pyc_limit_stop_t stop = {.what = what, .why = why, .stuck = true, .cell_timeout = k->cell.timeout,
                                  .lifetime = k->limits.lifetime, .grace = k->limits.cell_grace};

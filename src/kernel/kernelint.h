@@ -138,6 +138,10 @@ int pyc__send_frames(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_
                      const void *parent, size_t parent_len, const char *metadata, char *content, size_t content_len,
                      bool content_owned, pyc_outframe_t *buffers, size_t nbuf);
 
+/* The reply type of a request: "X_reply" for "X_request" (the part before the last '_', at most 100 bytes of
+ * it, then "_reply"), into out (at least 128 bytes). */
+void pyc__reply_type(const char *msg_type, char *out, size_t cap);
+
 /* Replies to a request on the channel it came from; metadata (may be NULL) and content are stolen. */
 int pyc__reply(pyc_kernel_t *k, int chan, const pyc_msg_t *req, const char *msg_type, json_t *metadata,
                json_t *content);

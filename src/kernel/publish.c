@@ -193,12 +193,18 @@ pyc__bad_request(const char *what)
 }
 
 void
+pyc__reply_type(const char *msg_type, char *out, size_t cap)
+{
+    const char *us = strrchr(msg_type, '_');
+    size_t base = us != NULL ? (size_t)(us - msg_type) : strlen(msg_type);
+    snprintf(out, cap, "%.*s_reply", (int)(base < 100 ? base : 100), msg_type);
+}
+
+void
 pyc__abort_reply(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
     char type[128];
-    const char *us = strrchr(msg->msg_type, '_');
-    size_t base = us != NULL ? (size_t)(us - msg->msg_type) : strlen(msg->msg_type);
-    snprintf(type, sizeof type, "%.*s_reply", (int)(base < 100 ? base : 100), msg->msg_type);
+    pyc__reply_type(msg->msg_type, type, sizeof type);
     json_t *md = pyc__reply_metadata("aborted");
     if (strcmp(type, "execute_reply") == 0)
         json_object_set_new(md, "pyc", json_pack("{s:s, s:s}", "outcome", "aborted", "state", "intact"));

@@ -282,9 +282,7 @@ pyc__subshell_refuse(pyc_kernel_t *k, const pyc_msg_t *msg, const char *why)
                  json_is_string(id) ? json_string_value(id) : "(not a string)");
     else
         snprintf(text, sizeof text, "%s", why);
-    const char *us = strrchr(msg->msg_type, '_');
-    size_t base = us != NULL ? (size_t)(us - msg->msg_type) : strlen(msg->msg_type);
-    snprintf(type, sizeof type, "%.*s_reply", (int)(base < 100 ? base : 100), msg->msg_type);
+    pyc__reply_type(msg->msg_type, type, sizeof type);
     pyc_log("shell: %s (a %s)", text, msg->msg_type);
     pyc__status(k, msg, "busy");
     if (strncmp(msg->msg_type, "comm_", 5) != 0 || strcmp(msg->msg_type, "comm_info_request") == 0) {
