@@ -1,6 +1,6 @@
 /*
  * dap.c -- see dap.h.  Header names are compared without regard to case, as in HTTP; headers other than
- * Content-Length are skipped.  A message is sent with one sendmsg of its header and its body.
+ * Content-Length are skipped.
  */
 #include "dap.h"
 
@@ -108,30 +108,16 @@ pyc_dap_send(pyc_dap_conn_t *c, json_t *msg)
     char *body = c->fd >= 0 ? json_dumps(msg, JSON_COMPACT) : NULL;
     if (body == NULL)
         return -1;
-    char head[64];
+    /* One write of header and body (a few hundred bytes: the copy costs less than a second system call).
+     * SIGPIPE is ignored in the kernel (Python's start-up), so a peer that went away is an EPIPE here. */
     size_t blen = strlen(body);
-    int hlen = snprintf(head, sizeof head, "Content-Length: %zu\r\n\r\n", blen);
-    struct iovec iov[2] = {{head, (size_t)hlen}, {body, blen}};
-    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
-    int rc = 0;
-    while (mh.msg_iovlen > 0) {
-        ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0) {
-            rc = -1;
-            break;
-        }
-        while (mh.msg_iovlen > 0 && (size_t)w >= mh.msg_iov[0].iov_len) {
-            w -= (ssize_t)mh.msg_iov[0].iov_len;
-            mh.msg_iov++;
-            mh.msg_iovlen--;
-        }
-        if (mh.msg_iovlen > 0) {
-            mh.msg_iov[0].iov_base = (char *)mh.msg_iov[0].iov_base + w;
-            mh.msg_iov[0].iov_len -= (size_t)w;
-        }
-    }
+    pyc_buf_t b;
+    pyc_buf_init(&b, PYC_DAP_MAX_BODY + PYC_DAP_MAX_HEADER);
+    int rc = pyc_buf_addf(&b, "Content-Length: %zu\r\n\r\n", blen) < 0 || pyc_buf_add(&b, body, blen) < 0 ||
+                     pyc_write_all(c->fd, b.data, b.len) < 0
+                 ? -1
+                 : 0;
+    pyc_buf_free(&b);
     free(body);
     if (rc < 0) {
         pyc_log("debugger: lost debugpy's adapter: %s", strerror(errno));
