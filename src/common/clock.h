@@ -1,5 +1,6 @@
 /*
- * clock.h -- the one clock helper: monotonic time in nanoseconds and seconds, and the wall clock in seconds.
+ * clock.h -- the one clock helper: monotonic time in nanoseconds and seconds, the wall clock in seconds, and
+ * the wall-clock deadlines of POSIX's timed waits.
  *
  * Deadlines and timeouts use CLOCK_MONOTONIC, which does not jump when the system time is set.  Modules whose
  * timing is unit-tested (the guard) take a clock as a function pointer of this type, so that a test can
@@ -44,6 +45,22 @@ pyc_wall_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The wall-clock instant ms milliseconds from now: the absolute deadline that POSIX's timed waits
+ * (pthread_mutex_timedlock, pthread_timedjoin_np) take, which they measure against CLOCK_REALTIME. */
+static inline struct timespec
+pyc_wall_after(long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
 }
 
 #endif

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 
 /* Publishes, once, the notice that output between cells is dropped from now on. */
@@ -145,13 +146,7 @@ host_input(void *ctx, const char *prompt, bool password, char **out, pyc_error_t
      * no hint of which request they answer.  The wait for another's input() ends with an interrupt (the main
      * shell's), a deleted subshell, or the kernel's end. */
     for (;;) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 100 * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = pyc_wall_after(100);
         if (pthread_mutex_timedlock(&k->stdin_lock, &until) == 0)
             break;
         if (sub == NULL && pyc_py_interrupt_pending())

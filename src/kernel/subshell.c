@@ -36,6 +36,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 #include "zqueue.h"
 
@@ -504,9 +505,7 @@ pyc__end_subshells(pyc_kernel_t *k)
             next = s->next;
             atomic_store(&s->stop, true);
             pyc_zqueue_signal(&s->q);
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_sec += 1;
+            struct timespec until = pyc_wall_after(1000);
             if (pthread_timedjoin_np(s->thread, NULL, &until) == 0) {
                 subshell_free(s);
             } else {
