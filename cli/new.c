@@ -231,23 +231,15 @@ choose_environment(const char *python, bool no_env)
 {
     pyc_pyenv_t env;
     pyc_error_t err;
-    int have = 0;
-    if (python != NULL && no_env) {
-        cli_err("--python and --no-env say opposite things");
-        return -1;
-    }
-    if (no_env) {
-        drop_python_exe = true;
-        return 0;
-    }
-    if (python != NULL)
-        have = pyc_pyenv_read(python, &env, &err) < 0 ? -1 : 1;
-    else if (!overridden("PYC_PYTHON_EXE=") && (getenv("PYC_PYTHON_EXE") == NULL || !getenv("PYC_PYTHON_EXE")[0]))
-        have = pyc_pyenv_active(&env, &err);    /* a kernelspec's or the caller's own choice stands */
+    const char *own = getenv("PYC_PYTHON_EXE");
+    if (python == NULL && !no_env && (overridden("PYC_PYTHON_EXE=") || (own != NULL && own[0] != '\0')))
+        return 0;                /* a kernelspec's or the caller's own choice stands */
+    int have = pyc_pyenv_choose(python, no_env, &env, &err);
     if (have < 0) {
         cli_err("%s", err.text);
         return -1;
     }
+    drop_python_exe = no_env;
     return have > 0 ? add_env("PYC_PYTHON_EXE", env.python) : 0;
 }
 

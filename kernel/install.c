@@ -139,16 +139,8 @@ pyc_install_main(int argc, char **argv)
         fprintf(stderr, "pyc-kernel: install: invalid kernel name '%s'\n", name);
         goto out;
     }
-    if (python != NULL && no_env) {
-        fprintf(stderr, "pyc-kernel: install: --python and --no-env say opposite things\n");
-        goto out;
-    }
     pyc_pyenv_t penv;
-    int have_env = 0;
-    if (python != NULL)
-        have_env = pyc_pyenv_read(python, &penv, &err) < 0 ? -1 : 1;
-    else if (!no_env)
-        have_env = pyc_pyenv_active(&penv, &err);
+    int have_env = pyc_pyenv_choose(python, no_env, &penv, &err);
     if (have_env < 0 || (have_env > 0 && pyc_pyenv_check(&penv, PYC_PYTHON_VERSION, &err) < 0)) {
         fprintf(stderr, "pyc-kernel: install: %s\n", err.text);
         goto out;

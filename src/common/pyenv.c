@@ -145,6 +145,16 @@ pyc_pyenv_active(pyc_pyenv_t *out, pyc_error_t *err)
 }
 
 int
+pyc_pyenv_choose(const char *python, bool no_env, pyc_pyenv_t *out, pyc_error_t *err)
+{
+    if (python != NULL && no_env)
+        return pyc_error_set(err, "--python and --no-env say opposite things");
+    if (python != NULL)
+        return pyc_pyenv_read(python, out, err) < 0 ? -1 : 1;
+    return no_env ? 0 : pyc_pyenv_active(out, err);
+}
+
+int
 pyc_pyenv_check(const pyc_pyenv_t *env, const char *want, pyc_error_t *err)
 {
     int maj = 0, min = 0;

@@ -40,6 +40,11 @@ int pyc_pyenv_read(const char *path, pyc_pyenv_t *out, pyc_error_t *err);
  * when one is named but cannot be read. */
 int pyc_pyenv_active(pyc_pyenv_t *out, pyc_error_t *err);
 
+/* The environment that a command's --python and --no-env choose: python's when given, none with no_env,
+ * else the active one (pyc_pyenv_active).  Returns 1 with *out filled, 0 for none, -1 with err (also when
+ * both python and no_env are given). */
+int pyc_pyenv_choose(const char *python, bool no_env, pyc_pyenv_t *out, pyc_error_t *err);
+
 /* Whether env is the embedded version (want: "MAJOR.MINOR").  Returns 0, or -1 with err: the sentence names
  * the environment, both versions, and how to build pyc for the environment's. */
 int pyc_pyenv_check(const pyc_pyenv_t *env, const char *want, pyc_error_t *err);

@@ -2,7 +2,7 @@
  * test_pyenv.c -- cmocka tests for pyenv.c: a virtual environment's pyvenv.cfg (version and version_info,
  * include-system-site-packages), an interpreter given instead of the folder, a conda-style prefix (its one
  * lib/pythonX.Y), folders that are no environment, the active environment from $VIRTUAL_ENV or from PATH,
- * and the sentence that refuses another version.
+ * the choice between --python, --no-env and the active one, and the sentence that refuses another version.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -150,6 +150,29 @@ test_active(void **state)
     assert_int_equal(pyc_pyenv_active(&env, &err), 0);
 }
 
+/* --python wins over the active environment, --no-env gives none, and the two together are refused. */
+static void
+test_choose(void **state)
+{
+    (void)state;
+    char active[512], given[512];
+    pyc_pyenv_t env;
+    pyc_error_t err;
+    make_env("chosen-active", "version = 3.11.4\n", active, sizeof active);
+    make_env("chosen-given", "version = 3.11.5\n", given, sizeof given);
+    unsetenv("CONDA_PREFIX");
+    setenv("VIRTUAL_ENV", active, 1);
+    assert_int_equal(pyc_pyenv_choose(NULL, false, &env, &err), 1);
+    assert_string_equal(env.prefix, active);
+    assert_int_equal(pyc_pyenv_choose(given, false, &env, &err), 1);
+    assert_string_equal(env.prefix, given);
+    assert_int_equal(pyc_pyenv_choose(NULL, true, &env, &err), 0);
+    assert_int_equal(pyc_pyenv_choose(given, true, &env, &err), -1);
+    assert_non_null(strstr(err.text, "--python and --no-env"));
+    assert_int_equal(pyc_pyenv_choose("/nonexistent/x", false, &env, &err), -1);
+    unsetenv("VIRTUAL_ENV");
+}
+
 int
 main(void)
 {
@@ -157,6 +180,7 @@ main(void)
         cmocka_unit_test(test_venv),
         cmocka_unit_test(test_conda_and_refusals),
         cmocka_unit_test(test_active),
+        cmocka_unit_test(test_choose),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
