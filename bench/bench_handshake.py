@@ -69,14 +69,9 @@ def environment(workdir, pyc):
         with open(os.path.join(kdir, "kernel.json"), "w") as f:
             json.dump({"argv": [pyc, "-f", "{connection_file}"], "display_name": name, "language": "python",
                        "metadata": meta}, f)
-    site = os.path.join(workdir, "site", "pyc_client-0.dist-info")
-    os.makedirs(site, exist_ok=True)
-    with open(os.path.join(site, "METADATA"), "w") as f:
-        f.write("Metadata-Version: 2.1\nName: pyc_client\nVersion: 0\n")
-    with open(os.path.join(site, "entry_points.txt"), "w") as f:
-        f.write("[jupyter_client.kernel_provisioners]\n"
-                "pyc-handshake-provisioner = pyc_client._provisioner:HandshakeProvisioner\n")
     sys.path[:0] = [os.path.join(HERE, "..", "cli", "python"), os.path.join(workdir, "site")]
+    from pyc_client._provisioner import write_dist_info
+    write_dist_info(os.path.join(workdir, "site"))
 
 
 def start_one(name, results, i, log_path):

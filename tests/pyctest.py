@@ -134,17 +134,11 @@ def setup_environment():
                 "metadata": {"kernel_provisioner": {"provisioner_name": "pyc-handshake-provisioner", "config": {}}}}
         with open(os.path.join(kdir, "kernel.json"), "w") as f:
             json.dump(spec, f, indent=1)
-        site = os.path.join(root, "site")
-        info = os.path.join(site, "pyc_client-0.dist-info")
-        os.makedirs(info, exist_ok=True)
-        with open(os.path.join(info, "METADATA"), "w") as f:
-            f.write("Metadata-Version: 2.1\nName: pyc_client\nVersion: 0\n")
-        with open(os.path.join(info, "entry_points.txt"), "w") as f:
-            f.write("[jupyter_client.kernel_provisioners]\n"
-                    "pyc-handshake-provisioner = pyc_client._provisioner:HandshakeProvisioner\n")
         for path in handshake_pythonpath(root):
             if path not in sys.path:
                 sys.path.insert(0, path)
+        from pyc_client._provisioner import write_dist_info
+        write_dist_info(os.path.join(root, "site"))
     _ENV_ROOT = root
     return root
 

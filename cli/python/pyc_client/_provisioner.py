@@ -39,6 +39,19 @@ DELIM = b"<IDS|MSG>"
 PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 
 
+def write_dist_info(site, version="0"):
+    """Writes into the folder site (one on sys.path) the pyc_client-VERSION.dist-info through which
+    jupyter_client finds this provisioner: what `make install` writes beside the package, for a pyc_client
+    used from its source tree (the tests, the benchmarks)."""
+    info = os.path.join(site, "pyc_client-%s.dist-info" % version)
+    os.makedirs(info, exist_ok=True)
+    with open(os.path.join(info, "METADATA"), "w") as f:
+        f.write("Metadata-Version: 2.1\nName: pyc_client\nVersion: %s\n" % version)
+    with open(os.path.join(info, "entry_points.txt"), "w") as f:
+        f.write("[jupyter_client.kernel_provisioners]\n"
+                "pyc-handshake-provisioner = pyc_client._provisioner:HandshakeProvisioner\n")
+
+
 class HandshakeError(RuntimeError):
     """The kernel did not complete the handshake (it exited, or did not report in time)."""
 
