@@ -28,49 +28,43 @@ pyc_outgate_counts(const char *msg_type)
            strcmp(msg_type, "clear_output") == 0;
 }
 
+/* Counts a message of bytes against b: see pyc_outgate_admit.  A cap, once reached, drops the rest. */
+static size_t
+budget_admit(pyc_outbudget_t *b, size_t bytes, const char *text)
+{
+    size_t allow = bytes;
+    if (b->dropping || (b->max_msgs > 0 && b->msgs >= b->max_msgs)) {
+        allow = 0;
+    } else if (b->max_bytes > 0 && bytes > b->max_bytes - b->bytes) {
+        allow = text != NULL ? b->max_bytes - b->bytes : 0;
+        while (allow > 0 && ((unsigned char)text[allow] & 0xC0) == 0x80)
+            allow--;
+    }
+    if (allow > 0) {
+        b->msgs++;
+        b->bytes += allow;
+    } else {
+        b->dropped_msgs++;
+    }
+    b->dropped_bytes += bytes - allow;
+    if (allow < bytes || (b->max_msgs > 0 && b->msgs >= b->max_msgs))
+        b->dropping = true;
+    return allow;
+}
+
 size_t
 pyc_outgate_admit(pyc_outgate_t *g, size_t bytes, const char *text)
 {
     size_t allow = bytes;
     pthread_mutex_lock(&g->lock);
-    if (!g->active && (g->session_max_bytes > 0 || g->session_max_msgs > 0)) {
-        /* Between cells: the session's budget, cut like a cell's. */
-        if (g->idle_dropping || (g->session_max_msgs > 0 && g->idle_msgs >= g->session_max_msgs)) {
-            allow = 0;
-        } else if (g->session_max_bytes > 0 && bytes > g->session_max_bytes - g->idle_bytes) {
-            allow = text != NULL ? g->session_max_bytes - g->idle_bytes : 0;
-            while (allow > 0 && ((unsigned char)text[allow] & 0xC0) == 0x80)
-                allow--;
-        }
-        if (allow > 0) {
-            g->idle_msgs++;
-            g->idle_bytes += allow;
-        } else {
-            g->idle_dropped_msgs++;
-        }
-        g->idle_dropped_bytes += bytes - allow;
-        if (!g->idle_dropping &&
-            (allow < bytes || (g->session_max_msgs > 0 && g->idle_msgs >= g->session_max_msgs))) {
-            g->idle_dropping = true;
+    if (g->active) {
+        allow = budget_admit(&g->cell, bytes, text);
+    } else if (g->idle.max_bytes > 0 || g->idle.max_msgs > 0) {
+        /* Between cells: the session's budget, cut like a cell's; its end is told once. */
+        bool was_dropping = g->idle.dropping;
+        allow = budget_admit(&g->idle, bytes, text);
+        if (!was_dropping && g->idle.dropping)
             g->idle_notice = true;
-        }
-    } else if (g->active) {
-        if (g->dropping || (g->max_msgs > 0 && g->msgs >= g->max_msgs)) {
-            allow = 0;
-        } else if (g->max_bytes > 0 && bytes > g->max_bytes - g->bytes) {
-            allow = text != NULL ? g->max_bytes - g->bytes : 0;
-            while (allow > 0 && ((unsigned char)text[allow] & 0xC0) == 0x80)
-                allow--;
-        }
-        if (allow > 0) {
-            g->msgs++;
-            g->bytes += allow;
-        } else {
-            g->dropped_msgs++;
-        }
-        g->dropped_bytes += bytes - allow;
-        if (allow < bytes || (g->max_msgs > 0 && g->msgs >= g->max_msgs))
-            g->dropping = true;
     }
     pthread_mutex_unlock(&g->lock);
     return allow;
@@ -80,12 +74,8 @@ void
 pyc_outgate_set(pyc_outgate_t *g, bool active, size_t max_bytes, size_t max_msgs)
 {
     pthread_mutex_lock(&g->lock);
-    if (active) {
-        g->bytes = g->msgs = g->dropped_bytes = g->dropped_msgs = 0;
-        g->dropping = false;
-        g->max_bytes = max_bytes;
-        g->max_msgs = max_msgs;
-    }
+    if (active)
+        g->cell = (pyc_outbudget_t){.max_bytes = max_bytes, .max_msgs = max_msgs};
     g->active = active;
     pthread_mutex_unlock(&g->lock);
 }
@@ -94,8 +84,8 @@ void
 pyc_outgate_set_session_caps(pyc_outgate_t *g, size_t max_bytes, size_t max_msgs)
 {
     pthread_mutex_lock(&g->lock);
-    g->session_max_bytes = max_bytes;
-    g->session_max_msgs = max_msgs;
+    g->idle.max_bytes = max_bytes;
+    g->idle.max_msgs = max_msgs;
     pthread_mutex_unlock(&g->lock);
 }
 
@@ -103,7 +93,8 @@ size_t
 pyc_outgate_room(pyc_outgate_t *g)
 {
     pthread_mutex_lock(&g->lock);
-    size_t room = g->max_bytes == 0 ? SIZE_MAX : g->bytes < g->max_bytes ? g->max_bytes - g->bytes : 0;
+    const pyc_outbudget_t *b = &g->cell;
+    size_t room = b->max_bytes == 0 ? SIZE_MAX : b->bytes < b->max_bytes ? b->max_bytes - b->bytes : 0;
     pthread_mutex_unlock(&g->lock);
     return room;
 }
@@ -112,8 +103,8 @@ void
 pyc_outgate_count(pyc_outgate_t *g, size_t bytes)
 {
     pthread_mutex_lock(&g->lock);
-    g->msgs++;
-    g->bytes += bytes;
+    g->cell.msgs++;
+    g->cell.bytes += bytes;
     pthread_mutex_unlock(&g->lock);
 }
 
@@ -131,7 +122,7 @@ void
 pyc_outgate_stop(pyc_outgate_t *g)
 {
     pthread_mutex_lock(&g->lock);
-    g->dropping = true;
+    g->cell.dropping = true;
     pthread_mutex_unlock(&g->lock);
 }
 
@@ -139,7 +130,8 @@ pyc_outgate_stats_t
 pyc_outgate_stats(pyc_outgate_t *g)
 {
     pthread_mutex_lock(&g->lock);
-    pyc_outgate_stats_t s = {g->bytes, g->msgs, g->dropped_bytes, g->dropped_msgs, g->max_bytes, g->max_msgs};
+    const pyc_outbudget_t *b = &g->cell;
+    pyc_outgate_stats_t s = {b->bytes, b->msgs, b->dropped_bytes, b->dropped_msgs, b->max_bytes, b->max_msgs};
     pthread_mutex_unlock(&g->lock);
     return s;
 }

@@ -26,17 +26,19 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* One budget of output (a cell's, or the session's between cells): its caps and what was counted. */
+typedef struct pyc_outbudget {
+    size_t max_bytes, max_msgs;  /* 0: no cap */
+    size_t bytes, msgs, dropped_bytes, dropped_msgs;
+    bool dropping;               /* a cap was reached: everything else is dropped */
+} pyc_outbudget_t;
+
 typedef struct pyc_outgate {
     pthread_mutex_t lock;
     bool active;                 /* an execute request is running */
-    bool dropping;               /* the cap was reached: everything else of this cell is dropped */
-    size_t max_bytes, max_msgs;  /* 0: no cap */
-    size_t bytes, msgs, dropped_bytes, dropped_msgs;
-    /* Between cells, for the whole session. */
-    size_t session_max_bytes, session_max_msgs;   /* 0: no cap */
-    size_t idle_bytes, idle_msgs, idle_dropped_bytes, idle_dropped_msgs;
-    bool idle_dropping;          /* the session's budget is spent */
-    bool idle_notice;            /* ... and nobody was told yet */
+    pyc_outbudget_t cell;        /* the running (or the last) cell's */
+    pyc_outbudget_t idle;        /* between cells, for the whole session */
+    bool idle_notice;            /* the idle budget is spent, and nobody was told yet */
 } pyc_outgate_t;
 
 /* A copy of the counts, taken under the lock. */
