@@ -348,14 +348,7 @@ guard_interrupt(void *ctx, int why)
     }
     pyc_log("%s ran past its %s; %s", k->current != NULL ? k->current->msg_type : "a cell",
             pyc_outcome_limit_names[why], iso > 0 ? "killing its process" : "interrupting it");
-    if (iso > 0) {
-        /* Independent of SIGINT, which Python code may have taken over (signal.signal). */
-        int none = 0;
-        atomic_compare_exchange_strong(&k->iso_stop, &none, ISO_STOP_DEADLINE);
-        kill(iso, SIGKILL);
-        return;
-    }
-    pthread_kill(k->main_thread, SIGINT);
+    pyc__stop_cell(k, iso, ISO_STOP_DEADLINE);
 }
 
 static void

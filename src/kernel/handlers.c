@@ -202,13 +202,16 @@ pyc__on_connect(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 void
 pyc__interrupt_main(pyc_kernel_t *k)
 {
-    if (!atomic_load(&k->executing))
-        return;
-    pid_t iso = (pid_t)atomic_load(&k->iso_pid);
+    if (atomic_load(&k->executing))
+        pyc__stop_cell(k, (pid_t)atomic_load(&k->iso_pid), ISO_STOP_INTERRUPT);
+}
+
+void
+pyc__stop_cell(pyc_kernel_t *k, pid_t iso, int why)
+{
     if (iso > 0) {
-        /* An isolated cell is stopped by killing its process, whatever SIGINT handlers Python code set. */
         int none = 0;
-        atomic_compare_exchange_strong(&k->iso_stop, &none, ISO_STOP_INTERRUPT);
+        atomic_compare_exchange_strong(&k->iso_stop, &none, why);
         kill(iso, SIGKILL);
         return;
     }

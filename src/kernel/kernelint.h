@@ -235,6 +235,11 @@ void pyc__on_usage(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
  * (iso_stop says why).  Any thread. */
 void pyc__interrupt_main(pyc_kernel_t *k);
 
+/* Stops the running cell: iso (a k->iso_pid reading), when positive, is an isolated cell's process, which is
+ * killed whatever SIGINT handlers Python code set in it, with why (ISO_STOP_*) kept in iso_stop unless a
+ * reason came first; otherwise the main thread gets SIGINT.  Any thread. */
+void pyc__stop_cell(pyc_kernel_t *k, pid_t iso, int why);
+
 /* Asks the kernel to shut down: sets quit, interrupts a running cell and wakes the main loop.  Any thread. */
 void pyc__quit(pyc_kernel_t *k);
 
