@@ -82,6 +82,9 @@ def test_attach_over_curve(sessions):
         child.expect(">>> ")
         child.sendline("x")
         child.expect("'hello'")
+        # Ctrl-D only after the next prompt: readline puts the terminal in raw mode before it draws the prompt,
+        # and a Ctrl-D that arrives while the terminal is still in cooked mode reaches readline as a NUL byte.
+        child.expect(">>> ")
         child.sendeof()
         child.expect(pexpect.EOF)
     finally:
