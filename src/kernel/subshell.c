@@ -48,7 +48,7 @@ struct pyc__subshell {
     pyc_zqueue_t q;              /* its requests; the eventfd also wakes the thread to stop */
     atomic_bool stop;
     atomic_bool done;            /* its thread has returned: a join will not wait */
-    atomic_ulong py_ident;       /* its thread's Python ident while it runs a cell, else 0 */
+    atomic_ulong cell_token;     /* the token of the cell it runs (pyc_py_interrupt_cells), else 0 */
 
     /* Its thread only. */
     int execution_count;
@@ -58,6 +58,9 @@ struct pyc__subshell {
 
 /* The subshell whose thread this is; NULL on every other thread. */
 static _Thread_local pyc__subshell_t *here;
+
+/* The token of the next subshell cell (pyc_py_interrupt_cells); never 0. */
+static atomic_ulong next_cell_token = 1;
 
 const pyc_msg_t *
 pyc__subshell_request(void)
@@ -104,12 +107,20 @@ is_execute(const pyc_zqitem_t *it)
     return strcmp(it->msg->msg_type, "execute_request") == 0;
 }
 
-/* After an error with stop_on_error: the execute requests queued on this subshell are aborted, each with its
- * busy and idle; the others stay queued, in their order. */
-static void
-abort_queued(pyc__subshell_t *s)
+/* After an error with stop_on_error: the execute requests queued on this subshell when the cell failed are taken
+ * out (abort_take, before the cell's reply: a request sent after the client saw that reply is not aborted),
+ * then aborted, each with its busy and idle (abort_answer, after the reply); the others stay queued, in their
+ * order. */
+static pyc_zqitem_t *
+abort_take(pyc__subshell_t *s)
 {
-    for (pyc_zqitem_t *it = pyc_zqueue_take_if(&s->q, is_execute), *next; it != NULL; it = next) {
+    return pyc_zqueue_take_if(&s->q, is_execute);
+}
+
+static void
+abort_answer(pyc__subshell_t *s, pyc_zqitem_t *taken)
+{
+    for (pyc_zqitem_t *it = taken, *next; it != NULL; it = next) {
         next = it->next;
         pyc__status(s->k, it->msg, "busy");
         pyc__abort_reply(s->k, PYC_CHAN_SHELL, it->msg);
@@ -136,17 +147,21 @@ execute(pyc__subshell_t *s, const pyc_msg_t *msg)
     if (!silent && (store == NULL || json_is_true(store)))
         s->execution_count++;
     s->allow_stdin = json_is_true(json_object_get(c, "allow_stdin"));
-    if (!silent)
+    if (!silent) {
         pyc__publish(k, msg, "execute_input",
                      json_pack("{s:O, s:i}", "code", code, "execution_count", s->execution_count));
+        pyc_journal_begin(k->journal, msg->msg_id, pyc__header_frame(msg)->data, pyc__header_frame(msg)->size,
+                          s->execution_count);
+    }
     json_t *ue = json_object_get(c, "user_expressions");
     pyc_py_exec_opts_t opts = {.silent = silent, .store_history = false, .allow_stdin = s->allow_stdin,
                                .execution_count = s->execution_count,
                                .user_expressions = json_is_object(ue) ? ue : NULL};
     pyc_py_exec_result_t res;
-    atomic_store(&s->py_ident, pyc_py_thread_ident());
+    opts.cell_token = atomic_fetch_add(&next_cell_token, 1);
+    atomic_store(&s->cell_token, opts.cell_token);
     pyc_py_execute_subshell(json_string_value(code), &opts, &res);
-    atomic_store(&s->py_ident, 0);
+    atomic_store(&s->cell_token, 0);
     if (k->user_forked)
         pyc__user_fork_exit(k);  /* a child of os.fork() in the cell, back from it: not a subshell */
     json_t *content;
@@ -162,9 +177,9 @@ execute(pyc__subshell_t *s, const pyc_msg_t *msg)
     }
     pyc_py_thread_parent(NULL, 0);          /* the cell's last text leaves before its reply */
     pyc_py_thread_parent(pyc__header_frame(msg)->data, pyc__header_frame(msg)->size);
+    pyc_zqitem_t *aborted = !res.ok && stop_on_error && !silent ? abort_take(s) : NULL;
     pyc__reply(k, PYC_CHAN_SHELL, msg, "execute_reply", pyc__reply_metadata(res.ok ? "ok" : "error"), content);
-    if (!res.ok && stop_on_error && !silent)
-        abort_queued(s);
+    abort_answer(s, aborted);
     json_decref(res.error);
 }
 
@@ -304,8 +319,8 @@ subshell_free(pyc__subshell_t *s)
     free(s);
 }
 
-/* Starts a thread that raises KeyboardInterrupt in the given Python threads (idents: a malloc'd array ending
- * in 0, taken over), so that the caller never waits for the GIL. */
+/* Starts a thread that raises KeyboardInterrupt in the given cells (idents: their cell tokens, a malloc'd array
+ * ending in 0, taken over), so that the caller never waits for the GIL. */
 static void
 interrupt_idents(unsigned long *idents);
 
@@ -316,7 +331,7 @@ subshell_stop(pyc__subshell_t *s)
     atomic_store(&s->stop, true);
     pyc_zqueue_signal(&s->q);
     unsigned long *one = calloc(2, sizeof *one);
-    if (one != NULL && (one[0] = atomic_load(&s->py_ident)) != 0)
+    if (one != NULL && (one[0] = atomic_load(&s->cell_token)) != 0)
         interrupt_idents(one);
     else
         free(one);
@@ -415,8 +430,8 @@ pyc__on_list_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     pyc__reply(k, chan, msg, "list_subshell_reply", NULL, json_pack("{s:s, s:o}", "status", "ok", "subshell_id", ids));
 }
 
-/* The interrupter: raises KeyboardInterrupt in the given threads (those still in a subshell's cell when it has
- * the GIL: py.h), then ends. */
+/* The interrupter: raises KeyboardInterrupt in the given cells (those still running when it has the GIL: py.h),
+ * then ends. */
 static void *
 interrupter(void *arg)
 {
@@ -424,7 +439,7 @@ interrupter(void *arg)
     size_t n = 0;
     while (idents[n] != 0)
         n++;
-    pyc_py_interrupt_threads(idents, n);
+    pyc_py_interrupt_cells(idents, n);
     free(idents);
     return NULL;
 }
@@ -448,7 +463,7 @@ pyc__interrupt_subshells(pyc_kernel_t *k)
     unsigned long *idents = NULL;
     pthread_mutex_lock(&k->subshells_lock);
     for (pyc__subshell_t *s = k->subshells; s != NULL; s = s->next) {
-        unsigned long id = atomic_load(&s->py_ident);
+        unsigned long id = atomic_load(&s->cell_token);
         if (id == 0)
             continue;
         if (n + 1 >= cap) {

@@ -177,28 +177,31 @@ pyc_py_thread_ident(void)
     return PyThread_get_thread_ident();
 }
 
-/* The Python idents of the threads inside a subshell's cell now; only touched with the GIL held. */
-static unsigned long *in_cell;
+/* The subshell cells running now, each with its thread's Python ident; only touched with the GIL held. */
+typedef struct {
+    unsigned long ident, token;
+} in_cell_t;
+static in_cell_t *in_cell;
 static size_t n_in_cell, cap_in_cell;
 
 void
-pyc__py_in_cell(bool entering)
+pyc__py_in_cell(bool entering, unsigned long token)
 {
     unsigned long me = PyThread_get_thread_ident();
     if (entering) {
         if (n_in_cell == cap_in_cell) {
             size_t c = cap_in_cell == 0 ? 8 : cap_in_cell * 2;
-            unsigned long *grown = realloc(in_cell, c * sizeof *grown);
+            in_cell_t *grown = realloc(in_cell, c * sizeof *grown);
             if (grown == NULL)
                 return;          /* not interruptible then; nothing worse */
             in_cell = grown;
             cap_in_cell = c;
         }
-        in_cell[n_in_cell++] = me;
+        in_cell[n_in_cell++] = (in_cell_t){me, token};
         return;
     }
     for (size_t i = 0; i < n_in_cell; i++) {
-        if (in_cell[i] == me) {
+        if (in_cell[i].ident == me) {
             in_cell[i] = in_cell[--n_in_cell];
             break;
         }
@@ -208,13 +211,13 @@ pyc__py_in_cell(bool entering)
 }
 
 void
-pyc_py_interrupt_threads(const unsigned long *idents, size_t n)
+pyc_py_interrupt_cells(const unsigned long *tokens, size_t n)
 {
     PyGILState_STATE g = PyGILState_Ensure();
     for (size_t i = 0; i < n; i++) {
         for (size_t j = 0; j < n_in_cell; j++) {
-            if (in_cell[j] == idents[i]) {
-                PyThreadState_SetAsyncExc(idents[i], PyExc_KeyboardInterrupt);
+            if (in_cell[j].token == tokens[i]) {
+                PyThreadState_SetAsyncExc(in_cell[j].ident, PyExc_KeyboardInterrupt);
                 break;
             }
         }

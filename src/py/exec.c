@@ -500,9 +500,9 @@ pyc_py_execute_subshell(const char *code, const pyc_py_exec_opts_t *opts, pyc_py
     pyc__py_cell_t cell = {0};
     PyGILState_STATE g = PyGILState_Ensure();
     pyc__py_subcell = &cell;
-    pyc__py_in_cell(true);
+    pyc__py_in_cell(true, opts->cell_token);
     execute_as(&cell, code, opts, res);
-    pyc__py_in_cell(false);
+    pyc__py_in_cell(false, opts->cell_token);
     pyc__py_subcell = NULL;
     PyGILState_Release(g);
 }

@@ -77,6 +77,8 @@ typedef struct pyc_py_exec_opts {
     bool plain_errors;           /* tracebacks without ANSI colors (the client asked, or NO_COLOR is set) */
     int execution_count;         /* shown in execute_result */
     json_t *user_expressions;    /* borrowed; may be NULL */
+    unsigned long cell_token;    /* a subshell's cell: a number that no other cell of the process has, by which
+                                  * pyc_py_interrupt_threads names it; 0 for other cells */
 } pyc_py_exec_opts_t;
 
 typedef struct pyc_py_exec_result {
@@ -96,10 +98,12 @@ void pyc_py_execute(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exe
  * and the history to the main shell.  SIGINT does not reach it; pyc_py_interrupt_threads does. */
 void pyc_py_execute_subshell(const char *code, const pyc_py_exec_opts_t *opts, pyc_py_exec_result_t *res);
 
-/* Any thread, without the GIL: raises KeyboardInterrupt in the Python threads whose idents (as
- * pyc_py_thread_ident gives them) are given, at their next bytecode (a thread blocked in C sees it when the
- * call returns).  Takes the GIL, so the caller must not be a thread that the GIL could keep waiting. */
-void pyc_py_interrupt_threads(const unsigned long *idents, size_t n);
+/* Any thread, without the GIL: raises KeyboardInterrupt in the subshell cells whose cell_tokens are given,
+ * at their next bytecode (a thread blocked in C sees it when the call returns), if they are still running.
+ * A cell is named by its token, not by its thread, because the interrupt may come late (the caller's thread
+ * waits for the GIL): by then the thread may have ended that cell and begun the next, which must not be hit.
+ * Takes the GIL, so the caller must not be a thread that the GIL could keep waiting. */
+void pyc_py_interrupt_cells(const unsigned long *tokens, size_t n);
 
 /* A thread of the kernel's own that runs Python now and then (a subshell's) keeps one Python thread state from
  * begin to end, so that its threading.local() values, its asyncio loop and its threading identity last

@@ -62,9 +62,10 @@ json_t *pyc__py_to_json(PyObject *obj);
  * figure flush) that must not become the cell's error. */
 void pyc__py_report(const char *what);
 
-/* With the GIL, on a subshell's thread: its cell begins (true) or has ended (false).  Only threads inside a cell
- * are interrupted (pyc_py_interrupt_threads), and the end clears an interrupt that came too late. */
-void pyc__py_in_cell(bool entering);
+/* With the GIL, on a subshell's thread: its cell (token: opts.cell_token) begins (true) or has ended (false).
+ * Only cells still running are interrupted (pyc_py_interrupt_cells), and the end clears an interrupt that came
+ * too late. */
+void pyc__py_in_cell(bool entering, unsigned long token);
 
 /* In a forked child, with the GIL: the parent's debug session is not this process's (no tracing). */
 void pyc__py_debug_forget(void);
