@@ -37,6 +37,7 @@ static const struct {
     {"shutdown_request", pyc__on_shutdown, true},
     {"interrupt_request", pyc__on_interrupt, true},
     {"usage_request", pyc__on_usage, true},
+    {"journal_request", pyc__on_journal, true},
     {"create_subshell_request", pyc__on_create_subshell, true},
     {"delete_subshell_request", pyc__on_delete_subshell, true},
     {"list_subshell_request", pyc__on_list_subshell, true},

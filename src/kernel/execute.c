@@ -172,8 +172,11 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     int count = k->execution_count;
     if (store_history)
         history_add(k, count, json_string_value(code_v));
-    if (!silent)
+    if (!silent) {
         pyc__publish(k, msg, "execute_input", json_pack("{s:O, s:i}", "code", code_v, "execution_count", count));
+        pyc_journal_begin(k->journal, msg->msg_id, pyc__header_frame(msg)->data, pyc__header_frame(msg)->size,
+                          count);
+    }
 
     pyc_py_exec_opts_t opts = {
         .silent = silent,

@@ -274,3 +274,53 @@ pyc__on_usage(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     json_object_set_new(r, "status", json_string("ok"));
     pyc__reply(k, chan, msg, "usage_reply", NULL, r);
 }
+
+/* True when v is absent or an array of strings. */
+static bool
+string_list(json_t *v)
+{
+    size_t i;
+    json_t *s;
+    if (v == NULL)
+        return true;
+    if (!json_is_array(v))
+        return false;
+    json_array_foreach(v, i, s) {
+        if (!json_is_string(s))
+            return false;
+    }
+    return true;
+}
+
+/* journal_request (control): {"expect": [msg_id...]} records cells a client sent and will not wait for
+ * (`pyc fire`), {"ids": [msg_id...]} selects cells to report (default: the expected ones, else every
+ * record), {"outputs": bool} (default: true when cells are selected) includes their outputs and replies.
+ * Answered on the control thread, so that it works while a cell runs. */
+void
+pyc__on_journal(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    json_t *ids = json_object_get(msg->content, "ids"), *expect = json_object_get(msg->content, "expect");
+    json_t *outputs = json_object_get(msg->content, "outputs");
+    if (!string_list(ids) || !string_list(expect) || (outputs != NULL && !json_is_boolean(outputs))) {
+        pyc__reply(k, chan, msg, "journal_reply", NULL,
+                   pyc__bad_request("journal_request: 'ids' and 'expect' must be lists of msg_ids, 'outputs' "
+                                    "a boolean"));
+        return;
+    }
+    size_t i;
+    json_t *id;
+    json_array_foreach(expect, i, id) {
+        if (pyc_journal_expect(k->journal, json_string_value(id)) < 0)
+            pyc_log("journal: out of memory: cell %s not recorded", json_string_value(id));
+    }
+    json_t *sel = ids != NULL ? ids : expect;
+    size_t len;
+    char *text = pyc_journal_report(k->journal, sel, outputs != NULL ? json_is_true(outputs) : sel != NULL, &len);
+    if (text == NULL) {
+        pyc__reply(k, chan, msg, "journal_reply", NULL, pyc__bad_request("journal_request: out of memory"));
+        return;
+    }
+    const pyc_frame_t *h = pyc__header_frame(msg);
+    pyc__send_frames(k, chan, msg->idents, msg->n_idents, "journal_reply", h->data, h->size, NULL, text, len, true,
+                     NULL, 0);
+}

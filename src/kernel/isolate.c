@@ -86,6 +86,7 @@ iso_child(pyc_kernel_t *k, int fd, const char *code, const pyc_py_exec_opts_t *o
     iso.io.recv_stdin = iso_no_stdin;
     iso.fd = fd;
     k->io = &iso.io;
+    k->journal = NULL;           /* the parent journals what it relays; its lock may be held at the fork */
     k->allow_stdin = false;
     pyc_outgate_set(&k->out, false, 0, 0);   /* the parent counts what it relays (relay_admitted) */
     pyc_streams_set_passthrough(k->streams);
@@ -224,6 +225,13 @@ pyc__run_isolated(pyc_kernel_t *k, const char *code, const pyc_py_exec_opts_t *o
         if (type == ISO_RELAY) {
             pyc_streams_flush(k->streams);   /* the child's earlier output, from the fd pipes, goes first */
             if (relay_admitted(k, f, n)) {
+                if (n >= 7) {
+                    char mtype[64];
+                    size_t tl = f[0].size < sizeof mtype - 1 ? f[0].size : sizeof mtype - 1;
+                    memcpy(mtype, f[0].data, tl);
+                    mtype[tl] = '\0';
+                    pyc_journal_tap(k->journal, mtype, f[4].data, f[4].size, NULL, f[6].data, f[6].size);
+                }
                 k->io->send(k->io, PYC_CHAN_IOPUB, f, n);
                 free(f);
             } else {

@@ -208,6 +208,9 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
             return NULL;
         }
     }
+    pyc_journal_limits_t jl;
+    pyc_journal_limits_from_env(&jl);
+    k->journal = pyc_journal_new(&jl);   /* NULL (off) when PYC_JOURNAL_CELLS is 0, or memory ran out */
     pyc_msg_new_id(k->session);
     const char *user = getenv("USER");
     json_t *u = json_string(user != NULL && user[0] != '\0' ? user : "pyc");
@@ -255,6 +258,7 @@ pyc_kernel_destroy(pyc_kernel_t **k_p)
     pyc__end_subshells(k);
     pthread_mutex_destroy(&k->subshells_lock);
     pthread_mutex_destroy(&k->stdin_lock);
+    pyc_journal_free(&k->journal);
     free(k);
     *k_p = NULL;
 }
@@ -320,6 +324,7 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     k->subshells = k->leaving = NULL;   /* their threads are the parent's */
     pthread_mutex_init(&k->subshells_lock, NULL);
     pthread_mutex_init(&k->stdin_lock, NULL);
+    pyc_journal_after_fork(k->journal);   /* it keeps the parent's cells, which this session also ran */
     /* The SQLite connection must not cross fork(): forget it and start a session of our own. */
     pyc_fork_keep_inherited(k->history);
     k->history = NULL;

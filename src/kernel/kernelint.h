@@ -27,6 +27,7 @@
 #include "checkpoint.h"
 #include "guard.h"
 #include "history.h"
+#include "journal.h"
 #include "kernel.h"
 #include "limit.h"
 #include "msg.h"
@@ -121,6 +122,7 @@ struct pyc_kernel {
     int threads_left;            /* subshell threads still running after the kernel's end (pyc_kernel_closing) */
     atomic_bool subshells_closed; /* the kernel is closing: no subshell starts any more */
     pthread_mutex_t stdin_lock;  /* held through one input() exchange: one at a time on the stdin channel */
+    pyc_journal_t *journal;      /* owned: recent cells for journal_request; its own lock; NULL when off */
 };
 
 /* Why an isolated cell's process was killed by the kernel (iso_stop). */
@@ -230,6 +232,8 @@ void pyc__on_connect(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
 void pyc__on_shutdown(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
 void pyc__on_interrupt(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
 void pyc__on_usage(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+/* journal_request (control): records announced cells ("expect") and reports the journal (journal.h). */
+void pyc__on_journal(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
 
 /* Asks the main thread to stop the running cell, if any (SIGINT), or kills a running isolated cell's process
  * (iso_stop says why).  Any thread. */

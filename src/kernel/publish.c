@@ -68,6 +68,8 @@ pyc__send_frames(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_
         f[n_idents + 6 + i] = buffers[i];
         buffers[i] = (pyc_outframe_t){NULL, 0, NULL, NULL};
     }
+    pyc_journal_tap(k->journal, msg_type, dicts[1].size > 2 ? dicts[1].data : NULL, dicts[1].size, metadata,
+                    content, content_len);
     content_owned = false;       /* the io owns it now, whatever happens */
     rc = k->io->send(k->io, chan, f, n);
 out:

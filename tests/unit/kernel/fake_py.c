@@ -248,9 +248,9 @@ pyc_py_execute_subshell(const char *code, const pyc_py_exec_opts_t *opts, pyc_py
 }
 
 void
-pyc_py_interrupt_threads(const unsigned long *idents, size_t n)
+pyc_py_interrupt_cells(const unsigned long *tokens, size_t n)
 {
-    (void)idents;
+    (void)tokens;
     (void)n;
 }
 

@@ -1,0 +1,241 @@
+/*
+ * test_journal.c -- cmocka tests for journal.c, the kernel's record of recent cells: a cell's life (queued,
+ * running, done) as the send path feeds it, outputs recognized by their parent header, the per-cell and total
+ * bounds, eviction of the oldest done record, and the report's JSON.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "journal.h"
+
+/* A request header frame with msg_id id. */
+static char *
+header(const char *id)
+{
+    char *h = NULL;
+    assert_true(asprintf(&h, "{\"msg_id\":\"%s\",\"msg_type\":\"execute_request\"}", id) > 0);
+    return h;
+}
+
+static void
+tap(pyc_journal_t *j, const char *type, const char *parent, const char *content)
+{
+    pyc_journal_tap(j, type, parent, strlen(parent), type[0] == 'e' && strstr(type, "reply") ? "{\"m\":1}" : NULL,
+                    content, strlen(content));
+}
+
+/* The parsed report of ids (a JSON array text, or NULL for all). */
+static json_t *
+report(pyc_journal_t *j, const char *ids, bool outputs)
+{
+    json_t *sel = ids != NULL ? json_loads(ids, 0, NULL) : NULL;
+    size_t len;
+    char *text = pyc_journal_report(j, sel, outputs, &len);
+    assert_non_null(text);
+    assert_int_equal(strlen(text), len);
+    json_error_t e;
+    json_t *r = json_loads(text, 0, &e);
+    if (r == NULL)
+        fail_msg("not JSON (%s): %s", e.text, text);
+    free(text);
+    json_decref(sel);
+    return r;
+}
+
+static json_t *
+cell(json_t *r, size_t i)
+{
+    return json_array_get(json_object_get(r, "cells"), i);
+}
+
+static const char *
+str(json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+static pyc_journal_t *
+journal(size_t cells, size_t cell_bytes, size_t total)
+{
+    pyc_journal_limits_t lim = {cells, cell_bytes, total};
+    pyc_journal_t *j = pyc_journal_new(&lim);
+    assert_non_null(j);
+    return j;
+}
+
+static void
+test_life_of_a_cell(void **state)
+{
+    (void)state;
+    pyc_journal_t *j = journal(8, 1 << 20, 1 << 20);
+    char *h = header("a\"1");    /* an id that needs escaping */
+    assert_int_equal(pyc_journal_expect(j, "a\"1"), 0);
+    json_t *r = report(j, "[\"a\\\"1\"]", true);
+    assert_string_equal(str(cell(r, 0), "state"), "queued");
+    assert_string_equal(str(cell(r, 0), "id"), "a\"1");
+    json_decref(r);
+
+    pyc_journal_begin(j, "a\"1", h, strlen(h), 7);
+    tap(j, "stream", h, "{\"name\":\"stdout\",\"text\":\"hi\\n\"}");
+    tap(j, "status", h, "{\"execution_state\":\"busy\"}");          /* not an output */
+    tap(j, "stream", "{\"msg_id\":\"other\"}", "{\"name\":\"stdout\",\"text\":\"no\"}"); /* another request's */
+    r = report(j, "[\"a\\\"1\"]", true);
+    assert_string_equal(str(cell(r, 0), "state"), "running");
+    assert_int_equal(json_integer_value(json_object_get(cell(r, 0), "execution_count")), 7);
+    assert_int_equal(json_array_size(json_object_get(cell(r, 0), "outputs")), 1);
+    assert_null(json_object_get(cell(r, 0), "reply"));
+    json_decref(r);
+
+    tap(j, "execute_result", h, "{\"data\":{\"text/plain\":\"42\"}}");
+    tap(j, "execute_reply", h, "{\"status\":\"ok\"}");
+    tap(j, "stream", h, "{\"name\":\"stdout\",\"text\":\"late\"}");   /* after the reply: not the cell's */
+    r = report(j, "[\"a\\\"1\", \"nope\"]", true);
+    json_t *c = cell(r, 0);
+    assert_string_equal(str(c, "state"), "done");
+    json_t *outs = json_object_get(c, "outputs");
+    assert_int_equal(json_array_size(outs), 2);
+    assert_string_equal(str(json_array_get(outs, 0), "type"), "stream");
+    assert_string_equal(str(json_array_get(outs, 1), "type"), "execute_result");
+    assert_string_equal(str(json_object_get(json_object_get(c, "reply"), "content"), "status"), "ok");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(json_object_get(c, "reply"), "metadata"),
+                                                        "m")), 1);
+    assert_true(json_real_value(json_object_get(c, "ended")) >= json_real_value(json_object_get(c, "started")));
+    assert_string_equal(str(cell(r, 1), "state"), "unknown");
+    json_decref(r);
+
+    r = report(j, NULL, false);   /* the listing: status, no outputs */
+    assert_string_equal(str(cell(r, 0), "status"), "ok");
+    assert_null(json_object_get(cell(r, 0), "outputs"));
+    json_decref(r);
+    free(h);
+    pyc_journal_free(&j);
+    assert_null(j);
+}
+
+/* A queued cell answered without beginning (aborted, refused) is recognized by the msg_id in its reply's
+ * parent. */
+static void
+test_queued_then_aborted(void **state)
+{
+    (void)state;
+    pyc_journal_t *j = journal(8, 1 << 20, 1 << 20);
+    char *h = header("q");
+    pyc_journal_expect(j, "q");
+    pyc_journal_expect(j, "q");  /* once only */
+    tap(j, "execute_reply", h, "{\"status\":\"aborted\"}");
+    json_t *r = report(j, NULL, true);
+    assert_int_equal(json_array_size(json_object_get(r, "cells")), 1);
+    assert_string_equal(str(cell(r, 0), "state"), "done");
+    assert_string_equal(str(json_object_get(json_object_get(cell(r, 0), "reply"), "content"), "status"), "aborted");
+    json_decref(r);
+    free(h);
+    pyc_journal_free(&j);
+}
+
+static void
+test_bounds(void **state)
+{
+    (void)state;
+    /* 3 records; 200 bytes of outputs per cell; 500 in all */
+    pyc_journal_t *j = journal(3, 200, 500);
+    char *hs[5];
+    char id[8];
+    const char *out = "{\"name\":\"stdout\",\"text\":\"0123456789012345678901234567890123456789\"}";
+    for (int i = 0; i < 5; i++) {
+        snprintf(id, sizeof id, "c%d", i);
+        hs[i] = header(id);
+        pyc_journal_begin(j, id, hs[i], strlen(hs[i]), i + 1);
+        for (int n = 0; n < 10; n++)
+            tap(j, "stream", hs[i], out);
+        tap(j, "execute_reply", hs[i], "{\"status\":\"ok\"}");
+    }
+    json_t *r = report(j, NULL, true);
+    json_t *cells = json_object_get(r, "cells");
+    assert_int_equal(json_array_size(cells), 3);            /* c0 and c1 evicted */
+    assert_string_equal(str(cell(r, 0), "id"), "c2");
+    assert_string_equal(str(cell(r, 2), "id"), "c4");
+    size_t total = 0;
+    for (size_t i = 0; i < 3; i++) {
+        json_t *c = cell(r, i);
+        size_t kept = json_array_size(json_object_get(c, "outputs"));
+        assert_true(kept < 10);                               /* the per-cell cap */
+        assert_int_equal(kept + (size_t)json_integer_value(json_object_get(c, "outputs_dropped")), 10);
+        char *t = json_dumps(json_object_get(c, "outputs"), JSON_COMPACT);
+        total += strlen(t);
+        free(t);
+    }
+    assert_true(total <= 500 + 3 * 2);                        /* the total bound ("[]" of each aside) */
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(r, "limits"), "cells")), 3);
+    json_decref(r);
+    for (int i = 0; i < 5; i++)
+        free(hs[i]);
+    pyc_journal_free(&j);
+}
+
+/* A running cell is not evicted while a done one remains. */
+static void
+test_eviction_prefers_done(void **state)
+{
+    (void)state;
+    pyc_journal_t *j = journal(2, 1000, 1000);
+    char *h0 = header("run"), *h1 = header("done1"), *h2 = header("new");
+    pyc_journal_begin(j, "run", h0, strlen(h0), 1);
+    pyc_journal_begin(j, "done1", h1, strlen(h1), 2);
+    tap(j, "execute_reply", h1, "{\"status\":\"ok\"}");
+    pyc_journal_begin(j, "new", h2, strlen(h2), 3);
+    json_t *r = report(j, NULL, false);
+    assert_int_equal(json_array_size(json_object_get(r, "cells")), 2);
+    assert_string_equal(str(cell(r, 0), "id"), "run");
+    assert_string_equal(str(cell(r, 1), "id"), "new");
+    json_decref(r);
+    tap(j, "stream", h0, "{\"name\":\"stdout\",\"text\":\"still\"}");
+    r = report(j, "[\"run\"]", true);
+    assert_int_equal(json_array_size(json_object_get(cell(r, 0), "outputs")), 1);
+    json_decref(r);
+    free(h0);
+    free(h1);
+    free(h2);
+    pyc_journal_free(&j);
+}
+
+static void
+test_off(void **state)
+{
+    (void)state;
+    pyc_journal_limits_t lim = {0, 1, 1};
+    assert_null(pyc_journal_new(&lim));
+    pyc_journal_tap(NULL, "stream", "{}", 2, NULL, "{}", 2);   /* NULL-safe */
+    assert_int_equal(pyc_journal_expect(NULL, "x"), 0);
+    pyc_journal_t *none = NULL;
+    json_t *r = report(none, "[\"x\"]", true);
+    assert_string_equal(str(cell(r, 0), "state"), "unknown");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(r, "limits"), "cells")), 0);
+    json_decref(r);
+    setenv("PYC_JOURNAL_CELLS", "12", 1);
+    setenv("PYC_JOURNAL_BYTES", "junk", 1);
+    pyc_journal_limits_from_env(&lim);
+    assert_int_equal(lim.cells, 12);
+    assert_int_equal(lim.total_bytes, PYC_JOURNAL_TOTAL_BYTES);
+    assert_int_equal(lim.cell_bytes, PYC_JOURNAL_CELL_BYTES);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_life_of_a_cell),
+        cmocka_unit_test(test_queued_then_aborted),
+        cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_eviction_prefers_done),
+        cmocka_unit_test(test_off),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
