@@ -5,7 +5,7 @@
  * Files: main.c (dispatch), commands.c (the command table: synopses, help, options), common.c (errors,
  * options, the runtime dir, sessions, locks), output.c (printing a request's output, the execute loop),
  * new.c (new), handshake.c (new's registration service, protocol 5.6), sessions.c (kill, ls), query.c (run,
- * status, vars, complete, int), transfer.c (fork, cp),
+ * status, vars, complete, int), fire.c (fire, poll), transfer.c (fork, cp),
  * attach.c (the REPL), lineedit.c (reading lines, readline loaded on demand).
  */
 #ifndef PYC_CLI_H
@@ -32,6 +32,7 @@ enum {
     PYC_EXIT_TIMEOUT = 5,        /* the cell passed its --timeout (the kernel stopped it) */
     PYC_EXIT_CONNECTION = 6,     /* the kernel could not be started, did not answer, or died, or spoke nonsense;
                                   * or the runtime dir cannot be used */
+    PYC_EXIT_PENDING = 8,        /* `poll`: the cell is not done yet (queued or running) */
     PYC_EXIT_INTERRUPTED = 130,  /* Ctrl-C: the cell was interrupted (128 + SIGINT, as shells report it) */
     PYC_EXIT_PIPE = 141,         /* stdout's reader went away (128 + SIGPIPE, as shells report a tool killed by
                                   * SIGPIPE); nothing is printed, and a cell is left running */
@@ -206,6 +207,8 @@ enum { CLI_COMPLETE_JSON, CLI_COMPLETE_NOPTS };
 enum { CLI_KILL_ALL, CLI_KILL_NOPTS };
 enum { CLI_FORK_JSON, CLI_FORK_NOPTS };
 enum { CLI_CP_TIMEOUT, CLI_CP_NOPTS };
+enum { CLI_FIRE_JSON, CLI_FIRE_TIMEOUT, CLI_FIRE_ISOLATE, CLI_FIRE_NOPTS };
+enum { CLI_POLL_JSON, CLI_POLL_WAIT, CLI_POLL_NOPTS };
 
 /* The commands (a->pos[0] is NAME wherever the synopsis starts with NAME). */
 int cli_new(const cli_args_t *a);
@@ -219,6 +222,16 @@ int cli_int(const cli_args_t *a);
 int cli_fork(const cli_args_t *a);
 int cli_cp(const cli_args_t *a);
 int cli_attach(const cli_args_t *a);
+int cli_fire(const cli_args_t *a);
+int cli_poll(const cli_args_t *a);
+
+/* The code of a cell as `run` and `fire` take it: "-" is stdin, "@PATH" (one line) a file's contents,
+ * anything else the code itself.  A new string, or NULL (printed) when it cannot be read. */
+char *cli_read_code(const char *arg);
+
+/* The metadata of a cell's execute_request for --timeout (0: none) and --isolate: {"pyc": {...}}, or NULL when
+ * neither is asked. */
+json_t *cli_cell_metadata(double timeout, bool isolate);
 
 /* The execute loop shared by run and attach: sends code with the given metadata (may be NULL), prints the
  * output until both the reply and the idle status have come, forwards Ctrl-C as interrupt_request, and

@@ -51,6 +51,17 @@ static const cli_optspec_t cp_opts[CLI_CP_NOPTS] = {
     [CLI_CP_TIMEOUT] = {"timeout", true, 0},
 };
 
+static const cli_optspec_t fire_opts[CLI_FIRE_NOPTS] = {
+    [CLI_FIRE_JSON] = {"json", false, 0},
+    [CLI_FIRE_TIMEOUT] = {"timeout", true, 0},
+    [CLI_FIRE_ISOLATE] = {"isolate", false, 0},
+};
+
+static const cli_optspec_t poll_opts[CLI_POLL_NOPTS] = {
+    [CLI_POLL_JSON] = {"json", false, 0},
+    [CLI_POLL_WAIT] = {"wait", PYC_ARG_OPTIONAL, 0},
+};
+
 #define OPTS(a) (a), (int)(sizeof(a) / sizeof(a)[0])
 #define NO_OPTS NULL, 0
 
@@ -72,6 +83,19 @@ const cli_command_t cli_commands[] = {
      "Exit 0, 1 when the cell raised (or @FILE or stdin could not be read), 5 when it passed --timeout,\n"
      "130 when interrupted with Ctrl-C, 141 when stdout's reader went away (the cell goes on).",
      OPTS(run_opts), 2, 2},
+    {"fire", cli_fire, "fire NAME CODE|@FILE|- [--json] [--timeout S] [--isolate]",
+     "start a cell and print its id at once (pyc poll follows it)",
+     "Queues one cell in session NAME and prints its id (the execute_request's msg_id) as soon as the\n"
+     "kernel has it; the cell runs whether or not anything waits for it.  --json prints {id, session, state}.\n"
+     "--timeout and --isolate are run's.  pyc poll NAME ID tells what became of it.",
+     OPTS(fire_opts), 2, 2},
+    {"poll", cli_poll, "poll NAME [ID] [--wait[=S]] [--json]",
+     "a fired (or any) cell's state, and once done its output",
+     "Asks session NAME's journal about cell ID (a fire's id, or any execute_request's msg_id): queued or\n"
+     "running (printed; exit 8), or done: its output and exit code as pyc run would have given them.\n"
+     "--wait waits until it is done (--wait=S: at most S seconds).  Without ID: the journal, one cell a\n"
+     "line (id, state, status, execution count).  A cell the journal no longer holds is exit 3.",
+     OPTS(poll_opts), 1, 2},
     {"ls", cli_ls, "ls [--json]",
      "list sessions: name, pid, state (live/unresponsive/stale), age",
      "Lists the sessions: NAME PID STATE AGE.  STATE is live (the heartbeat answers within 1 s),\n"

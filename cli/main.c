@@ -37,7 +37,7 @@ usage(FILE *f)
                "Exit codes: 0 ok; 1 the cell raised (or the kernel refused, or a file or stdout failed);\n"
                "2 usage; 3 no such session, or stale; 4 name already taken; 5 the cell passed --timeout;\n"
                "6 kernel did not start, answer, or died, or the runtime dir is unusable; 130 interrupted\n"
-               "by Ctrl-C; 141 stdout's reader went away (pyc run ... | head).\n");
+               "by Ctrl-C; 141 stdout's reader went away (pyc run ... | head); 8 pyc poll: not done yet.\n");
 }
 
 /* True when the words after the subcommand ask for its help (before any "--"). */

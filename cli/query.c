@@ -75,9 +75,8 @@ read_all(int fd, const char *what)
     return s != NULL ? s : strdup("");
 }
 
-/* The code of `run`: "-" is stdin, "@PATH" (one line) a file, anything else the code itself. */
-static char *
-read_code(const char *arg)
+char *
+cli_read_code(const char *arg)
 {
     if (strcmp(arg, "-") == 0)
         return read_all(0, "stdin");
@@ -97,6 +96,19 @@ read_code(const char *arg)
     return s;
 }
 
+json_t *
+cli_cell_metadata(double timeout, bool isolate)
+{
+    if (timeout <= 0 && !isolate)
+        return NULL;
+    json_t *p = json_object();
+    if (timeout > 0)
+        json_object_set_new(p, "timeout", json_real(timeout));
+    if (isolate)
+        json_object_set_new(p, "isolate", json_string("fork"));
+    return json_pack("{s:o}", "pyc", p);
+}
+
 int
 cli_run(const cli_args_t *a)
 {
@@ -110,21 +122,10 @@ cli_run(const cli_args_t *a)
         cli_err("%s", err.text);
         return PYC_EXIT_USAGE;
     }
-    char *code = read_code(a->pos[1]);
+    char *code = cli_read_code(a->pos[1]);
     if (code == NULL)
         return PYC_EXIT_ERROR;   /* a local file (or stdin) failed: printed */
-    json_t *md = NULL;
-    if (timeout > 0 || isolate) {
-        json_t *p = json_object();
-        md = json_pack("{s:o}", "pyc", p);
-        if (p == NULL || md == NULL || (timeout > 0 && json_object_set_new(p, "timeout", json_real(timeout)) < 0) ||
-            (isolate && json_object_set_new(p, "isolate", json_string("fork")) < 0)) {
-            cli_err("out of memory");
-            json_decref(md);
-            free(code);
-            return PYC_EXIT_ERROR;
-        }
-    }
+    json_t *md = cli_cell_metadata(timeout, isolate);
     cli_catch_sigint();
     pyc_session_file_t sf;
     pyc_client_t *cl = cli_connect(a->pos[0], &sf, true, false, &rc);

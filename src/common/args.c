@@ -66,7 +66,9 @@ pyc_args_next(pyc_argiter_t *it, const char **value, pyc_error_t *err)
         return PYC_ARG_POSITIONAL;
     }
     const pyc_argspec_t *s = &it->specs[k];
-    if (!s->has_arg) {
+    if (s->has_arg == PYC_ARG_OPTIONAL) {
+        *value = eq != NULL ? eq + 1 : "";
+    } else if (!s->has_arg) {
         if (eq != NULL) {
             pyc_error_set(err, "--%s takes no value", s->name);
             return PYC_ARG_ERROR;

@@ -4,6 +4,8 @@
  *
  *   --name VALUE, --name=VALUE    an option with a value (specs[k].has_arg)
  *   --name                        a flag
+ *   --name, --name=VALUE          an option whose value is optional (has_arg PYC_ARG_OPTIONAL): only the
+ *                                 `=` form gives it one, so that the next word stays positional
  *   -c VALUE, -c                  the same by a one-letter alias (specs[k].short_name), e.g. pyc-kernel's -f;
  *                                 a "-c" that no spec claims is a positional word ("-1" is code or a number)
  *   -h, --help                    asks for help (reported, never an error)
@@ -22,9 +24,12 @@
 
 typedef struct pyc_argspec {
     const char *name;            /* without the leading "--" */
-    bool has_arg;
+    int has_arg;                 /* 0 (false): a flag; 1 (true): it takes a value; PYC_ARG_OPTIONAL */
     char short_name;             /* '\0': none */
 } pyc_argspec_t;
+
+/* has_arg of an option whose value is optional: "--name" gives "", "--name=VALUE" gives VALUE. */
+#define PYC_ARG_OPTIONAL 2
 
 /* What pyc_args_next found. */
 enum {

@@ -1,0 +1,287 @@
+/*
+ * fire.c -- `pyc fire` and `pyc poll`: a cell that outlives the command that started it.
+ *
+ * fire sends the execute_request on the control channel, then a journal_request {"expect": [id]} on the same
+ * channel, and leaves when that is answered.  pyc's control thread reads control at once, even while a cell
+ * runs: it hands the execute_request to the main thread's inbox, a FIFO that the main thread empties before it
+ * reads shell, and answers the journal_request itself.  So the answer is a receipt (the kernel holds the cell
+ * in memory, and the journal has it as queued), and fired cells run in the order they were fired.  On shell
+ * they would not: a ROUTER socket takes waiting requests from its peers in turn, not in the order they came,
+ * so three `pyc fire` commands (three connections) queued behind a running cell ran in any order.  Fired
+ * cells are sent with stop_on_error off: a failed one does not abort the ones fired after it, each is polled
+ * for its own outcome.  The cell's id is the request's msg_id.
+ *
+ * poll asks the journal (journal_request {"ids": [id]}) and prints what run would have printed, with run's exit
+ * codes; a cell not done yet is exit PYC_EXIT_PENDING, unless --wait waits for it: the wait ends on the cell's
+ * idle status on iopub, and asks the journal again every POLL_RETRY_MS in case that status was missed.
+ * Without an id, poll lists the journal.  The journal lives in the kernel, bounded (README, "Fire and poll"):
+ * a cell it no longer holds is "unknown" (exit 3).
+ */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define POLL_RETRY_MS 1000
+
+/* Sends a journal_request with content (stolen) on control and waits up to timeout_ms for its reply.  Returns
+ * the reply's content (a new reference), or NULL with *rc set (printed). */
+static json_t *
+ask_journal(pyc_client_t *cl, json_t *content, int timeout_ms, int *rc)
+{
+    pyc_error_t err;
+    pyc_msg_t *reply = NULL;
+    int r = pyc_client_request(cl, PYC_CHAN_CONTROL, "journal_request", content, timeout_ms, &reply, &err);
+    json_decref(content);
+    if (r == PYC_RECV_SIGNAL) {
+        cli_err("interrupted");
+        *rc = PYC_EXIT_INTERRUPTED;
+        return NULL;
+    }
+    if (r == PYC_RECV_ERROR) {
+        cli_err("%s", err.text);
+        *rc = PYC_EXIT_CONNECTION;
+        return NULL;
+    }
+    if (r == PYC_RECV_TIMEOUT) {
+        cli_err("the kernel did not answer journal_request within %d ms (a pyc kernel answers it at once: "
+                "is this one pyc?)", timeout_ms);
+        *rc = PYC_EXIT_CONNECTION;
+        return NULL;
+    }
+    json_t *c = json_incref(reply->content);
+    pyc_msg_destroy(&reply);
+    const char *status = json_string_value(json_object_get(c, "status"));
+    if (status == NULL || strcmp(status, "ok") != 0 || !json_is_array(json_object_get(c, "cells"))) {
+        cli_err("the kernel refused journal_request: %s",
+                json_string_value(json_object_get(c, "evalue")) ?: "no reason given");
+        json_decref(c);
+        *rc = PYC_EXIT_ERROR;
+        return NULL;
+    }
+    return c;
+}
+
+int
+cli_fire(const cli_args_t *a)
+{
+    double timeout = 0;
+    int rc;
+    if (a->value[CLI_FIRE_TIMEOUT] != NULL && cli_seconds("--timeout", a->value[CLI_FIRE_TIMEOUT], &timeout) < 0)
+        return PYC_EXIT_USAGE;
+    char *code = cli_read_code(a->pos[1]);
+    if (code == NULL)
+        return PYC_EXIT_ERROR;
+    json_t *md = cli_cell_metadata(timeout, a->value[CLI_FIRE_ISOLATE] != NULL);
+    json_t *content = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code, "silent", 0, "store_history", 1,
+                                "user_expressions", "allow_stdin", 0, "stop_on_error", 0);
+    free(code);
+    if (content == NULL) {
+        cli_err("the code is not valid UTF-8 (or memory ran out)");
+        json_decref(md);
+        return PYC_EXIT_USAGE;
+    }
+    cli_catch_sigint();
+    pyc_session_file_t sf;
+    pyc_client_t *cl = cli_connect(a->pos[0], &sf, false, false, &rc);
+    if (cl == NULL) {
+        json_decref(content);
+        json_decref(md);
+        return rc;
+    }
+    char id[PYC_MSG_ID_LEN + 1];
+    pyc_error_t err;
+    rc = PYC_EXIT_OK;
+    if (pyc_client_send(cl, PYC_CHAN_CONTROL, "execute_request", content, md, NULL, NULL, 0, id, &err) < 0) {
+        cli_err("%s", err.text);
+        rc = PYC_EXIT_CONNECTION;
+    }
+    json_decref(content);
+    json_decref(md);
+    json_t *j = NULL;
+    if (rc == PYC_EXIT_OK)
+        j = ask_journal(cl, json_pack("{s:[s]}", "expect", id), cli_connect_ms(), &rc);
+    json_t *c = json_array_get(json_object_get(j, "cells"), 0);
+    const char *state = json_string_value(json_object_get(c, "state"));
+    if (rc == PYC_EXIT_OK && (state == NULL || strcmp(state, "unknown") == 0)) {
+        cli_err("the cell %s was sent, but session %s keeps no journal (PYC_JOURNAL_CELLS=0?): pyc poll cannot "
+                "follow it", id, a->pos[0]);
+        rc = PYC_EXIT_ERROR;
+    }
+    if (rc == PYC_EXIT_OK) {
+        if (a->value[CLI_FIRE_JSON] != NULL) {
+            json_t *line = json_pack("{s:s, s:s, s:s}", "id", id, "session", a->pos[0], "state", state);
+            cli_print_json_line(line);
+            json_decref(line);
+        } else {
+            printf("%s\n", id);
+        }
+    }
+    json_decref(j);
+    pyc_client_destroy(&cl);
+    pyc_session_file_clear(&sf);
+    return rc;
+}
+
+/* Prints a done cell as `run` would have printed it, and returns run's exit code. */
+static int
+print_done(json_t *c, cli_output_t *o)
+{
+    size_t i;
+    json_t *out;
+    json_array_foreach(json_object_get(c, "outputs"), i, out) {
+        pyc_msg_t m = {.msg_type = json_string_value(json_object_get(out, "type")),
+                       .content = json_object_get(out, "content")};
+        if (m.msg_type != NULL && json_is_object(m.content))
+            cli_print_iopub(o, &m);
+    }
+    json_int_t dropped = json_integer_value(json_object_get(c, "outputs_dropped"));
+    if (dropped > 0)
+        cli_err("the journal kept the first outputs of this cell only: %lld more message(s) were not kept",
+                (long long)dropped);
+    json_t *reply = json_object_get(c, "reply");
+    if (o->json) {
+        json_t *line = json_pack("{s:s, s:O?, s:O?}", "type", "execute_reply", "content",
+                                 json_object_get(reply, "content"), "metadata", json_object_get(reply, "metadata"));
+        cli_print_json_line(line);
+        json_decref(line);
+    }
+    json_t *content = json_object_get(reply, "content");
+    json_t *metadata = json_object_get(reply, "metadata");
+    pyc_msg_t r = {.msg_type = "execute_reply", .content = json_is_object(content) ? content : NULL,
+                   .metadata = json_is_object(metadata) ? metadata : NULL};
+    if (r.content == NULL) {
+        cli_err("the journal holds no reply for this cell");
+        return PYC_EXIT_CONNECTION;
+    }
+    const char *status = json_string_value(json_object_get(r.content, "status"));
+    if (!o->json && status != NULL && strcmp(status, "aborted") == 0)
+        cli_err("the cell was not run: the kernel aborted it because a cell before it failed");
+    return cli_reply_exit(&r, false);
+}
+
+/* `pyc poll NAME`: the journal, one cell a line (id, state, status, execution count), oldest first. */
+static int
+list_journal(pyc_client_t *cl, bool json)
+{
+    int rc = PYC_EXIT_OK;
+    json_t *j = ask_journal(cl, json_pack("{s:b}", "outputs", 0), cli_connect_ms(), &rc);
+    if (j == NULL)
+        return rc;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(j, "cells"), i, c) {
+        if (json) {
+            cli_print_json_line(c);
+            continue;
+        }
+        json_t *n = json_object_get(c, "execution_count");
+        char count[32] = "-";
+        if (json_is_integer(n))
+            snprintf(count, sizeof count, "%lld", (long long)json_integer_value(n));
+        printf("%-44s %-8s %-8s %s\n", json_string_value(json_object_get(c, "id")) ?: "?",
+               json_string_value(json_object_get(c, "state")) ?: "?",
+               json_string_value(json_object_get(c, "status")) ?: "-", count);
+    }
+    json_decref(j);
+    return rc;
+}
+
+/* Waits for the idle status of cell id on iopub, at most POLL_RETRY_MS and not past deadline (pyc_now_s time; 0
+ * for none).  Returns PYC_EXIT_OK (look again), or the exit code of a failed wait (printed). */
+static int
+wait_idle(pyc_client_t *cl, const char *id, double deadline)
+{
+    double until = pyc_now_s() + POLL_RETRY_MS / 1e3;
+    if (deadline > 0 && deadline < until)
+        until = deadline;
+    for (;;) {
+        double left_ms = (until - pyc_now_s()) * 1000;
+        if (left_ms <= 0)
+            return PYC_EXIT_OK;
+        pyc_error_t err;
+        pyc_msg_t *m;
+        int chan;
+        int r = pyc_client_recv(cl, (int)left_ms + 1, &m, &chan, &err);
+        if (r == PYC_RECV_SIGNAL && cli_sigint_count > 0) {
+            cli_err("interrupted (the cell goes on)");
+            return PYC_EXIT_INTERRUPTED;
+        }
+        if (r == PYC_RECV_ERROR) {
+            cli_err("%s", err.text);
+            return PYC_EXIT_CONNECTION;
+        }
+        bool idle = r == PYC_RECV_MSG && chan == PYC_CHAN_IOPUB && pyc_client_is_child_of(m, id) &&
+                    strcmp(m->msg_type, "status") == 0 &&
+                    strcmp(json_string_value(json_object_get(m->content, "execution_state")) ?: "", "idle") == 0;
+        pyc_msg_destroy(&m);
+        if (idle || r == PYC_RECV_TIMEOUT)
+            return PYC_EXIT_OK;
+    }
+}
+
+int
+cli_poll(const cli_args_t *a)
+{
+    double wait_s = 0;
+    bool wait = a->value[CLI_POLL_WAIT] != NULL, json = a->value[CLI_POLL_JSON] != NULL;
+    const char *w = a->value[CLI_POLL_WAIT];
+    if (wait && w[0] != '\0' && cli_seconds("--wait", w, &wait_s) < 0)
+        return PYC_EXIT_USAGE;
+    int rc;
+    cli_catch_sigint();
+    pyc_session_file_t sf;
+    pyc_client_t *cl = cli_connect(a->pos[0], &sf, wait && a->npos > 1, false, &rc);
+    if (cl == NULL)
+        return rc;
+    if (a->npos == 1) {
+        rc = list_journal(cl, json);
+        pyc_client_destroy(&cl);
+        pyc_session_file_clear(&sf);
+        return rc;
+    }
+    const char *id = a->pos[1];
+    double t0 = pyc_now_s();
+    json_t *j = NULL, *c = NULL;
+    const char *state = NULL;
+    for (;;) {
+        json_decref(j);
+        j = ask_journal(cl, json_pack("{s:[s], s:b}", "ids", id, "outputs", 1), cli_connect_ms(), &rc);
+        if (j == NULL)
+            break;
+        c = json_array_get(json_object_get(j, "cells"), 0);
+        state = json_string_value(json_object_get(c, "state"));
+        if (state == NULL || strcmp(state, "done") == 0 || strcmp(state, "unknown") == 0 || !wait)
+            break;
+        /* Not done: wait for its idle (or POLL_RETRY_MS, or what --wait leaves), then ask again. */
+        if (wait_s > 0 && pyc_now_s() - t0 >= wait_s)
+            break;
+        rc = wait_idle(cl, id, wait_s > 0 ? t0 + wait_s : 0);
+        if (rc != PYC_EXIT_OK)
+            break;
+    }
+    if (j != NULL && state != NULL) {
+        cli_output_t o = {.json = json, .wrote_nl = true};
+        if (strcmp(state, "unknown") == 0) {
+            cli_err("session %s's journal has no cell %s (it keeps the last %lld cells that were not silent)",
+                    a->pos[0], id, (long long)json_integer_value(json_object_get(json_object_get(j, "limits"),
+                                                                                  "cells")));
+            rc = PYC_EXIT_NOSESSION;
+        } else if (strcmp(state, "done") == 0) {
+            rc = print_done(c, &o);
+        } else {
+            if (json) {
+                json_t *line = json_pack("{s:s, s:s, s:s}", "type", "state", "id", id, "state", state);
+                cli_print_json_line(line);
+                json_decref(line);
+            } else {
+                printf("%s\n", state);
+            }
+            rc = PYC_EXIT_PENDING;
+        }
+    }
+    json_decref(j);
+    pyc_client_destroy(&cl);
+    pyc_session_file_clear(&sf);
+    return rc;
+}

@@ -1,0 +1,147 @@
+"""`pyc fire` and `pyc poll`: a cell that outlives the command that started it, followed later from other
+processes through the kernel's journal (README, "Fire and poll")."""
+
+import json
+import subprocess
+import sys
+import time
+
+import pyctest
+from clitest import (EXIT_ERROR, EXIT_NOSESSION, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, PYC_CLI, pyc, read_session,
+                     session_file)
+
+EXIT_PENDING = 8
+
+
+def fire(name, code, *extra, check=EXIT_OK):
+    p = pyc("fire", name, code, *extra, check=check)
+    return p.stdout.strip()
+
+
+def poll(name, *args, check=None):
+    return pyc("poll", name, *args, check=check)
+
+
+def test_fire_returns_at_once_and_poll_follows(sessions):
+    name = sessions.new()
+    t0 = time.monotonic()
+    cell_id = fire(name, "import time\nprint('start', flush=True)\ntime.sleep(3)\nprint('end')\n6 * 7")
+    assert time.monotonic() - t0 < 2.5, "fire waited for the cell"
+    assert len(cell_id) > 10 and "\n" not in cell_id
+    p = poll(name, cell_id, check=EXIT_PENDING)
+    assert p.stdout.strip() in ("queued", "running")
+    p = poll(name, cell_id, "--json", check=EXIT_PENDING)
+    line = json.loads(p.stdout)
+    assert line["type"] == "state" and line["id"] == cell_id and line["state"] in ("queued", "running")
+    p = poll(name, cell_id, "--wait", check=EXIT_OK)
+    assert p.stdout == "start\nend\n42\n"
+    # done cells can be polled again, from any process, as often as one likes
+    p = poll(name, cell_id, "--json", check=EXIT_OK)
+    lines = [json.loads(x) for x in p.stdout.splitlines()]
+    assert [x["type"] for x in lines] == ["stream", "stream", "execute_result", "execute_reply"]
+    assert lines[-1]["content"]["status"] == "ok"
+    assert lines[-1]["metadata"]["pyc"]["outcome"] == "ok"
+
+
+def test_fired_cells_queue_in_order_behind_a_running_one(sessions):
+    name = sessions.new()
+    busy = fire(name, "import time\ntime.sleep(2)")
+    ids = [fire(name, "order = globals().get('order', []) + [%d]\nprint(order)" % i) for i in range(3)]
+    states = [poll(name, i, check=EXIT_PENDING).stdout.strip() for i in ids]
+    assert states == ["queued"] * 3
+    assert poll(name, ids[-1], "--wait=30", check=EXIT_OK).stdout == "[0, 1, 2]\n"
+    assert poll(name, busy, check=EXIT_OK).stdout == ""
+    assert poll(name, ids[0], check=EXIT_OK).stdout == "[0]\n"
+
+
+def test_exit_codes_are_runs(sessions):
+    name = sessions.new()
+    failed = fire(name, "print('before')\n1/0")
+    p = poll(name, failed, "--wait", check=EXIT_ERROR)
+    assert p.stdout == "before\n" and "ZeroDivisionError" in p.stderr
+    slow = fire(name, "import time\ntime.sleep(30)", "--timeout", "1")
+    p = poll(name, slow, "--wait=30", check=EXIT_TIMEOUT)
+    assert "CellTimeout" in p.stderr
+    isolated = fire(name, "import os\nchild_pid = os.getpid()\nprint(child_pid != %d)" % read_session(name)["pid"],
+                    "--isolate")
+    assert poll(name, isolated, "--wait=30", check=EXIT_OK).stdout == "True\n"
+
+
+def test_a_wait_that_runs_out(sessions):
+    name = sessions.new()
+    cell_id = fire(name, "import time\ntime.sleep(20)")
+    t0 = time.monotonic()
+    poll(name, cell_id, "--wait=0.5", check=EXIT_PENDING)
+    assert time.monotonic() - t0 < 5
+    pyc("int", name, check=EXIT_OK)
+    assert "KeyboardInterrupt" in poll(name, cell_id, "--wait=30", check=EXIT_ERROR).stderr
+
+
+def test_code_from_stdin_and_file(sessions, tmp_path):
+    name = sessions.new()
+    p = subprocess.run([PYC_CLI, "fire", name, "-"], input="print('from stdin')\n", capture_output=True, text=True,
+                       env=pyctest.child_env(), timeout=60)
+    assert p.returncode == EXIT_OK, p.stderr
+    assert poll(name, p.stdout.strip(), "--wait", check=EXIT_OK).stdout == "from stdin\n"
+    script = tmp_path / "cell.py"
+    script.write_text("print('from file')\n")
+    assert poll(name, fire(name, "@%s" % script), "--wait", check=EXIT_OK).stdout == "from file\n"
+    assert "cannot open" in pyc("fire", name, "@%s" % (tmp_path / "missing.py"), check=EXIT_ERROR).stderr
+
+
+def test_any_clients_cell_can_be_polled_after_that_client_died(sessions):
+    """A cell sent by a jupyter_client whose process then died (as an agent's might) is in the journal by its
+    msg_id."""
+    name = sessions.new()
+    script = (
+        "import json, os, sys\n"
+        "from jupyter_client import BlockingKernelClient\n"
+        "kc = BlockingKernelClient()\n"
+        "kc.load_connection_info(json.load(open(sys.argv[1])))\n"
+        "kc.start_channels()\n"
+        "kc.wait_for_ready(timeout=30)\n"
+        "msg_id = kc.execute('import time\\ntime.sleep(1)\\nprint(\"orphan done\")')\n"
+        "while True:  # the cell has begun: the client dies in the middle of it\n"
+        "    m = kc.get_iopub_msg(timeout=30)\n"
+        "    if m['msg_type'] == 'execute_input' and m['parent_header'].get('msg_id') == msg_id:\n"
+        "        break\n"
+        "print(msg_id, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", script, session_file(name)], capture_output=True, text=True,
+                       timeout=60, env=pyctest.child_env())
+    assert p.returncode == 0, p.stderr
+    msg_id = p.stdout.strip()
+    assert poll(name, msg_id, "--wait=30", check=EXIT_OK).stdout == "orphan done\n"
+
+
+def test_listing_and_unknown_ids(sessions):
+    name = sessions.new()
+    a = fire(name, "1")
+    poll(name, a, "--wait", check=EXIT_OK)
+    b = fire(name, "1/0")
+    poll(name, b, "--wait", check=EXIT_ERROR)
+    p = poll(name, check=EXIT_OK)
+    rows = [line.split() for line in p.stdout.splitlines()]
+    assert [r[0] for r in rows][-2:] == [a, b]
+    assert rows[-2][1:3] == ["done", "ok"] and rows[-1][1:3] == ["done", "error"]
+    cells = [json.loads(x) for x in poll(name, "--json", check=EXIT_OK).stdout.splitlines()]
+    assert [c["id"] for c in cells][-2:] == [a, b]
+    p = poll(name, "no-such-cell", check=EXIT_NOSESSION)
+    assert "no cell no-such-cell" in p.stderr
+    assert poll(name, a, "--wait=abc", check=EXIT_USAGE).returncode == EXIT_USAGE
+    pyc("fire", name, check=EXIT_USAGE)
+
+
+def test_fire_to_a_session_without_journal(sessions, monkeypatch):
+    monkeypatch.setenv("PYC_JOURNAL_CELLS", "0")
+    name = sessions.new()
+    monkeypatch.delenv("PYC_JOURNAL_CELLS")
+    p = pyc("fire", name, "print('still runs')", check=EXIT_ERROR)
+    assert "keeps no journal" in p.stderr
+    assert pyc("run", name, "'alive'", check=EXIT_OK).stdout == "'alive'\n"
+
+
+def test_no_session(sessions):
+    assert pyc("fire", "nobody-here", "1", check=EXIT_NOSESSION).returncode == EXIT_NOSESSION
+    assert pyc("poll", "nobody-here", "x", check=EXIT_NOSESSION).returncode == EXIT_NOSESSION
