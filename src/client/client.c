@@ -390,10 +390,10 @@ hb_step(pyc_client_t *self, pyc_error_t *err)
         return 0;
     if (self->ping_out && quiet >= HB_START_S + silence) {
         if (self->watch_pid > 0)
-            return pyc_error_code(err, PYC_ETIMEDOUT, "the kernel (pid %ld) does not answer its heartbeat "
-                                  "(silent for %.1f s): it is stopped or stuck", self->watch_pid, quiet);
-        return pyc_error_code(err, PYC_ETIMEDOUT, "the kernel does not answer its heartbeat (silent for %.1f s): "
-                              "it is stopped, stuck or gone", quiet);
+            return pyc_error_code(err, PYC_ETIMEDOUT, "the kernel (pid %ld) does not answer its heartbeat: it is "
+                                  "stopped or stuck (silent for %.1f s)", self->watch_pid, quiet);
+        return pyc_error_code(err, PYC_ETIMEDOUT, "the kernel does not answer its heartbeat: it is stopped, stuck "
+                              "or gone (silent for %.1f s)", quiet);
     }
     if (!self->key_ok && self->probe_out && self->echo_since_probe && self->waited - self->probe_at >= silence)
         return pyc_error_code(err, PYC_EAUTH, KEY_DIFFERS " (its heartbeat answers, but not one message we "

@@ -12,9 +12,9 @@
  * names the kernel's process (pyc_client_watch), a wait also ends as soon as that process is gone, instead of
  * waiting for a reply that can never come; and when the caller asks for the heartbeat watch
  * (pyc_client_watch_heartbeat), a wait also ends when the kernel's process lives but its heartbeat is silent
- * (stopped, or stuck), or when it answers its heartbeat but drops every message we sign (another key).  As with ZeroMQ, connecting never waits and a refused or lost
- * connection is tried again in the background; a kernel that breaks the protocol ends the wait with an
- * error.
+ * (stopped, or stuck), or when it answers its heartbeat but drops every message we sign (another key).  As
+ * with ZeroMQ, connecting never waits and a refused or lost connection is tried again in the background; a
+ * kernel that breaks the protocol ends the wait with an error.
  *
  * Buffers sent with a message are not copied: the connection writes them from the caller's memory, possibly
  * after pyc_client_send has returned (during later waits).  The caller keeps them valid until the kernel has
