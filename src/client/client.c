@@ -85,8 +85,7 @@ struct pyc_client {
     pyc_zmtp_t *hb;              /* the REQ connection, made at the first ping */
     double waited;               /* seconds spent waiting inside pyc_client_recv, in all */
     double life_at;              /* `waited` at the last sign of life (a message that decoded, an echo) */
-    double ping_at;              /* `waited` when the last ping went out */
-    bool ping_out;               /* a ping is unanswered */
+    double ping_at;              /* `waited` when a ping was last tried */
     bool key_ok;                 /* a message whose signature verified has come: the key is right */
     bool probe_out;              /* the key probe (kernel_info_request on control) was sent */
     double probe_at;
@@ -345,10 +344,12 @@ hb_due_ms(const pyc_client_t *self)
         due = HB_START_S - quiet;
     else {
         due = HB_START_S + silence - quiet;
-        if (self->ping_out && self->ping_at + HB_RESEND_S - self->waited < due)
-            due = self->ping_at + HB_RESEND_S - self->waited;
+        /* (a ping is due at once when none was tried since the last sign of life: hb_step tries it now) */
+        double resend = self->ping_at > self->life_at ? self->ping_at + HB_RESEND_S - self->waited : 0;
+        if (resend < due)
+            due = resend;
     }
-    if (self->probe_out && !self->key_ok && self->probe_at + silence - self->waited < due)
+    if (self->probe_out && !self->key_ok && self->echo_since_probe && self->probe_at + silence - self->waited < due)
         due = self->probe_at + silence - self->waited;
     return due > 0 ? (long)(due * 1e3 + 0.999) : 0;
 }
@@ -367,7 +368,6 @@ hb_handle(pyc_client_t *self, short revents)
     }
     while ((m = pyc_zmtp_recv(self->hb)) != NULL) {
         if (m->n >= 1 && m->frames[0].size == 0) {
-            self->ping_out = false;
             self->life_at = self->waited;
             if (self->probe_out)
                 self->echo_since_probe = true;
@@ -388,7 +388,7 @@ hb_step(pyc_client_t *self, pyc_error_t *err)
     double silence = self->hb_silence_ms / 1e3, quiet = self->waited - self->life_at;
     if (quiet < HB_START_S)
         return 0;
-    if (self->ping_out && quiet >= HB_START_S + silence) {
+    if (quiet >= HB_START_S + silence) {
         if (self->watch_pid > 0)
             return pyc_error_code(err, PYC_ETIMEDOUT, "the kernel (pid %ld) does not answer its heartbeat: it is "
                                   "stopped or stuck (silent for %.1f s)", self->watch_pid, quiet);
@@ -398,16 +398,15 @@ hb_step(pyc_client_t *self, pyc_error_t *err)
     if (!self->key_ok && self->probe_out && self->echo_since_probe && self->waited - self->probe_at >= silence)
         return pyc_error_code(err, PYC_EAUTH, KEY_DIFFERS " (its heartbeat answers, but not one message we "
                               "signed in %.1f s)", self->waited - self->probe_at);
-    if (!self->ping_out || self->waited - self->ping_at >= HB_RESEND_S) {
+    if (self->ping_at <= self->life_at || self->waited - self->ping_at >= HB_RESEND_S) {
+        /* A ping that cannot be made (no memory) is tried again at the next resend; meanwhile the silence
+         * grows, as it should when nothing can be asked.  Extra echoes are harmless. */
+        self->ping_at = self->waited;
         if (self->hb == NULL)
             self->hb = pyc_zmtp_new_curve(self->hb_endpoint, PYC_ZMTP_REQ, NULL, 4096, 4,
                                           self->hb_curve ? &self->hb_keys : NULL, NULL);
-        /* A ping that cannot be queued (no memory) is tried again at the next resend; meanwhile the
-         * silence grows, as it should when nothing can be asked. */
-        if (self->hb != NULL && pyc_zmtp_send(self->hb, ping, 2, 0, NULL) == 0) {
-            self->ping_out = true;
-            self->ping_at = self->waited;
-        }
+        if (self->hb != NULL)
+            pyc_zmtp_send(self->hb, ping, 2, 0, NULL);
     }
     if (!self->key_ok && !self->probe_out &&
         pyc_client_send(self, PYC_CHAN_CONTROL, "kernel_info_request", NULL, NULL, NULL, NULL, 0, self->probe_id,
