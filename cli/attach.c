@@ -380,15 +380,21 @@ cli_attach(const cli_args_t *a)
             continue;
         ask = true;
         o.wrote_nl = true;
-        int er = cli_execute(the_client, the_block.data, NULL, true, &o, NULL);
+        pyc_msg_t *reply = NULL;
+        int er = cli_execute(the_client, the_block.data, NULL, true, &o, &reply);
         if (!o.wrote_nl)
             fputc('\n', stdout);
         fflush(stdout);
         pyc_buf_reset(&the_block);
         free(indent);
         indent = NULL;
-        if (er == PYC_EXIT_CONNECTION || er == PYC_EXIT_PIPE) {
-            rc = er;             /* the kernel is gone, or nobody reads our output any more */
+        /* The REPL ends when the kernel is gone or ending (no reply came, or the reply says so), or when
+         * nobody reads our output any more; not on a code the cell chose (SystemExit(6) is a cell's error). */
+        bool over = er == PYC_EXIT_PIPE ||
+                    (reply != NULL ? cli_reply_lost(reply) : er == PYC_EXIT_CONNECTION || er == PYC_EXIT_LOST);
+        pyc_msg_destroy(&reply);
+        if (over) {
+            rc = er;
             break;
         }
     }

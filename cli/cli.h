@@ -21,7 +21,9 @@
 #include "clock.h"
 #include "session.h"
 
-/* Exit codes.  Every failure prints one line starting "pyc: " on stderr first. */
+/* Exit codes.  Every failure prints one line starting "pyc: " on stderr first (a cell that raised prints its
+ * traceback instead).  They say what survived: up to 6 the session is as it was (or was never reached); 7
+ * means it is gone.  A cell that raises SystemExit(n) in `pyc run` exits n instead (see cli_reply_exit). */
 enum {
     PYC_EXIT_OK = 0,
     PYC_EXIT_ERROR = 1,          /* the cell raised, or the kernel refused the request, or a local file failed,
@@ -29,9 +31,14 @@ enum {
     PYC_EXIT_USAGE = 2,          /* bad arguments or a bad session name */
     PYC_EXIT_NOSESSION = 3,      /* no session of that name, or it is stale (its kernel is gone) */
     PYC_EXIT_EXISTS = 4,         /* `new` or `fork` refused: a live (or unresponsive) session has that name */
-    PYC_EXIT_TIMEOUT = 5,        /* the cell passed its --timeout (the kernel stopped it) */
-    PYC_EXIT_CONNECTION = 6,     /* the kernel could not be started, did not answer, or died, or spoke nonsense;
-                                  * or the runtime dir cannot be used */
+    PYC_EXIT_TIMEOUT = 5,        /* the cell passed its deadline (--timeout) and was stopped; the session is
+                                  * intact */
+    PYC_EXIT_CONNECTION = 6,     /* the kernel could not be started, did not answer (its heartbeat is silent:
+                                  * stopped or stuck; it ignores our key; `run --timeout` gave up), or spoke
+                                  * nonsense; or the runtime dir cannot be used.  The session, if any, is left
+                                  * as it is */
+    PYC_EXIT_LOST = 7,           /* the session was lost: the kernel ended during the request (a crash, a cell
+                                  * stuck past its deadline, its lifetime ended, memory) */
     PYC_EXIT_PENDING = 8,        /* `poll`: the cell is not done yet (queued or running) */
     PYC_EXIT_INTERRUPTED = 130,  /* Ctrl-C: the cell was interrupted (128 + SIGINT, as shells report it) */
     PYC_EXIT_PIPE = 141,         /* stdout's reader went away (128 + SIGPIPE, as shells report a tool killed by
@@ -45,6 +52,17 @@ enum {
  * does not answer, which need not wait 10 s each. */
 #define CLI_CONNECT_MS 10000
 int cli_connect_ms(void);
+
+/* How long the heartbeat of a kernel may stay silent, once a wait has lasted 1 s, before the wait fails
+ * (pyc_client_watch_heartbeat; cli_connect turns the watch on): CLI_HB_MS, or the milliseconds in
+ * PYC_CLI_HB_MS (1 to 3600000; anything else is ignored), read once.  The same bound applies to a kernel
+ * whose heartbeat answers but which drops every message we sign (the session file's key is not its key). */
+#define CLI_HB_MS 3000
+int cli_hb_ms(void);
+
+/* Prints why a wait for the kernel failed (err of a PYC_RECV_ERROR) and returns the exit code it stands for:
+ * PYC_EXIT_LOST when the kernel's process ended (PYC_EGONE), else PYC_EXIT_CONNECTION. */
+int cli_recv_failed(const pyc_error_t *err);
 
 /* ---- options --------------------------------------------------------------------------------------------- */
 
@@ -90,7 +108,7 @@ cli_state_t cli_session_state(const char *name, pyc_session_file_t *sf, int hb_m
 cli_state_t cli_silent_state(const pyc_session_file_t *sf);
 
 /* A connected client for session NAME (with a stdin socket when with_stdin), whose iopub is live when
- * sync_iopub, watching the kernel's process.
+ * sync_iopub, watching the kernel's process and its heartbeat (cli_hb_ms).
  * On failure prints why and returns NULL with *rc the exit code (NOSESSION, USAGE or CONNECTION).  sf holds
  * the session file on success (clear it after destroying the client). */
 pyc_client_t *cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with_stdin, int *rc);
@@ -139,11 +157,13 @@ int cli_registration_wait(int lfd, const char *kernel_id, pyc_connfile_t *cf, pi
 typedef struct cli_output {
     bool json;                   /* one JSON object per line instead of text */
     bool wrote_nl;               /* the last text written to stdout ended with a newline (or none was written) */
+    bool system_exit;            /* a SystemExit is the command's exit (run): no traceback; its text, when it
+                                  * is not a number, goes to stderr as Python prints it */
 } cli_output_t;
 
 /* Prints one iopub message of the request: streams to stdout/stderr, results and displays as their
- * text/plain, errors' tracebacks to stderr; in JSON mode every message but status and execute_input as
- * {"type": msg_type, "content": ...}. */
+ * text/plain, errors' tracebacks to stderr (but see system_exit); in JSON mode every message but status and
+ * execute_input as {"type": msg_type, "content": ...}. */
 void cli_print_iopub(cli_output_t *o, const pyc_msg_t *m);
 
 /* Prints a JSON object as one line on stdout (compact). */
@@ -157,9 +177,19 @@ void cli_print_json_line(json_t *v);
 bool cli_stdout_closed(void);
 int cli_stdout_finish(int rc);
 
-/* The exit code an execute_reply stands for: OK, ERROR, TIMEOUT (the cell passed its deadline) or
- * INTERRUPTED (when interrupted is true and the cell ended by KeyboardInterrupt). */
+/* The exit code an execute_reply stands for, in this order:
+ *   1) LOST when its metadata.pyc says the session is lost: state "lost", kernel_ending, or outcome
+ *      "lifetime" (whatever the status: the kernel ends after this reply);
+ *   2) OK for status "ok";
+ *   3) for a SystemExit, the status Python would exit with: its evalue (str of the code) "", "None" or
+ *      "False" is 0, "True" 1, an integer n is n & 0xff, any other text 1;
+ *   4) TIMEOUT when the cell passed its deadline (CellTimeout, outcome "timeout", timed_out);
+ *   5) INTERRUPTED when interrupted is true and the cell ended by KeyboardInterrupt;
+ *   6) ERROR. */
 int cli_reply_exit(const pyc_msg_t *reply, bool interrupted);
+
+/* True when an execute_reply says the kernel is ending after it (1 of cli_reply_exit). */
+bool cli_reply_lost(const pyc_msg_t *reply);
 
 /* ---- signals --------------------------------------------------------------------------------------------- */
 
@@ -236,7 +266,12 @@ json_t *cli_cell_metadata(double timeout, bool isolate);
 /* The execute loop shared by run and attach: sends code with the given metadata (may be NULL), prints the
  * output until both the reply and the idle status have come, forwards Ctrl-C as interrupt_request, and
  * answers input_request from the terminal when allow_stdin.  Returns the exit code (PYC_EXIT_PIPE at once,
- * the cell still running, when stdout's reader went away); *reply_out (may be NULL) gets the reply. */
+ * the cell still running, when stdout's reader went away); *reply_out (may be NULL) gets the reply.
+ * When the metadata holds a deadline (pyc.timeout S), the wait is bounded too: after S + CLI_CELL_GRACE_S +
+ * max(5 s, S / 10) without the reply, the client gives up with PYC_EXIT_CONNECTION (the kernel should have
+ * stopped the cell, or reported it stuck and ended, well before).  A kernel whose process ends during the
+ * wait is PYC_EXIT_LOST ("the kernel (pid P) died during the cell"). */
+#define CLI_CELL_GRACE_S 5.0     /* the kernel's default --cell-grace */
 int cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_stdin, cli_output_t *o,
                 pyc_msg_t **reply_out);
 

@@ -80,8 +80,11 @@ const cli_command_t cli_commands[] = {
      "run one cell and print what it produces",
      "Runs one cell in session NAME: stdout to stdout, stderr and tracebacks to stderr (in color only on a\n"
      "terminal, and without NO_COLOR), results as text.\n"
-     "Exit 0, 1 when the cell raised (or @FILE or stdin could not be read), 5 when it passed --timeout,\n"
-     "130 when interrupted with Ctrl-C, 141 when stdout's reader went away (the cell goes on).",
+     "Exit 0, 1 when the cell raised (or @FILE or stdin could not be read), 5 when it passed --timeout\n"
+     "and was stopped (the session is intact), 6 when the kernel does not answer (stopped, stuck, another\n"
+     "key; or --timeout S and no reply S + 5 + max(5, S/10) s after sending), 7 when the session was lost\n"
+     "(the kernel ended during the cell), n when the cell raised SystemExit(n) (no traceback), 130 when\n"
+     "interrupted with Ctrl-C, 141 when stdout's reader went away (the cell goes on).",
      OPTS(run_opts), 2, 2},
     {"fire", cli_fire, "fire NAME CODE|@FILE|- [--json] [--timeout S] [--isolate]",
      "start a cell and print its id at once (pyc poll follows it)",
@@ -107,7 +110,8 @@ const cli_command_t cli_commands[] = {
      "JSON: pid, uptime, execution count, memory, busy/idle",
      "Prints a JSON object: name, pid, state (idle or busy), execution_count (null when busy and the\n"
      "kernel has no usage_request), uptime (s), memory {rss, pss, kernel_memory} in bytes,\n"
-     "connection_file, and usage (the kernel's usage_reply, when it has one).",
+     "connection_file, and usage (the kernel's usage_reply, when it has one).  A kernel whose heartbeat\n"
+     "is silent (stopped, or stuck) has state unresponsive, and the exit code is 6.",
      NO_OPTS, 1, 1},
     {"vars", cli_vars, "vars NAME",
      "JSON list of the user's names and types",

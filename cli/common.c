@@ -75,18 +75,40 @@ cli_catch_sigint(void)
     sigaction(SIGINT, &sa, NULL);
 }
 
+/* The milliseconds in the environment variable var (a whole number from 1 to 3600000), else dflt. */
+static int
+env_ms(const char *var, int dflt)
+{
+    const char *text = getenv(var);
+    char *end = NULL;
+    errno = 0;
+    long v = text != NULL && text[0] != '\0' ? strtol(text, &end, 10) : 0;
+    return end != NULL && *end == '\0' && errno == 0 && v >= 1 && v <= 3600000 ? (int)v : dflt;
+}
+
 int
 cli_connect_ms(void)
 {
     static int ms;               /* 0 until the environment was read */
-    if (ms == 0) {
-        const char *text = getenv("PYC_CLI_CONNECT_MS");
-        char *end = NULL;
-        errno = 0;
-        long v = text != NULL && text[0] != '\0' ? strtol(text, &end, 10) : 0;
-        ms = end != NULL && *end == '\0' && errno == 0 && v >= 1 && v <= 3600000 ? (int)v : CLI_CONNECT_MS;
-    }
+    if (ms == 0)
+        ms = env_ms("PYC_CLI_CONNECT_MS", CLI_CONNECT_MS);
     return ms;
+}
+
+int
+cli_hb_ms(void)
+{
+    static int ms;               /* 0 until the environment was read */
+    if (ms == 0)
+        ms = env_ms("PYC_CLI_HB_MS", CLI_HB_MS);
+    return ms;
+}
+
+int
+cli_recv_failed(const pyc_error_t *err)
+{
+    cli_err("%s", err->text);
+    return err->code == PYC_EGONE ? PYC_EXIT_LOST : PYC_EXIT_CONNECTION;
 }
 
 /* ---- options --------------------------------------------------------------------------------------------- */
@@ -261,6 +283,7 @@ cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with
     }
     if (sf->pid > 0)
         pyc_client_watch(cl, sf->pid, sf->pid_start);
+    pyc_client_watch_heartbeat(cl, cli_hb_ms());
     if (sync_iopub) {
         int r;
         err.text[0] = '\0';

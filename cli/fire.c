@@ -39,8 +39,7 @@ ask_journal(pyc_client_t *cl, json_t *content, int timeout_ms, int *rc)
         return NULL;
     }
     if (r == PYC_RECV_ERROR) {
-        cli_err("%s", err.text);
-        *rc = PYC_EXIT_CONNECTION;
+        *rc = cli_recv_failed(&err);
         return NULL;
     }
     if (r == PYC_RECV_TIMEOUT) {
@@ -207,10 +206,8 @@ wait_idle(pyc_client_t *cl, const char *id, double deadline)
             cli_err("interrupted (the cell goes on)");
             return PYC_EXIT_INTERRUPTED;
         }
-        if (r == PYC_RECV_ERROR) {
-            cli_err("%s", err.text);
-            return PYC_EXIT_CONNECTION;
-        }
+        if (r == PYC_RECV_ERROR)
+            return cli_recv_failed(&err);
         bool idle = r == PYC_RECV_MSG && chan == PYC_CHAN_IOPUB && pyc_client_is_child_of(m, id) &&
                     strcmp(m->msg_type, "status") == 0 &&
                     strcmp(json_string_value(json_object_get(m->content, "execution_state")) ?: "", "idle") == 0;
@@ -261,7 +258,7 @@ cli_poll(const cli_args_t *a)
             break;
     }
     if (j != NULL && state != NULL) {
-        cli_output_t o = {.json = json, .wrote_nl = true};
+        cli_output_t o = {.json = json, .wrote_nl = true, .system_exit = true};
         if (strcmp(state, "unknown") == 0) {
             cli_err("session %s's journal has no cell %s (it keeps the last %lld cells that were not silent)",
                     a->pos[0], id, (long long)json_integer_value(json_object_get(json_object_get(j, "limits"),

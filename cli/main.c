@@ -35,9 +35,13 @@ usage(FILE *f)
     fprintf(f, "\nNames: a-z, 0-9, '_', '-', 1 to 80 characters.  Sessions live in Jupyter's runtime dir as\n"
                "pyc-NAME.json, so `jupyter console --existing pyc-NAME.json` reaches them too.\n\n"
                "Exit codes: 0 ok; 1 the cell raised (or the kernel refused, or a file or stdout failed);\n"
-               "2 usage; 3 no such session, or stale; 4 name already taken; 5 the cell passed --timeout;\n"
-               "6 kernel did not start, answer, or died, or the runtime dir is unusable; 130 interrupted\n"
-               "by Ctrl-C; 141 stdout's reader went away (pyc run ... | head); 8 pyc poll: not done yet.\n");
+               "2 usage; 3 no such session, or stale; 4 name already taken; 5 the cell passed --timeout\n"
+               "and was stopped, the session is intact; 6 the kernel did not start or answer (stopped,\n"
+               "stuck, another key), or the runtime dir is unusable; 7 the session was lost: the kernel\n"
+               "ended during the request (a crash, a stuck cell, its lifetime, memory); n for SystemExit(n)\n"
+               "in pyc run; 8 pyc poll: not done yet; 130 interrupted by Ctrl-C; 141 stdout's reader went\n"
+               "away (pyc run ... | head).\n"
+               "A wait on a kernel whose heartbeat is silent for 3 s (PYC_CLI_HB_MS) ends with exit 6.\n");
 }
 
 /* True when the words after the subcommand ask for its help (before any "--"). */

@@ -6,6 +6,10 @@
  * is incomplete anyway, and cli_stdout_finish turns it into the exit code.  EPIPE (the reader went away:
  * `pyc run ... | head -1`) ends a cell's wait at once, quietly, with the cell left running, as a tool killed
  * by SIGPIPE would leave it; any other failure (a full disk) is reported.  stderr is written directly.
+ *
+ * A SystemExit in a `pyc run` cell is the command's own exit, as it is a script's: the kernel reports it as an
+ * error whose evalue is str(code) ("3", "None", "bye"), from which the status is taken as Python's own exit
+ * takes it from the code (cli_reply_exit), and only a text code is printed, without a traceback.
  */
 #include "cli.h"
 
@@ -125,6 +129,36 @@ put_bundle(cli_output_t *o, json_t *data)
     put_text(o, stdout, "]\n", 2);
 }
 
+/* When content (of an error message or an execute_reply) is a SystemExit: true, with the status Python exits
+ * with for its code into *status, and *text true when the code is text, which Python prints on stderr. */
+static bool
+system_exit(json_t *content, int *status, bool *text)
+{
+    const char *ename = json_string_value(json_object_get(content, "ename"));
+    if (ename == NULL || strcmp(ename, "SystemExit") != 0)
+        return false;
+    const char *ev = json_string_value(json_object_get(content, "evalue"));
+    char *end = NULL;
+    *text = false;
+    if (ev == NULL || ev[0] == '\0' || strcmp(ev, "None") == 0 || strcmp(ev, "False") == 0) {
+        *status = 0;
+        return true;
+    }
+    if (strcmp(ev, "True") == 0) {
+        *status = 1;
+        return true;
+    }
+    errno = 0;
+    long v = strtol(ev, &end, 10);
+    if (end != ev && *end == '\0' && errno == 0 && (ev[0] == '-' || (ev[0] >= '0' && ev[0] <= '9'))) {
+        *status = (int)((unsigned long)v & 0xff);
+        return true;
+    }
+    *status = 1;
+    *text = true;
+    return true;
+}
+
 void
 cli_print_iopub(cli_output_t *o, const pyc_msg_t *m)
 {
@@ -151,8 +185,15 @@ cli_print_iopub(cli_output_t *o, const pyc_msg_t *m)
         json_t *tb = json_object_get(c, "traceback");
         size_t i;
         json_t *line;
-        bool color = isatty(fileno(stderr)) && getenv("NO_COLOR") == NULL;
+        bool color = isatty(fileno(stderr)) && getenv("NO_COLOR") == NULL, text;
+        int status;
         fflush(stdout);
+        if (o->system_exit && system_exit(c, &status, &text)) {
+            if (text)
+                fprintf(stderr, "%s\n", json_string_value(json_object_get(c, "evalue")));
+            fflush(stderr);
+            return;
+        }
         if (json_is_array(tb) && json_array_size(tb) > 0) {
             json_array_foreach(tb, i, line) {
                 if (json_is_string(line)) {
@@ -168,12 +209,28 @@ cli_print_iopub(cli_output_t *o, const pyc_msg_t *m)
     }
 }
 
+bool
+cli_reply_lost(const pyc_msg_t *reply)
+{
+    json_t *pm = json_object_get(reply->metadata, "pyc");
+    const char *state = json_string_value(json_object_get(pm, "state"));
+    const char *outcome = json_string_value(json_object_get(pm, "outcome"));
+    return (state != NULL && strcmp(state, "lost") == 0) || json_is_true(json_object_get(pm, "kernel_ending")) ||
+           (outcome != NULL && strcmp(outcome, "lifetime") == 0);
+}
+
 int
 cli_reply_exit(const pyc_msg_t *reply, bool interrupted)
 {
     const char *status = json_string_value(json_object_get(reply->content, "status"));
+    int code;
+    bool text;
+    if (cli_reply_lost(reply))
+        return PYC_EXIT_LOST;
     if (status != NULL && strcmp(status, "ok") == 0)
         return PYC_EXIT_OK;
+    if (system_exit(reply->content, &code, &text))
+        return code;
     const char *ename = json_string_value(json_object_get(reply->content, "ename"));
     json_t *pm = json_object_get(reply->metadata, "pyc");
     const char *outcome = json_string_value(json_object_get(pm, "outcome"));
@@ -185,6 +242,13 @@ cli_reply_exit(const pyc_msg_t *reply, bool interrupted)
     return PYC_EXIT_ERROR;
 }
 
+/* How long cli_execute waits in all for a cell whose deadline is deadline_s (see cli.h). */
+static double
+client_bound_s(double deadline_s)
+{
+    return deadline_s + CLI_CELL_GRACE_S + (deadline_s / 10 > 5 ? deadline_s / 10 : 5);
+}
+
 int
 cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_stdin, cli_output_t *o,
             pyc_msg_t **reply_out)
@@ -192,8 +256,12 @@ cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_std
     char id[PYC_MSG_ID_LEN + 1];
     pyc_error_t err;
     pyc_msg_t *reply = NULL;
-    bool idle = false;
+    bool idle = false, started = false;
     int interrupts = 0, rc;
+    json_t *deadline = json_object_get(json_object_get(metadata, "pyc"), "timeout");
+    double bound = json_is_number(deadline) && json_number_value(deadline) > 0
+                       ? client_bound_s(json_number_value(deadline)) : 0;
+    double give_up = 0;
 
     if (reply_out != NULL)
         *reply_out = NULL;
@@ -210,10 +278,26 @@ cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_std
         return PYC_EXIT_CONNECTION;
     }
     cli_sigint_count = 0;
+    if (bound > 0)
+        give_up = pyc_now_s() + bound;
     while (reply == NULL || !idle) {
         pyc_msg_t *m;
         int chan;
-        int r = pyc_client_recv(cl, -1, &m, &chan, &err);
+        double left = give_up > 0 ? give_up - pyc_now_s() : 0;
+        if (give_up > 0 && left <= 0) {
+            /* The kernel keeps the deadline; this is for a kernel that keeps neither it nor its promise to
+             * report a stuck cell (or that never got to the cell). */
+            if (started)
+                cli_err("gave up after %g s: the kernel (pid %ld) neither ended the cell at its deadline of %g s "
+                        "nor reported it stuck; the session may be unusable (pyc status, pyc kill)", bound,
+                        pyc_client_watched_pid(cl), json_number_value(deadline));
+            else
+                cli_err("gave up after %g s: the cell did not start (the kernel is busy with another request); "
+                        "it stays queued and will run later", bound);
+            pyc_msg_destroy(&reply);
+            return PYC_EXIT_CONNECTION;
+        }
+        int r = pyc_client_recv(cl, give_up > 0 ? (int)(left * 1000) + 1 : -1, &m, &chan, &err);
         if (r == PYC_RECV_SIGNAL || cli_sigint_count > interrupts) {
             /* Each Ctrl-C asks the kernel to interrupt the cell; the third leaves at once, the cell running. */
             while (interrupts < cli_sigint_count) {
@@ -230,6 +314,12 @@ cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_std
             if (r == PYC_RECV_SIGNAL)
                 continue;
         }
+        if (r == PYC_RECV_ERROR && err.code == PYC_EGONE && reply != NULL)
+            break;               /* a kernel that said it ends (a lost cell) may end before its idle */
+        if (r == PYC_RECV_ERROR && err.code == PYC_EGONE) {
+            cli_err("the kernel (pid %ld) died during the cell; the session is lost", pyc_client_watched_pid(cl));
+            return PYC_EXIT_LOST;
+        }
         if (r == PYC_RECV_ERROR) {
             cli_err("%s", err.text);
             pyc_msg_destroy(&reply);
@@ -242,6 +332,7 @@ cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_std
                 const char *st = json_string_value(json_object_get(m->content, "execution_state"));
                 if (st != NULL && strcmp(st, "idle") == 0)
                     idle = true;
+                started = true;
             } else {
                 cli_print_iopub(o, m);
                 if (cli_stdout_closed()) {
@@ -282,6 +373,11 @@ cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_std
     if (!o->json && status != NULL && strcmp(status, "aborted") == 0)
         cli_err("the cell was not run: the kernel aborted it because a cell before it failed");
     rc = cli_reply_exit(reply, interrupts > 0);
+    if (rc == PYC_EXIT_LOST) {
+        const char *outcome = json_string_value(json_object_get(json_object_get(reply->metadata, "pyc"), "outcome"));
+        cli_err("the session is lost: the kernel (pid %ld) ends after this cell (outcome %s)",
+                pyc_client_watched_pid(cl), outcome != NULL ? outcome : "unknown");
+    }
     if (reply_out != NULL)
         *reply_out = reply;
     else

@@ -7,7 +7,10 @@
  * execute_request on shell is answered within milliseconds by an idle kernel and only after the running cell
  * by a busy one, so no answer within BUSY_PROBE_MS means busy.  That probe stays queued behind the running
  * cell and runs, silently and without effect, when it ends.  (pyc's control thread also answers kernel_info
- * while a cell runs, so a kernel_info says nothing about busy or idle.)
+ * while a cell runs, so a kernel_info says nothing about busy or idle; it says only that the kernel hears us,
+ * which is asked before that probe.)  A kernel that answers no usage_request is also pinged on its
+ * heartbeat (as `pyc ls` does, 1 s): silent, it is stopped or stuck, and `status` prints its state as
+ * "unresponsive" (pid, uptime and memory from /proc, execution_count null) and exits PYC_EXIT_CONNECTION.
  *
  * `vars` evaluates one expression as a user_expression of a silent execute_request: it produces no output,
  * does not count as a cell, and works in any Python kernel.  The expression returns JSON text; its
@@ -31,6 +34,7 @@
 
 #define BUSY_PROBE_MS 500
 #define USAGE_WAIT_MS 300
+#define LS_HB_MS 1000            /* `pyc ls`'s heartbeat wait: a kernel silent for it is unresponsive */
 #define MAX_CODE (64u << 20)
 
 /* The listing.  Names it leaves out, besides "_..." names (as pyc.pickle's get does): In, Out, get_ipython,
@@ -130,7 +134,7 @@ cli_run(const cli_args_t *a)
     pyc_session_file_t sf;
     pyc_client_t *cl = cli_connect(a->pos[0], &sf, true, false, &rc);
     if (cl != NULL) {
-        cli_output_t o = {.json = a->value[CLI_RUN_JSON] != NULL, .wrote_nl = true};
+        cli_output_t o = {.json = a->value[CLI_RUN_JSON] != NULL, .wrote_nl = true, .system_exit = true};
         rc = cli_execute(cl, code, md, false, &o, NULL);
         pyc_client_destroy(&cl);
         pyc_session_file_clear(&sf);
@@ -162,8 +166,7 @@ wait_reply(pyc_client_t *cl, int chan, const char *id, int *rc)
             cli_err("interrupted");
             *rc = PYC_EXIT_INTERRUPTED;
         } else {
-            cli_err("%s", err.text);
-            *rc = PYC_EXIT_CONNECTION;
+            *rc = cli_recv_failed(&err);
         }
         return NULL;
     }
@@ -202,8 +205,7 @@ reply_within(pyc_client_t *cl, int chan, const char *id, double t0, int ms, int 
             return NULL;
         int r = pyc_client_recv(cl, (int)left + 1, &m, &c, &err);
         if (r == PYC_RECV_ERROR) {
-            cli_err("%s", err.text);
-            *rc = PYC_EXIT_CONNECTION;
+            *rc = cli_recv_failed(&err);
             return NULL;
         }
         if (r == PYC_RECV_SIGNAL && cli_sigint_count > 0) {
@@ -245,11 +247,33 @@ cli_status(const cli_args_t *a)
     if (rc != PYC_EXIT_OK)
         goto done;
     json_t *pm = usage != NULL ? json_object_get(usage->content, "pyc") : NULL;
-    if (json_is_string(json_object_get(pm, "execution_state"))) {
+    const pyc_connfile_t *cfs[1] = {&sf.cf};
+    bool alive = true;
+    if (usage == NULL && pyc_client_heartbeat(cfs, 1, cli_hb_ms() < LS_HB_MS ? cli_hb_ms() : LS_HB_MS, &alive,
+                                              NULL) == 0 && !alive) {
+        /* 0) A stopped or stuck kernel answers nothing, not even its heartbeat: unresponsive, as `ls` says. */
+        state = "unresponsive";
+    } else if (json_is_string(json_object_get(pm, "execution_state"))) {
         state = json_string_value(json_object_get(pm, "execution_state"));
         count = json_incref(json_object_get(pm, "execution_count"));
     } else {
-        /* 2) Else the shell probe (see the top of this file). */
+        /* 2) Else the shell probe (see the top of this file), once kernel_info on control has shown that the
+         * kernel hears us at all: a kernel that drops what we sign would look busy. */
+        pyc_msg_t *info = NULL;
+        int r = usage == NULL ? pyc_client_request(cl, PYC_CHAN_CONTROL, "kernel_info_request", NULL, cli_hb_ms(),
+                                                   &info, &err)
+                              : PYC_RECV_MSG;
+        pyc_msg_destroy(&info);
+        if (r == PYC_RECV_TIMEOUT) {
+            cli_err("session %s: the kernel ignores our messages: the session file's key is probably not the "
+                    "kernel's (its heartbeat answers, but not kernel_info within %g s)", name, cli_hb_ms() / 1e3);
+            rc = PYC_EXIT_CONNECTION;
+            goto done;
+        }
+        if (r != PYC_RECV_MSG) {
+            rc = r == PYC_RECV_SIGNAL ? PYC_EXIT_INTERRUPTED : cli_recv_failed(&err);
+            goto done;
+        }
         if (send_silent(cl, NULL, id) < 0) {
             rc = PYC_EXIT_CONNECTION;
             goto done;
@@ -302,6 +326,11 @@ cli_status(const cli_args_t *a)
         free(text);
     }
     rc = PYC_EXIT_OK;
+    if (strcmp(state, "unresponsive") == 0) {
+        cli_err("session %s: the kernel (pid %ld) does not answer its heartbeat: it is stopped or stuck (pyc kill "
+                "%s ends it)", name, sf.pid, name);
+        rc = PYC_EXIT_CONNECTION;
+    }
 done:
     json_decref(out);
     json_decref(count);
@@ -458,8 +487,10 @@ cli_int(const cli_args_t *a)
     int r = pyc_client_request(cl, PYC_CHAN_CONTROL, "interrupt_request", NULL, cli_connect_ms(), &reply, &err);
     if (r == PYC_RECV_MSG) {
         rc = PYC_EXIT_OK;
+    } else if (r == PYC_RECV_ERROR) {
+        rc = cli_recv_failed(&err);
     } else {
-        cli_err("%s", r == PYC_RECV_TIMEOUT ? "the kernel did not answer the interrupt_request" : err.text);
+        cli_err("the kernel did not answer the interrupt_request");
         rc = PYC_EXIT_CONNECTION;
     }
     pyc_msg_destroy(&reply);

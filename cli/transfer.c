@@ -47,7 +47,8 @@
 /* Sends one request to a comm target and waits for its answer, up to timeout_s (0: as long as the kernel's
  * process lives; after BUSY_NOTE_S a line says that the request waits for a running cell).  Returns the
  * answer message (its content.data holds the answer, its buffers the pickle of a get) with *rc
- * PYC_EXIT_OK, or NULL with *rc set (printed): PYC_EXIT_CONNECTION when no answer came in time.  An answer
+ * PYC_EXIT_OK, or NULL with *rc set (printed): PYC_EXIT_CONNECTION when no answer came in time (or the
+ * kernel is stopped, or ignores our key), PYC_EXIT_LOST when its process ended meanwhile.  An answer
  * whose status is not "ok" is printed and still returned, with *rc PYC_EXIT_ERROR: fork's error answer lists
  * the children made before the failure, which must be ended. */
 static pyc_msg_t *
@@ -105,6 +106,8 @@ comm_request(pyc_client_t *cl, const char *session, const char *target, json_t *
         }
         if (r == PYC_RECV_ERROR) {
             cli_err("%s: %s", session, err.text);
+            if (err.code == PYC_EGONE)
+                *rc = PYC_EXIT_LOST;
             break;
         }
         if (r != PYC_RECV_MSG)

@@ -8,6 +8,17 @@
  * (pyc_client_sync_iopub) re-asks as soon as the control reply has come and its iopub status has not,
  * instead of sleeping a fixed interval: the subscription of a fresh SUB socket is usually live within a
  * millisecond, and a fixed 100 ms retry would triple the time of `pyc run`.
+ *
+ * The heartbeat watch (pyc_client_watch_heartbeat) costs a short wait nothing: its REQ connection is opened
+ * only once the client has waited HB_START_S in all without a sign of life from the kernel, so a `pyc run` of a
+ * few milliseconds never makes it.  Its clock counts only the time spent waiting inside pyc_client_recv (the
+ * `waited` field), not the time between waits (attach's prompt), so that a ping's answer that sat in the
+ * socket while nobody was polling is read before the ping counts as unanswered.  A sign of life is any
+ * message that decodes or a heartbeat echo; a ping goes out HB_START_S after the last one, again every
+ * HB_RESEND_S while unanswered (a lost connection drops what it had half written), and the wait fails when
+ * the silence passes HB_START_S plus the caller's limit.  A kernel whose heartbeat answers but which sent
+ * nothing that verifies is asked kernel_info on control (the probe; pyc's control thread and ipykernel's
+ * answer it while a cell runs): no answer within the same limit means it drops what we sign.
  */
 #include "client.h"
 
@@ -25,6 +36,11 @@
 
 /* How often a wait looks at the watched process. */
 #define WATCH_SLICE_MS 250
+
+/* The heartbeat watch (see the top of this file): the first ping after HB_START_S of waiting without a sign
+ * of life, and again every HB_RESEND_S while unanswered. */
+#define HB_START_S 1.0
+#define HB_RESEND_S 1.0
 
 /* After the control reply to the handshake's kernel_info has come, how long its iopub status may lag before
  * the subscription counts as not yet live and the request is sent again; and how long the handshake waits
@@ -61,28 +77,50 @@ struct pyc_client {
     char *username_json;         /* the user name as a JSON string, quotes included */
     long watch_pid;
     unsigned long long watch_start;
+    /* The heartbeat watch (pyc_client_watch_heartbeat); times are in `waited` seconds. */
+    int hb_silence_ms;           /* 0: off */
+    char hb_endpoint[512];       /* where the heartbeat is ("" when the connection file names none) */
+    bool hb_curve;
+    pyc_zmtp_keys_t hb_keys;
+    pyc_zmtp_t *hb;              /* the REQ connection, made at the first ping */
+    double waited;               /* seconds spent waiting inside pyc_client_recv, in all */
+    double life_at;              /* `waited` at the last sign of life (a message that decoded, an echo) */
+    double ping_at;              /* `waited` when a ping was last tried */
+    bool key_ok;                 /* a message whose signature verified has come: the key is right */
+    bool probe_out;              /* the key probe (kernel_info_request on control) was sent */
+    double probe_at;
+    bool echo_since_probe;       /* the heartbeat answered after the probe went out */
+    char probe_id[PYC_MSG_ID_LEN + 1];
 };
 
 static const char *const chan_names[PYC_CHAN_COUNT] = {"shell", "iopub", "stdin", "control", "hb"};
+
+/* The endpoint of cf's channel chan into ep (cap bytes) and, for a CURVE kernel, the keys to use.  Returns 0,
+ * or -1 with err. */
+static int
+conn_params(const pyc_connfile_t *cf, int chan, char *ep, size_t cap, pyc_zmtp_keys_t *keys, pyc_error_t *err)
+{
+    if (pyc_connfile_endpoint(cf, chan, ep, cap) < 0 || cf->ports[chan] == 0)
+        return pyc_error_set(err, "the connection has no usable %s endpoint", chan_names[chan]);
+    /* A CURVE kernel: the connection file's key pair is ours too (the Jupyter convention), its public key the
+     * server's. */
+    if (pyc_connfile_curve(cf)) {
+        if (pyc_z85_key(cf->curve_publickey, strlen(cf->curve_publickey), keys->server, "curve_publickey", err) < 0 ||
+            pyc_z85_key(cf->curve_secretkey, strlen(cf->curve_secretkey), keys->secret_key, "curve_secretkey", err) < 0)
+            return -1;
+        memcpy(keys->public_key, keys->server, sizeof keys->public_key);
+    }
+    return 0;
+}
 
 static pyc_zmtp_t *
 open_conn(const pyc_connfile_t *cf, int chan, int type, const char *identity, pyc_error_t *err)
 {
     char ep[512];
     pyc_error_t zerr;
-    if (pyc_connfile_endpoint(cf, chan, ep, sizeof ep) < 0 || cf->ports[chan] == 0) {
-        pyc_error_set(err, "the connection has no usable %s endpoint", chan_names[chan]);
-        return NULL;
-    }
-    /* A CURVE kernel: the connection file's key pair is ours too (the Jupyter convention), its public key the
-     * server's. */
     pyc_zmtp_keys_t keys;
-    if (pyc_connfile_curve(cf)) {
-        if (pyc_z85_key(cf->curve_publickey, strlen(cf->curve_publickey), keys.server, "curve_publickey", err) < 0 ||
-            pyc_z85_key(cf->curve_secretkey, strlen(cf->curve_secretkey), keys.secret_key, "curve_secretkey", err) < 0)
-            return NULL;
-        memcpy(keys.public_key, keys.server, sizeof keys.public_key);
-    }
+    if (conn_params(cf, chan, ep, sizeof ep, &keys, err) < 0)
+        return NULL;
     pyc_zmtp_t *c = pyc_zmtp_new_curve(ep, type, identity, max_message(), PYC_WIRE_MAX_FRAMES,
                                        pyc_connfile_curve(cf) ? &keys : NULL, &zerr);
     if (c == NULL)
@@ -124,6 +162,10 @@ pyc_client_new(const pyc_connfile_t *cf, bool with_stdin, pyc_error_t *err)
         if (self->conn[c] == NULL)
             goto fail;
     }
+    /* Where the heartbeat is, for the watch (its connection is made only when a wait grows long). */
+    self->hb_curve = pyc_connfile_curve(cf);
+    if (conn_params(cf, PYC_CHAN_HB, self->hb_endpoint, sizeof self->hb_endpoint, &self->hb_keys, NULL) < 0)
+        self->hb_endpoint[0] = '\0';
     return self;
 fail:
     pyc_client_destroy(&self);
@@ -138,6 +180,7 @@ pyc_client_destroy(pyc_client_t **self_p)
     pyc_client_t *self = *self_p;
     for (int c = 0; c < PYC_CHAN_COUNT; c++)
         pyc_zmtp_destroy(&self->conn[c]);
+    pyc_zmtp_destroy(&self->hb);
     pyc_auth_destroy(&self->auth);
     free(self->username_json);
     free(self);
@@ -149,6 +192,18 @@ pyc_client_watch(pyc_client_t *self, long pid, unsigned long long start)
 {
     self->watch_pid = pid;
     self->watch_start = start;
+}
+
+long
+pyc_client_watched_pid(const pyc_client_t *self)
+{
+    return self->watch_pid;
+}
+
+void
+pyc_client_watch_heartbeat(pyc_client_t *self, int silence_ms)
+{
+    self->hb_silence_ms = silence_ms > 0 && self->hb_endpoint[0] != '\0' ? silence_ms : 0;
 }
 
 /* ---- sending --------------------------------------------------------------------------------------------- */
@@ -237,10 +292,16 @@ signal_drain(void)
 }
 #define N_RECV (sizeof recv_order / sizeof recv_order[0])
 
-/* Decodes the first received message that decodes, in channel order.  Returns 1 with *out and *chan, or 0
- * when none waits.  A message that fails to decode is dropped with a line on stderr. */
+/* The sentence of a wait that the kernel's signatures (or its silence towards ours) ended. */
+#define KEY_DIFFERS "the kernel ignores our messages: the session file's key is probably not the kernel's"
+
+/* Decodes the first received message that decodes, in channel order.  Returns 1 with *out and *chan, 0 when
+ * none waits, or -1 with err (PYC_EAUTH) when a message's signature does not verify: nobody but the kernel
+ * can send on these connections, so it signs with another key, and it drops everything we send as well.
+ * Any other message that fails to decode is dropped with a line on stderr.  The reply to the key probe is
+ * the client's own and is dropped here. */
 static int
-deliver(pyc_client_t *self, pyc_msg_t **out, int *chan)
+deliver(pyc_client_t *self, pyc_msg_t **out, int *chan, pyc_error_t *err)
 {
     for (size_t i = 0; i < N_RECV; i++) {
         int c = recv_order[i];
@@ -250,11 +311,21 @@ deliver(pyc_client_t *self, pyc_msg_t **out, int *chan)
         while ((zm = pyc_zmtp_recv(self->conn[c])) != NULL) {
             pyc_error_t derr;
             if (pyc_wire_decode(zm->frames, zm->n, self->auth, out, &derr) < 0) {
-                fprintf(stderr, "pyc: dropped a message on %s: %s\n", chan_names[c], derr.text);
                 pyc_zmtp_msg_destroy(&zm);
+                if (derr.code == PYC_EAUTH)
+                    return pyc_error_code(err, PYC_EAUTH, "the kernel's messages are not signed with our key: the "
+                                          "session file's key is probably not the kernel's (a message on %s: %s)",
+                                          chan_names[c], derr.text);
+                fprintf(stderr, "pyc: dropped a message on %s: %s\n", chan_names[c], derr.text);
                 continue;
             }
             pyc_msg_set_owner(*out, zm, pyc_zmtp_msg_free);
+            self->key_ok = true;
+            self->life_at = self->waited;
+            if (self->probe_out && c == PYC_CHAN_CONTROL && pyc_client_is_child_of(*out, self->probe_id)) {
+                pyc_msg_destroy(out);
+                continue;
+            }
             *chan = c;
             return 1;
         }
@@ -262,24 +333,112 @@ deliver(pyc_client_t *self, pyc_msg_t **out, int *chan)
     return 0;
 }
 
+/* Milliseconds until the heartbeat watch has something to do (a ping, a verdict), or -1 when it is off. */
+static long
+hb_due_ms(const pyc_client_t *self)
+{
+    if (self->hb_silence_ms <= 0)
+        return -1;
+    double silence = self->hb_silence_ms / 1e3, quiet = self->waited - self->life_at, due;
+    if (quiet < HB_START_S)
+        due = HB_START_S - quiet;
+    else {
+        due = HB_START_S + silence - quiet;
+        /* (a ping is due at once when none was tried since the last sign of life: hb_step tries it now) */
+        double resend = self->ping_at > self->life_at ? self->ping_at + HB_RESEND_S - self->waited : 0;
+        if (resend < due)
+            due = resend;
+    }
+    if (self->probe_out && !self->key_ok && self->echo_since_probe && self->probe_at + silence - self->waited < due)
+        due = self->probe_at + silence - self->waited;
+    return due > 0 ? (long)(due * 1e3 + 0.999) : 0;
+}
+
+/* Reads what the heartbeat connection has (revents from poll, 0 when it was not polled): an echo is a sign
+ * of life.  A heartbeat that breaks the protocol is closed and opened again at the next ping. */
+static void
+hb_handle(pyc_client_t *self, short revents)
+{
+    pyc_zmtp_msg_t *m;
+    if (self->hb == NULL)
+        return;
+    if (pyc_zmtp_handle(self->hb, revents, NULL) < 0) {
+        pyc_zmtp_destroy(&self->hb);
+        return;
+    }
+    while ((m = pyc_zmtp_recv(self->hb)) != NULL) {
+        if (m->n >= 1 && m->frames[0].size == 0) {
+            self->life_at = self->waited;
+            if (self->probe_out)
+                self->echo_since_probe = true;
+        }
+        pyc_zmtp_msg_destroy(&m);
+    }
+}
+
+/* Does what the heartbeat watch has due (see the top of this file).  Returns 0, or -1 with err when the wait
+ * must end: PYC_ETIMEDOUT (the heartbeat is silent) or PYC_EAUTH (it answers, but our messages are
+ * dropped). */
+static int
+hb_step(pyc_client_t *self, pyc_error_t *err)
+{
+    static const pyc_frame_t ping[2] = {{"", 0}, {"ping", 4}};
+    if (self->hb_silence_ms <= 0)
+        return 0;
+    double silence = self->hb_silence_ms / 1e3, quiet = self->waited - self->life_at;
+    if (quiet < HB_START_S)
+        return 0;
+    if (quiet >= HB_START_S + silence) {
+        if (self->watch_pid > 0)
+            return pyc_error_code(err, PYC_ETIMEDOUT, "the kernel (pid %ld) does not answer its heartbeat: it is "
+                                  "stopped or stuck (silent for %.1f s)", self->watch_pid, quiet);
+        return pyc_error_code(err, PYC_ETIMEDOUT, "the kernel does not answer its heartbeat: it is stopped, stuck "
+                              "or gone (silent for %.1f s)", quiet);
+    }
+    if (!self->key_ok && self->probe_out && self->echo_since_probe && self->waited - self->probe_at >= silence)
+        return pyc_error_code(err, PYC_EAUTH, KEY_DIFFERS " (its heartbeat answers, but not one message we "
+                              "signed in %.1f s)", self->waited - self->probe_at);
+    if (self->ping_at <= self->life_at || self->waited - self->ping_at >= HB_RESEND_S) {
+        /* A ping that cannot be made (no memory) is tried again at the next resend; meanwhile the silence
+         * grows, as it should when nothing can be asked.  Extra echoes are harmless. */
+        self->ping_at = self->waited;
+        if (self->hb == NULL)
+            self->hb = pyc_zmtp_new_curve(self->hb_endpoint, PYC_ZMTP_REQ, NULL, 4096, 4,
+                                          self->hb_curve ? &self->hb_keys : NULL, NULL);
+        if (self->hb != NULL)
+            pyc_zmtp_send(self->hb, ping, 2, 0, NULL);
+    }
+    if (!self->key_ok && !self->probe_out &&
+        pyc_client_send(self, PYC_CHAN_CONTROL, "kernel_info_request", NULL, NULL, NULL, NULL, 0, self->probe_id,
+                        NULL) == 0) {
+        self->probe_out = true;
+        self->probe_at = self->waited;
+        self->echo_since_probe = false;
+    }
+    return 0;
+}
+
 int
 pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, pyc_error_t *err)
 {
-    double deadline = timeout_ms >= 0 ? pyc_now_s() + timeout_ms / 1e3 : 0;
+    double deadline = timeout_ms >= 0 ? pyc_now_s() + timeout_ms / 1e3 : 0, last = pyc_now_s();
+    int d;
 
     *out = NULL;
     for (;;) {
         /* Messages already read come first: poll would not wake for bytes that are no longer in the socket. */
-        if (deliver(self, out, chan))
-            return PYC_RECV_MSG;
-        long wait = -1;
+        if ((d = deliver(self, out, chan, err)) != 0)
+            return d > 0 ? PYC_RECV_MSG : PYC_RECV_ERROR;
+        long wait = -1, hb_wait = hb_due_ms(self);
         if (timeout_ms >= 0) {
             double left_ms = (deadline - pyc_now_s()) * 1e3;
             wait = left_ms > 0 ? (long)(left_ms + 0.999) : 0;
         }
         if (self->watch_pid > 0 && (wait < 0 || wait > WATCH_SLICE_MS))
             wait = WATCH_SLICE_MS;
-        struct pollfd pfd[N_RECV + 1];
+        if (hb_wait >= 0 && (wait < 0 || hb_wait < wait))
+            wait = hb_wait;
+        struct pollfd pfd[N_RECV + 2];
         int at[N_RECV];
         nfds_t k = 0;
         for (size_t i = 0; i < N_RECV; i++) {
@@ -295,11 +454,24 @@ pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, 
             if (wake >= 0 && (wait < 0 || wake < wait))
                 wait = wake;
         }
+        int hb_at = -1;
+        if (self->hb != NULL) {
+            int fd = pyc_zmtp_fd(self->hb), wake = pyc_zmtp_wake_ms(self->hb);
+            if (fd >= 0) {
+                pfd[k] = (struct pollfd){.fd = fd, .events = pyc_zmtp_events(self->hb)};
+                hb_at = (int)k++;
+            }
+            if (wake >= 0 && (wait < 0 || wake < wait))
+                wait = wake;
+        }
         /* A signal that came before poll began would not interrupt it: the pipe stays readable instead. */
         nfds_t nsock = k;
         if (signal_fd >= 0)
             pfd[k++] = (struct pollfd){.fd = signal_fd, .events = POLLIN};
         int r = poll(pfd, k, wait > (long)1 << 30 ? 1 << 30 : (int)wait);
+        double now = pyc_now_s();
+        self->waited += now - last;
+        last = now;
         if (r < 0) {
             if (errno == EINTR)
                 return PYC_RECV_SIGNAL;
@@ -315,12 +487,15 @@ pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, 
                 return PYC_RECV_ERROR;
             }
         }
-        if (deliver(self, out, chan))
-            return PYC_RECV_MSG;
+        hb_handle(self, hb_at >= 0 ? pfd[hb_at].revents : 0);
+        if ((d = deliver(self, out, chan, err)) != 0)
+            return d > 0 ? PYC_RECV_MSG : PYC_RECV_ERROR;
         if (self->watch_pid > 0 && !pyc_proc_is(self->watch_pid, self->watch_start)) {
-            pyc_error_set(err, "the kernel (pid %ld) is gone", self->watch_pid);
+            pyc_error_code(err, PYC_EGONE, "the kernel (pid %ld) is gone", self->watch_pid);
             return PYC_RECV_ERROR;
         }
+        if (hb_step(self, err) < 0)
+            return PYC_RECV_ERROR;
         if (timeout_ms >= 0 && pyc_now_s() >= deadline)
             return PYC_RECV_TIMEOUT;
     }

@@ -10,9 +10,11 @@
  * Everything is blocking with a timeout and single-threaded.  A wait returns early when a signal arrives
  * (poll fails with EINTR), so that the caller can forward Ctrl-C as an interrupt_request.  When the caller
  * names the kernel's process (pyc_client_watch), a wait also ends as soon as that process is gone, instead of
- * waiting for a reply that can never come.  As with ZeroMQ, connecting never waits and a refused or lost
- * connection is tried again in the background; a kernel that breaks the protocol ends the wait with an
- * error.
+ * waiting for a reply that can never come; and when the caller asks for the heartbeat watch
+ * (pyc_client_watch_heartbeat), a wait also ends when the kernel's process lives but its heartbeat is silent
+ * (stopped, or stuck), or when it answers its heartbeat but drops every message we sign (another key).  As
+ * with ZeroMQ, connecting never waits and a refused or lost connection is tried again in the background; a
+ * kernel that breaks the protocol ends the wait with an error.
  *
  * Buffers sent with a message are not copied: the connection writes them from the caller's memory, possibly
  * after pyc_client_send has returned (during later waits).  The caller keeps them valid until the kernel has
@@ -37,7 +39,10 @@ typedef struct pyc_client pyc_client_t;
 enum {
     PYC_RECV_MSG = 1,            /* a message */
     PYC_RECV_TIMEOUT = 0,        /* nothing within the timeout */
-    PYC_RECV_ERROR = -1,         /* err says why (the kernel broke the protocol, or the watched process is gone) */
+    PYC_RECV_ERROR = -1,         /* err says why; err.code PYC_EGONE: the watched process is gone;
+                                  * PYC_ETIMEDOUT: the heartbeat watch found the kernel silent; PYC_EAUTH: the
+                                  * kernel signs with another key, or drops what we sign; else the kernel broke
+                                  * the protocol */
     PYC_RECV_SIGNAL = -2,        /* a signal arrived; the caller decides what to do, then waits again */
 };
 
@@ -50,9 +55,24 @@ pyc_client_t *pyc_client_new(const pyc_connfile_t *cf, bool with_stdin, pyc_erro
 /* Closes the sockets (unsent messages are dropped) and frees the client; sets *self_p to NULL.  NULL-safe. */
 void pyc_client_destroy(pyc_client_t **self_p);
 
-/* From now on a wait fails with "the kernel (pid P) is gone" as soon as process pid (with start tick start,
- * 0 for any) does not exist any more.  pid 0 turns the watch off. */
+/* From now on a wait fails with "the kernel (pid P) is gone" (PYC_EGONE) as soon as process pid (with start
+ * tick start, 0 for any) does not exist any more.  pid 0 turns the watch off.  pyc_client_watched_pid: the pid
+ * watched, 0 for none. */
 void pyc_client_watch(pyc_client_t *self, long pid, unsigned long long start);
+long pyc_client_watched_pid(const pyc_client_t *self);
+
+/* The heartbeat watch, off until this is called with silence_ms > 0 (0 turns it off).  Once the waits of the
+ * client have lasted 1 s in all without a sign of life from the kernel (a message, a heartbeat echo), the
+ * client pings the kernel's heartbeat (a REQ connection made then, never before: short requests pay
+ * nothing), and again every second while it is silent.  A wait then fails with PYC_RECV_ERROR when:
+ *   1) the heartbeat has been silent for silence_ms after that first second (err.code PYC_ETIMEDOUT, "the
+ *      kernel (pid P) does not answer its heartbeat: it is stopped or stuck");
+ *   2) the heartbeat answers but no message from the kernel has verified yet, and a kernel_info_request sent
+ *      on control then got no answer within silence_ms (err.code PYC_EAUTH: the kernel drops what we sign).
+ * A message whose signature does not verify ends a wait at once with PYC_EAUTH, watch or not.  Only time
+ * spent inside the waits counts.  pyc's heartbeat is echoed by a thread of its own, so a long cell never
+ * trips it. */
+void pyc_client_watch_heartbeat(pyc_client_t *self, int silence_ms);
 
 /* Sends a message on PYC_CHAN_SHELL, _CONTROL or _STDIN.  content and metadata may be NULL ({}); parent may be
  * NULL ({}) or the header of the message being answered (input_reply).  bufs[0..nbufs) follow as raw frames
@@ -68,8 +88,9 @@ void pyc_client_set_signal_fd(int fd);
 
 /* Waits up to timeout_ms (-1: no limit) for the next message on any channel.  On PYC_RECV_MSG, *out is a new
  * message (the caller destroys it; its buffers are views that live as long as it does) and *chan its
- * channel.  A message that fails to decode (layout, signature, JSON) is dropped with one line on stderr and
- * the wait goes on. */
+ * channel.  A message whose signature does not verify ends the wait (PYC_RECV_ERROR, PYC_EAUTH: nobody but
+ * the kernel sends on these connections, so it holds another key); one that fails to decode otherwise
+ * (layout, a replay, JSON) is dropped with one line on stderr and the wait goes on. */
 int pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, pyc_error_t *err);
 
 /* Makes sure iopub is subscribed before anything is sent whose output matters: a SUB socket drops what is

@@ -208,13 +208,14 @@ pyc_auth_verify(pyc_auth_t *self, const pyc_frame_t *parts, size_t n, const void
     if (self->digest_len == 0)
         return 0;
     if (siglen != self->digest_len * 2)
-        return pyc_error_set(err, "signature has %zu characters, expected %zu", siglen, self->digest_len * 2);
+        return pyc_error_code(err, PYC_EAUTH, "signature has %zu characters, expected %zu", siglen,
+                              self->digest_len * 2);
     if (unhex(sig, self->digest_len, got) < 0)
         return pyc_error_set(err, "signature is not hexadecimal");
     if (pyc_hmac_compute(self->hmac, parts, n, want) < 0)
         return pyc_error_set(err, "could not compute HMAC");
     if (pyc_memcmp_const(want, got, self->digest_len) != 0)
-        return pyc_error_set(err, "invalid signature");
+        return pyc_error_code(err, PYC_EAUTH, "invalid signature");
     pthread_mutex_lock(&self->lock);
     int seen = window_ready(self) < 0 ? -1 : replay_check_and_record(self, want);
     pthread_mutex_unlock(&self->lock);

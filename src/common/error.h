@@ -30,6 +30,8 @@ typedef enum pyc_errcode {
     PYC_ENOMEM,                  /* out of memory */
     PYC_EIO,                     /* reading or writing failed (disk full, a closed pipe) */
     PYC_ETIMEDOUT,               /* no answer in time */
+    PYC_EGONE,                   /* the process we were waiting for has ended */
+    PYC_EAUTH,                   /* a signature does not verify: the two sides hold different keys */
 } pyc_errcode_t;
 
 typedef struct pyc_error {

@@ -21,6 +21,7 @@ import pyctest
 PYC_CLI = os.environ.get("PYC_CLI") or os.path.join(os.path.dirname(pyctest.PYC_KERNEL or "."), "pyc")
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOSESSION, EXIT_EXISTS, EXIT_TIMEOUT, EXIT_CONNECTION = 0, 1, 2, 3, 4, 5, 6
+EXIT_LOST = 7           # the session was lost: the kernel ended during the request
 EXIT_INTERRUPTED = 130
 EXIT_PIPE = 141          # stdout's reader went away
 

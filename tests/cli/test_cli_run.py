@@ -6,7 +6,7 @@ import subprocess
 import time
 
 import pyctest
-from clitest import (EXIT_CONNECTION, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, EXIT_TIMEOUT, PYC_CLI, pyc,
+from clitest import (EXIT_ERROR, EXIT_INTERRUPTED, EXIT_LOST, EXIT_OK, EXIT_PIPE, EXIT_TIMEOUT, PYC_CLI, pyc,
                      read_session, wait_gone)
 
 
@@ -213,12 +213,13 @@ def test_input_is_refused_in_run(shared):
 
 
 def test_a_dying_kernel_ends_the_wait(sessions):
+    """The kernel's process ends during the cell: the session is lost, exit 7."""
     name = sessions.new()
     pid = read_session(name)["pid"]
     t0 = time.monotonic()
     p = pyc("run", name, "import os, time\ntime.sleep(0.2)\nos._exit(3)", timeout=60)
-    assert p.returncode == EXIT_CONNECTION, (p.returncode, p.stderr)
-    assert "is gone" in p.stderr
+    assert p.returncode == EXIT_LOST, (p.returncode, p.stderr)
+    assert "the kernel (pid %d) died during the cell" % pid in p.stderr
     assert time.monotonic() - t0 < 10
     assert wait_gone(pid)
 

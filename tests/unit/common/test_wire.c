@@ -293,6 +293,10 @@ test_bad_signature(void **state)
     dicts_with(dicts, -1, NULL);
     build(&m, other, idents, 1, dicts, NULL, 0);       /* signed with the wrong key */
     expect_refused(m.f, m.n, auth, "invalid signature");
+    pyc_error_t err = {0, ""};      /* ... with the code that tells a client the two sides hold different keys */
+    pyc_msg_t *msg = NULL;
+    assert_int_equal(pyc_wire_decode(m.f, m.n, auth, &msg, &err), -1);
+    assert_int_equal(err.code, PYC_EAUTH);
 
     build(&m, auth, idents, 1, dicts, NULL, 0);
     m.sig[10] = m.sig[10] == 'a' ? 'b' : 'a';           /* one digit off */
