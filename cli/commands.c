@@ -23,6 +23,12 @@ static const cli_optspec_t new_opts[CLI_NEW_NOPTS] = {
     [CLI_NEW_CURVE] = {"curve", false, 0},
     [CLI_NEW_PYTHON] = {"python", true, 0},
     [CLI_NEW_NO_ENV] = {"no-env", false, 0},
+    [CLI_NEW_IDLE] = {"idle", true, 0},
+    [CLI_NEW_LIFETIME] = {"lifetime", true, 0},
+    [CLI_NEW_CELL_TIMEOUT] = {"cell-timeout", true, 0},
+    [CLI_NEW_OUTPUT_LIMIT] = {"output-limit", true, 0},
+    [CLI_NEW_MEMORY] = {"memory", true, 0},
+    [CLI_NEW_REPLAY] = {"replay", true, 0},
 };
 
 static const cli_optspec_t run_opts[CLI_RUN_NOPTS] = {
@@ -56,10 +62,19 @@ static const cli_optspec_t cp_opts[CLI_CP_NOPTS] = {
 
 const cli_command_t cli_commands[] = {
     {"new", cli_new,
-     "new NAME [--replace] [--kernel PATH|SPEC] [--timeout S] [--curve] [--python PATH | --no-env] [--json]",
+     "new NAME [--replace] [--kernel PATH|SPEC] [--timeout S] [--curve] [--python PATH | --no-env] [--json]"
+     " [--idle S] [--lifetime S] [--cell-timeout S] [--output-limit BYTES] [--memory BYTES] [--replay FILE]",
      "start a detached kernel as session NAME",
      "Starts a detached pyc kernel as session NAME and prints its connection file.\n"
      "A live or unresponsive NAME is refused (exit 4) unless --replace; a stale one is cleaned first.\n"
+     "Limits, kept by the kernel (S: seconds or 250ms, 30s, 5m, 2h; BYTES: or 512K, 100M, 2G; 0: none):\n"
+     "  --idle S          end the session after S without a request (default 24h, or $PYC_IDLE_TIMEOUT)\n"
+     "  --lifetime S      end it S after its start\n"
+     "  --cell-timeout S  stop a cell that runs longer than S (CellTimeout; the session goes on)\n"
+     "  --output-limit BYTES  drop a cell's output past BYTES\n"
+     "  --memory BYTES    let the session allocate at most BYTES more than at its start (MemoryError)\n"
+     "--replay FILE runs a checkpoint's cells (pyc status shows a session's checkpoint) before the session\n"
+     "answers; it counts against --timeout (default 60 s).\n"
      "--curve gives the session CURVE keys: its traffic is encrypted, and clients must know its public key.\n"
      "--kernel names the pyc-kernel program, or a kernelspec (its program and its env).\n"
      "The kernel runs in the active Python environment ($VIRTUAL_ENV, $CONDA_PREFIX, a venv's python3 on\n"
@@ -83,7 +98,9 @@ const cli_command_t cli_commands[] = {
      "JSON: pid, uptime, execution count, memory, busy/idle",
      "Prints a JSON object: name, pid, state (idle or busy), execution_count (null when busy and the\n"
      "kernel has no usage_request), uptime (s), memory {rss, pss, kernel_memory} in bytes,\n"
-     "connection_file, and usage (the kernel's usage_reply, when it has one).",
+     "connection_file, limits {idle_timeout, lifetime, cell_timeout (s), output_limit, memory_limit\n"
+     "(bytes): null when off, and any other the kernel keeps}, checkpoint (the file pyc new --replay\n"
+     "takes; null when off), and usage (the kernel's usage_reply, when it has one).",
      NO_OPTS, 1, 1},
     {"vars", cli_vars, "vars NAME",
      "JSON list of the user's names and types",
