@@ -47,7 +47,7 @@
 #define START_TRIES 3
 #define DEFAULT_START_TIMEOUT 60.0
 
-/* The idle timeout of a session whose maker did not choose one (README, "Limits for pyc new"): a day, so that
+/* The idle timeout of a session whose maker did not choose one (README, "Limits of a session"): a day, so that
  * a session left behind by an agent or a closed terminal ends within one, while one a person comes back to
  * after a night's sleep is still there; its checkpoint (pyc new --replay) brings an ended one back. */
 #define DEFAULT_IDLE "24h"
