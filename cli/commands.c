@@ -83,7 +83,8 @@ const cli_command_t cli_commands[] = {
     {"run", cli_run, "run NAME CODE|@FILE|- [--json] [--timeout S] [--isolate]",
      "run one cell and print what it produces",
      "Runs one cell in session NAME: stdout to stdout, stderr and tracebacks to stderr (in color only on a\n"
-     "terminal, and without NO_COLOR), results as text.\n"
+     "terminal, and without NO_COLOR), results as text.  --isolate runs it in a forked child of the kernel\n"
+     "and lists on stderr the names it bound that could not be merged back.\n"
      "Exit 0, 1 when the cell raised (or @FILE or stdin could not be read), 5 when it passed --timeout,\n"
      "130 when interrupted with Ctrl-C, 141 when stdout's reader went away (the cell goes on).",
      OPTS(run_opts), 2, 2},
@@ -132,8 +133,8 @@ const cli_command_t cli_commands[] = {
     {"cp", cli_cp, "cp SRC DST [--timeout S]",
      "copy objects: SESSION:VAR, SESSION:, FILE.pkl, -",
      "Copies objects as pickles.  A side is SESSION:VAR (a variable), SESSION: (every picklable user\n"
-     "name, as one dict), a pickle file path, or - (stdin/stdout).  Names that cannot be pickled are\n"
-     "reported on stderr.  Examples: pyc cp work:df df.pkl; pyc cp df.pkl gpu:df; pyc cp work: other:\n"
+     "name, as one dict), a pickle file path, or - (stdin/stdout).  Names left out are listed on stderr\n"
+     "with why: those that cannot be pickled, and (for SESSION:) modules, to re-import.\nExamples: pyc cp work:df df.pkl; pyc cp df.pkl gpu:df; pyc cp work: other:\n"
      "--timeout S (default 600): a kernel that does not answer a request in time (it is running a long\n"
      "cell) ends the copy with exit 6.",
      OPTS(cp_opts), 2, 2},
