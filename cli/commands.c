@@ -134,7 +134,8 @@ const cli_command_t cli_commands[] = {
      "copy objects: SESSION:VAR, SESSION:, FILE.pkl, -",
      "Copies objects as pickles.  A side is SESSION:VAR (a variable), SESSION: (every picklable user\n"
      "name, as one dict), a pickle file path, or - (stdin/stdout).  Names left out are listed on stderr\n"
-     "with why: those that cannot be pickled, and (for SESSION:) modules, to re-import.\nExamples: pyc cp work:df df.pkl; pyc cp df.pkl gpu:df; pyc cp work: other:\n"
+     "with why: those that cannot be pickled, and (for SESSION:) modules, to re-import.\n"
+     "Examples: pyc cp work:df df.pkl; pyc cp df.pkl gpu:df; pyc cp work: other:\n"
      "--timeout S (default 600): a kernel that does not answer a request in time (it is running a long\n"
      "cell) ends the copy with exit 6.",
      OPTS(cp_opts), 2, 2},
