@@ -12,6 +12,11 @@ talk to the same live session made by `pyc new`, in turns.  Also printed, as flo
 jansson and libc, since it speaks ZMTP itself, hashes with its own SHA-256 and loads readline only for attach).
 
 Target (issue 6): pyc median <= 5 ms.  The session and every process are ended by pid at the end.
+
+A warm pool (issue 12), timed after that: a template session that has done `import numpy, pandas` is forked
+into a new session, timed from the start of `pyc fork template sN` to the end of the first `pyc run sN "x=1"`
+(the new session has answered), against a cold start, `pyc new sN` then `pyc run sN "import numpy, pandas"`.
+Each new session is killed before the next run (not timed).  --quick: 10 runs of `pyc run`, 5 of each start.
 """
 
 import argparse
@@ -65,8 +70,60 @@ def spawn_ms(argv, env, runs):
     return out
 
 
+def timed_ms(steps, env):
+    """Wall time in ms of running the argv lists in steps one after the other, each to its exit (output to
+    /dev/null); returns (ms, stdout of the first step)."""
+    t0 = time.perf_counter()
+    first = None
+    for i, argv in enumerate(steps):
+        p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+        if p.returncode != 0:
+            raise RuntimeError("%s exited with %d: %s" % (" ".join(argv), p.returncode, p.stderr.strip()))
+        if i == 0:
+            first = p.stdout
+    return (time.perf_counter() - t0) * 1000, first
+
+
+def end_session(pyc, name, pid, env):
+    subprocess.run([pyc, "kill", name], env=env, capture_output=True, timeout=60)
+    if pid:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def warm_pool(pyc, env, runs):
+    """The warm-pool comparison (see the top of this file); returns (fork_ms, cold_ms)."""
+    template, template_pid = "template", None
+    fork_ms, cold_ms = [], []
+    try:
+        p = subprocess.run([pyc, "new", template, "--json"], env=env, capture_output=True, text=True, timeout=120)
+        if p.returncode != 0:
+            raise RuntimeError("pyc new %s failed (%d): %s" % (template, p.returncode, p.stderr))
+        template_pid = json.loads(p.stdout)["pid"]
+        subprocess.run([pyc, "run", template, "import numpy, pandas"], env=env, check=True, capture_output=True)
+        for i in range(runs + 1):             # the first of each is a warm-up, not counted
+            name = "warm%d" % i
+            ms, out = timed_ms([[pyc, "fork", template, name, "--json"], [pyc, "run", name, "x=1"]], env)
+            end_session(pyc, name, json.loads(out)[0]["pid"], env)
+            if i > 0:
+                fork_ms.append(ms)
+            name = "cold%d" % i
+            ms, out = timed_ms([[pyc, "new", name, "--json"], [pyc, "run", name, "import numpy, pandas"]], env)
+            end_session(pyc, name, json.loads(out)["pid"], env)
+            if i > 0:
+                cold_ms.append(ms)
+    finally:
+        end_session(pyc, template, template_pid, env)
+    return fork_ms, cold_ms
+
+
 def row(label, ms):
-    q = statistics.quantiles(ms, n=10) if len(ms) >= 10 else [min(ms)] * 9
+    if len(ms) < 10:             # too few for deciles: the extremes
+        return "%-44s median %8.2f ms   min %8.2f   max %8.2f   (%d runs)" % (label, statistics.median(ms), min(ms),
+                                                                            max(ms), len(ms))
+    q = statistics.quantiles(ms, n=10)
     return "%-44s median %8.2f ms   p10 %8.2f   p90 %8.2f   (%d runs)" % (label, statistics.median(ms), q[0], q[8],
                                                                           len(ms))
 
@@ -79,8 +136,12 @@ def main():
     ap.add_argument("--runs", type=int, default=50, help="runs of each (default 50)")
     ap.add_argument("--python", default="/usr/bin/python3", help="the Python with jupyter_client")
     ap.add_argument("--code", default="x")
+    ap.add_argument("--pool-runs", type=int, default=10, help="runs of each way to a numpy+pandas session")
+    ap.add_argument("--quick", action="store_true", help="10 runs of pyc run, 5 of each start")
     ap.add_argument("--json", help="also write the numbers to this file")
     args = ap.parse_args()
+    if args.quick:
+        args.runs, args.pool_runs = 10, 5
     pyc = os.path.abspath(args.pyc)
     kernel = os.path.abspath(args.kernel or os.path.join(os.path.dirname(pyc), "pyc-kernel"))
     for p in (pyc, kernel):
@@ -133,10 +194,16 @@ def main():
         print(row("  /bin/true", true_ms))
         print(row("  pyc --version (start + dynamic linking)", version_ms))
         print("target: pyc median <= 5 ms: %s (%.2f ms)" % ("met" if med_pyc <= 5 else "NOT met", med_pyc))
+        fork_ms, cold_ms = warm_pool(pyc, env, args.pool_runs)
+        print("a session with numpy and pandas imported, to its first answer:")
+        print(row("  pyc fork template sN; pyc run sN x=1", fork_ms))
+        print(row("  pyc new sN; pyc run sN 'import numpy, pandas'", cold_ms))
+        print("%-44s %8.1fx faster" % ("  ratio (cold / warm pool)", statistics.median(cold_ms) /
+                                       statistics.median(fork_ms)))
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"pyc_ms": pyc_ms, "jupyter_client_ms": py_ms, "true_ms": true_ms,
-                           "pyc_version_ms": version_ms}, f)
+                           "pyc_version_ms": version_ms, "warm_pool_fork_ms": fork_ms, "cold_start_ms": cold_ms}, f)
     finally:
         subprocess.run([pyc, "kill", name], env=env, capture_output=True, timeout=60)
         if pid:

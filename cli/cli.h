@@ -177,6 +177,12 @@ void cli_print_json_line(json_t *v);
 bool cli_stdout_closed(void);
 int cli_stdout_finish(int rc);
 
+/* Prints on stderr, as one line, the names an isolated cell bound that were not merged back into the session
+ * (metadata.pyc.skipped of its reply), each with the gist of why:
+ *   pyc: not merged back (cannot be pickled): f (generator), j (module: re-import it)
+ * Nothing when the reply has none.  cli_execute calls it in text mode (--json prints the metadata itself). */
+void cli_report_unmerged(const pyc_msg_t *reply);
+
 /* The exit code an execute_reply stands for, in this order:
  *   1) LOST when its metadata.pyc says the session is lost: state "lost", kernel_ending, or outcome
  *      "lifetime" (whatever the status: the kernel ends after this reply);
@@ -230,6 +236,7 @@ int cli_usage_error(const char *name);
 /* The options of each command, as indexes into cli_args_t.value (its argument, "" for a flag given, NULL
  * when absent). */
 enum { CLI_NEW_REPLACE, CLI_NEW_KERNEL, CLI_NEW_JSON, CLI_NEW_TIMEOUT, CLI_NEW_CURVE, CLI_NEW_PYTHON, CLI_NEW_NO_ENV,
+       CLI_NEW_IDLE, CLI_NEW_LIFETIME, CLI_NEW_CELL_TIMEOUT, CLI_NEW_OUTPUT_LIMIT, CLI_NEW_MEMORY, CLI_NEW_REPLAY,
        CLI_NEW_NOPTS };
 enum { CLI_RUN_JSON, CLI_RUN_TIMEOUT, CLI_RUN_ISOLATE, CLI_RUN_NOPTS };
 enum { CLI_LS_JSON, CLI_LS_NOPTS };

@@ -23,6 +23,12 @@ static const cli_optspec_t new_opts[CLI_NEW_NOPTS] = {
     [CLI_NEW_CURVE] = {"curve", false, 0},
     [CLI_NEW_PYTHON] = {"python", true, 0},
     [CLI_NEW_NO_ENV] = {"no-env", false, 0},
+    [CLI_NEW_IDLE] = {"idle", true, 0},
+    [CLI_NEW_LIFETIME] = {"lifetime", true, 0},
+    [CLI_NEW_CELL_TIMEOUT] = {"cell-timeout", true, 0},
+    [CLI_NEW_OUTPUT_LIMIT] = {"output-limit", true, 0},
+    [CLI_NEW_MEMORY] = {"memory", true, 0},
+    [CLI_NEW_REPLAY] = {"replay", true, 0},
 };
 
 static const cli_optspec_t run_opts[CLI_RUN_NOPTS] = {
@@ -67,10 +73,19 @@ static const cli_optspec_t poll_opts[CLI_POLL_NOPTS] = {
 
 const cli_command_t cli_commands[] = {
     {"new", cli_new,
-     "new NAME [--replace] [--kernel PATH|SPEC] [--timeout S] [--curve] [--python PATH | --no-env] [--json]",
+     "new NAME [--replace] [--kernel PATH|SPEC] [--timeout S] [--curve] [--python PATH | --no-env] [--json]"
+     " [--idle S] [--lifetime S] [--cell-timeout S] [--output-limit BYTES] [--memory BYTES] [--replay FILE]",
      "start a detached kernel as session NAME",
      "Starts a detached pyc kernel as session NAME and prints its connection file.\n"
      "A live or unresponsive NAME is refused (exit 4) unless --replace; a stale one is cleaned first.\n"
+     "Limits, kept by the kernel (S: seconds or 250ms, 30s, 5m, 2h; BYTES: or 512K, 100M, 2G; 0: none):\n"
+     "  --idle S          end the session after S without a request (default 24h, or $PYC_IDLE_TIMEOUT)\n"
+     "  --lifetime S      end it S after its start\n"
+     "  --cell-timeout S  stop a cell that runs longer than S (CellTimeout; the session goes on)\n"
+     "  --output-limit BYTES  drop a cell's output past BYTES\n"
+     "  --memory BYTES    let the session allocate at most BYTES more than at its start (MemoryError)\n"
+     "--replay FILE runs a checkpoint's cells (pyc status shows a session's checkpoint) before the session\n"
+     "answers; it counts against --timeout (default 60 s).\n"
      "--curve gives the session CURVE keys: its traffic is encrypted, and clients must know its public key.\n"
      "--kernel names the pyc-kernel program, or a kernelspec (its program and its env).\n"
      "The kernel runs in the active Python environment ($VIRTUAL_ENV, $CONDA_PREFIX, a venv's python3 on\n"
@@ -79,7 +94,8 @@ const cli_command_t cli_commands[] = {
     {"run", cli_run, "run NAME CODE|@FILE|- [--json] [--timeout S] [--isolate]",
      "run one cell and print what it produces",
      "Runs one cell in session NAME: stdout to stdout, stderr and tracebacks to stderr (in color only on a\n"
-     "terminal, and without NO_COLOR), results as text.\n"
+     "terminal, and without NO_COLOR), results as text.  --isolate runs it in a forked child of the kernel\n"
+     "and lists on stderr the names it bound that could not be merged back.\n"
      "Exit 0, 1 when the cell raised (or @FILE or stdin could not be read), 5 when it passed --timeout\n"
      "and was stopped (the session is intact), 6 when the kernel does not answer (stopped, stuck, another\n"
      "key; or --timeout S and no reply S + 5 + max(5, S/10) s after sending), 7 when the session was lost\n"
@@ -110,8 +126,10 @@ const cli_command_t cli_commands[] = {
      "JSON: pid, uptime, execution count, memory, busy/idle",
      "Prints a JSON object: name, pid, state (idle or busy), execution_count (null when busy and the\n"
      "kernel has no usage_request), uptime (s), memory {rss, pss, kernel_memory} in bytes,\n"
-     "connection_file, and usage (the kernel's usage_reply, when it has one).  A kernel whose heartbeat\n"
-     "is silent (stopped, or stuck) has state unresponsive, and the exit code is 6.",
+     "connection_file, limits {idle_timeout, lifetime, cell_timeout (s), output_limit, memory_limit\n"
+     "(bytes): null when off, and any other the kernel keeps}, checkpoint (the file pyc new --replay\n"
+     "takes; null when off), and usage (the kernel's usage_reply, when it has one).  A kernel whose\n"
+     "heartbeat is silent (stopped, or stuck) has state unresponsive, and the exit code is 6.",
      NO_OPTS, 1, 1},
     {"vars", cli_vars, "vars NAME",
      "JSON list of the user's names and types",
@@ -143,8 +161,9 @@ const cli_command_t cli_commands[] = {
     {"cp", cli_cp, "cp SRC DST [--timeout S]",
      "copy objects: SESSION:VAR, SESSION:, FILE.pkl, -",
      "Copies objects as pickles.  A side is SESSION:VAR (a variable), SESSION: (every picklable user\n"
-     "name, as one dict), a pickle file path, or - (stdin/stdout).  Names that cannot be pickled are\n"
-     "reported on stderr.  Examples: pyc cp work:df df.pkl; pyc cp df.pkl gpu:df; pyc cp work: other:\n"
+     "name, as one dict), a pickle file path, or - (stdin/stdout).  Names left out are listed on stderr\n"
+     "with why: those that cannot be pickled, and (for SESSION:) modules, to re-import.\n"
+     "Examples: pyc cp work:df df.pkl; pyc cp df.pkl gpu:df; pyc cp work: other:\n"
      "--timeout S (default 600): a kernel that does not answer a request in time (it is running a long\n"
      "cell) ends the copy with exit 6.",
      OPTS(cp_opts), 2, 2},

@@ -16,6 +16,12 @@
  * undone (ending the session it replaces, starting a kernel), so that an interrupted `new` leaves nothing
  * half done.  pyc-NAME.log is made afresh by each `new`; after a failed start it is kept only when the
  * kernel wrote something into it (its error, whose path is then printed), and `kill NAME` removes it.
+ *
+ * Limits (--idle, --lifetime, --cell-timeout, --output-limit, --memory) and --replay become the kernel's own
+ * options (--idle-timeout=S ...), which win over its PYC_* environment; each value is checked here first by
+ * the kernel's own parser (units.h), so that a bad one is a usage error (exit 2), not a kernel that will not
+ * start.  A session is never left to live for ever by default: without --idle, and without PYC_IDLE_TIMEOUT
+ * in our environment or the kernelspec's, the kernel gets --idle-timeout=DEFAULT_IDLE.
  */
 #include "cli.h"
 
@@ -35,10 +41,16 @@
 #include "paths.h"
 #include "pyenv.h"
 #include "random.h"
+#include "units.h"
 #include "zmtp_curve.h"
 
 #define START_TRIES 3
 #define DEFAULT_START_TIMEOUT 60.0
+
+/* The idle timeout of a session whose maker did not choose one (README, "Limits of a session"): a day, so that
+ * a session left behind by an agent or a closed terminal ends within one, while one a person comes back to
+ * after a night's sleep is still there; its checkpoint (pyc new --replay) brings an ended one back. */
+#define DEFAULT_IDLE "24h"
 
 /* Finds the pyc-kernel to run: --kernel, else $PYC_KERNEL, else the pyc-kernel beside this program, else the
  * first on PATH.  Writes its path into out; prints the problem and returns -1. */
@@ -108,6 +120,11 @@ show_log_tail(const char *log)
 static char **extra_env;
 static size_t n_extra_env;
 static bool drop_python_exe;
+
+/* The kernel's command line after "-f CONNECTION_FILE": options made by kernel_options (owned). */
+#define MAX_KERNEL_OPTS 8
+static char *kernel_opts[MAX_KERNEL_OPTS];
+static size_t n_kernel_opts;
 
 /* Sets NAME=VALUE in extra_env; a later setting of a name replaces an earlier one (--python after a
  * kernelspec's env). */
@@ -243,9 +260,91 @@ choose_environment(const char *python, bool no_env)
     return have > 0 ? add_env("PYC_PYTHON_EXE", env.python) : 0;
 }
 
-/* The child's side of the start: waits for the parent's go, then becomes the kernel.  Never returns. */
+/* True when PYC_* variable name is set (not empty) in the kernel's environment: ours, or a kernelspec's. */
+static bool
+kernel_env_sets(const char *name)
+{
+    const char *v = getenv(name);
+    char probe[64];
+    snprintf(probe, sizeof probe, "%s=", name);
+    for (size_t i = 0; i < n_extra_env; i++) {
+        if (strncmp(extra_env[i], probe, strlen(probe)) == 0)
+            return extra_env[i][strlen(probe)] != '\0';
+    }
+    return v != NULL && v[0] != '\0';
+}
+
+/* Appends "--OPTION=VALUE" to the kernel's options.  Returns 0, or -1 (printed). */
+static int
+add_kernel_opt(const char *option, const char *value)
+{
+    char *opt = NULL;
+    if (n_kernel_opts == MAX_KERNEL_OPTS || asprintf(&opt, "--%s=%s", option, value) < 0) {
+        cli_err("out of memory");
+        return -1;
+    }
+    kernel_opts[n_kernel_opts++] = opt;
+    return 0;
+}
+
+/* The kernel's options from the limit flags and --replay, each checked first (see the top of this file),
+ * and the default idle timeout.  Returns 0, or -1 (printed: a usage error). */
+static int
+kernel_options(const cli_args_t *a)
+{
+    static const struct {
+        int flag;
+        const char *name;        /* as typed */
+        const char *option;      /* the kernel's */
+        bool bytes;
+    } limits[] = {
+        {CLI_NEW_IDLE, "--idle", "idle-timeout", false},
+        {CLI_NEW_LIFETIME, "--lifetime", "lifetime", false},
+        {CLI_NEW_CELL_TIMEOUT, "--cell-timeout", "cell-timeout", false},
+        {CLI_NEW_OUTPUT_LIMIT, "--output-limit", "output-limit", true},
+        {CLI_NEW_MEMORY, "--memory", "memory-limit", true},
+    };
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        const char *v = a->value[limits[i].flag];
+        pyc_error_t err;
+        double secs;
+        size_t bytes;
+        if (v == NULL)
+            continue;
+        if ((limits[i].bytes ? pyc_units_bytes(v, &bytes, &err) : pyc_units_seconds(v, &secs, &err)) < 0) {
+            cli_err("new: %s: %s", limits[i].name, err.text);
+            return -1;
+        }
+        if (add_kernel_opt(limits[i].option, v) < 0)
+            return -1;
+    }
+    if (a->value[CLI_NEW_IDLE] == NULL && !kernel_env_sets("PYC_IDLE_TIMEOUT") &&
+        add_kernel_opt("idle-timeout", DEFAULT_IDLE) < 0)
+        return -1;
+    const char *replay = a->value[CLI_NEW_REPLAY];
+    if (replay != NULL) {
+        struct stat st;
+        const char *bad = NULL;
+        if (replay[0] == '\0')
+            bad = "an empty path";
+        else if (stat(replay, &st) < 0 || access(replay, R_OK) < 0)
+            bad = strerror(errno);
+        else if (!S_ISREG(st.st_mode))
+            bad = "not a file";
+        if (bad != NULL) {
+            cli_err("new: --replay %s: %s", replay, bad);
+            return -1;
+        }
+        if (add_kernel_opt("replay", replay) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The child's side of the start: waits for the parent's go, then becomes the kernel (argv, made before the
+ * fork).  Never returns. */
 static void
-kernel_child(const char *kernel, const char *connfile, char **envp, int go, int report, int log)
+kernel_child(const char *kernel, char **argv, char **envp, int go, int report, int log)
 {
     char c;
     ssize_t r;
@@ -272,7 +371,6 @@ kernel_child(const char *kernel, const char *connfile, char **envp, int go, int 
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    char *argv[] = {(char *)kernel, (char *)"-f", (char *)connfile, NULL};
     execve(kernel, argv, envp);
 fail: {
     int e = errno;
@@ -280,6 +378,25 @@ fail: {
     (void)w;
     _exit(127);
 }
+}
+
+/* Says on stderr when the kernel_info_reply m tells of a replay (--replay) that stopped at a failing cell: the
+ * session then holds only the cells before it, and starts anyway (as the kernel does). */
+static void
+report_replay(const pyc_msg_t *m)
+{
+    json_t *r = json_object_get(json_object_get(m->content, "pyc"), "replayed");
+    json_t *e = json_object_get(r, "error");
+    if (!json_is_object(e))
+        return;
+    cli_err("the replay of %s stopped at cell %lld of %lld (%s: %s); the session holds the %lld cell%s before it",
+            json_string_value(json_object_get(r, "file")) ?: "?",
+            (long long)json_integer_value(json_object_get(e, "cell")),
+            (long long)json_integer_value(json_object_get(r, "cells")),
+            json_string_value(json_object_get(e, "ename")) ?: "?",
+            json_string_value(json_object_get(e, "evalue")) ?: "",
+            (long long)json_integer_value(json_object_get(r, "ran")),
+            json_integer_value(json_object_get(r, "ran")) == 1 ? "" : "s");
 }
 
 /* Starts one kernel for sf (whose cf is filled but for the ports) and waits for its kernel_info_reply.
@@ -320,6 +437,10 @@ start_once(const char *name, const char *kernel, pyc_session_file_t *sf, double 
         cli_err("out of memory");
         goto out;
     }
+    /* The kernel's argv, made before fork like its environment: -f, the connection file, its options. */
+    char *argv[3 + MAX_KERNEL_OPTS + 1] = {(char *)kernel, (char *)"-f", path};
+    for (size_t i = 0; i < n_kernel_opts; i++)
+        argv[3 + i] = kernel_opts[i];
     if (pipe2(go, O_CLOEXEC) < 0 || pipe2(report, O_CLOEXEC) < 0) {
         cli_err("pipe: %s", strerror(errno));
         goto out;
@@ -333,7 +454,7 @@ start_once(const char *name, const char *kernel, pyc_session_file_t *sf, double 
     if (pid == 0) {
         close(go[1]);
         close(report[0]);
-        kernel_child(kernel, path, envp, go[0], report[1], logfd);
+        kernel_child(kernel, argv, envp, go[0], report[1], logfd);
     }
     close(go[0]);
     go[0] = -1;
@@ -434,6 +555,8 @@ start_once(const char *name, const char *kernel, pyc_session_file_t *sf, double 
         }
         if (r == PYC_RECV_MSG) {
             bool ready = chan == PYC_CHAN_SHELL && pyc_client_is_child_of(m, id);
+            if (ready)
+                report_replay(m);
             pyc_msg_destroy(&m);
             if (ready)
                 break;
@@ -493,7 +616,8 @@ cli_new(const cli_args_t *a)
     int spec = kopt != NULL && strchr(kopt, '/') == NULL ? kernel_from_spec(kopt, kernel, sizeof kernel) : 0;
     if (spec < 0 || (spec == 0 && find_kernel(kopt, kernel, sizeof kernel) < 0))
         return PYC_EXIT_CONNECTION;
-    if (choose_environment(a->value[CLI_NEW_PYTHON], a->value[CLI_NEW_NO_ENV] != NULL) < 0)
+    if (choose_environment(a->value[CLI_NEW_PYTHON], a->value[CLI_NEW_NO_ENV] != NULL) < 0 ||
+        kernel_options(a) < 0)
         return PYC_EXIT_USAGE;
     if (cli_session_path(path, sizeof path, name, ".json") < 0)
         return PYC_EXIT_CONNECTION;

@@ -249,6 +249,58 @@ client_bound_s(double deadline_s)
     return deadline_s + CLI_CELL_GRACE_S + (deadline_s / 10 > 5 ? deadline_s / 10 : 5);
 }
 
+/* The gist of why an isolated cell's name was not merged back, from the kernel's reason (README,
+ * "Fork-isolated cells"), into out: the type of "TypeError: cannot pickle 'generator' object"
+ * ("generator"), the object of "Can't pickle <function <lambda> at 0x...>: ..." ("function <lambda>"),
+ * "module: re-import it" for a module, else the reason itself cut to 80 bytes. */
+static void
+short_reason(const char *reason, char *out, size_t cap)
+{
+    const char *p;
+    size_t n;
+    if (strncmp(reason, "a module", 8) == 0) {
+        snprintf(out, cap, "module: re-import it");
+    } else if ((p = strstr(reason, "cannot pickle '")) != NULL && (n = strcspn(p + 15, "'")) > 0 &&
+               p[15 + n] == '\'') {
+        snprintf(out, cap, "%.*s", (int)n, p + 15);
+    } else if ((p = strstr(reason, "Can't pickle <")) != NULL) {
+        p += 14;
+        const char *at = strstr(p, " at 0x");
+        n = at != NULL ? (size_t)(at - p) : strcspn(p, ">:");
+        snprintf(out, cap, "%.*s", (int)(n < 80 ? n : 80), p);
+    } else {
+        n = strlen(reason);
+        snprintf(out, cap, "%.80s%s", reason, n > 80 ? "..." : "");
+    }
+}
+
+void
+cli_report_unmerged(const pyc_msg_t *reply)
+{
+    json_t *skipped = json_object_get(json_object_get(reply->metadata, "pyc"), "skipped");
+    const char *name;
+    json_t *v;
+    if (!json_is_object(skipped) || json_object_size(skipped) == 0)
+        return;
+    json_t *all = json_object_get(skipped, "*");
+    if (json_is_string(all)) {
+        /* The names could not be collected or loaded at all. */
+        cli_err("nothing was merged back from the isolated cell: %s", json_string_value(all));
+        return;
+    }
+    fflush(stdout);
+    fputs("pyc: not merged back (cannot be pickled):", stderr);
+    bool first = true;
+    json_object_foreach(skipped, name, v) {
+        char why[128];
+        short_reason(json_is_string(v) ? json_string_value(v) : "?", why, sizeof why);
+        fprintf(stderr, "%s %s (%s)", first ? "" : ",", name, why);
+        first = false;
+    }
+    fputc('\n', stderr);
+    fflush(stderr);
+}
+
 int
 cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_stdin, cli_output_t *o,
             pyc_msg_t **reply_out)
@@ -372,6 +424,8 @@ cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_std
     const char *status = json_string_value(json_object_get(reply->content, "status"));
     if (!o->json && status != NULL && strcmp(status, "aborted") == 0)
         cli_err("the cell was not run: the kernel aborted it because a cell before it failed");
+    if (!o->json)
+        cli_report_unmerged(reply);
     rc = cli_reply_exit(reply, interrupts > 0);
     if (rc == PYC_EXIT_LOST) {
         const char *outcome = json_string_value(json_object_get(json_object_get(reply->metadata, "pyc"), "outcome"));

@@ -220,6 +220,22 @@ reply_within(pyc_client_t *cl, int chan, const char *id, double t0, int ms, int 
     }
 }
 
+/* The limits `status` shows: the kernel's (usage_reply's pyc.limits, which lists only those set, in seconds
+ * and bytes), with null for each of the five a session is made with (pyc new --idle ...) that is off, so that
+ * "no limit" is said rather than left out.  A new reference. */
+static json_t *
+status_limits(json_t *kernel_limits)
+{
+    static const char *const shown[] = {"idle_timeout", "lifetime", "cell_timeout", "output_limit", "memory_limit"};
+    json_t *l = json_object();
+    for (size_t i = 0; l != NULL && i < sizeof shown / sizeof shown[0]; i++) {
+        json_t *v = json_object_get(kernel_limits, shown[i]);
+        json_object_set_new(l, shown[i], v != NULL ? json_incref(v) : json_null());
+    }
+    json_object_update_missing(l, kernel_limits);
+    return l;
+}
+
 int
 cli_status(const cli_args_t *a)
 {
@@ -312,6 +328,10 @@ cli_status(const cli_args_t *a)
                     sf.pid > 0 ? json_integer(sf.pid) : json_null(), "state", state, "execution_count",
                     json_is_integer(count) ? count : json_null(), "uptime", uptime != NULL ? uptime : json_null(),
                     "memory", memory, "connection_file", path);
+    if (out != NULL && json_is_object(json_object_get(pm, "limits")))
+        json_object_set_new(out, "limits", status_limits(json_object_get(pm, "limits")));
+    if (out != NULL && json_object_get(pm, "checkpoint") != NULL)
+        json_object_set(out, "checkpoint", json_object_get(pm, "checkpoint"));
     if (out != NULL && json_is_object(json_object_get(pm, "environment")))
         json_object_set(out, "environment", json_object_get(pm, "environment"));
     if (out != NULL && usage != NULL)

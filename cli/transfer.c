@@ -480,18 +480,29 @@ save_pickle(const char *path, const pyc_msg_t *answer)
     return r == 0 ? 0 : -1;
 }
 
-/* Prints the names a whole-namespace get left out. */
+/* Prints every name a get of several names left out, with why: those that cannot be pickled ("skipped",
+ * with the kernel's reason) and, for a whole namespace, those bound to modules ("modules"), which are never
+ * sent (the other side re-imports them).  Names starting with "_" and the kernel's own (In, Out, ...) are
+ * left out by design and not listed.  Nothing is printed when nothing was left out. */
 static void
 report_skipped(const char *session, const pyc_msg_t *answer)
 {
-    json_t *skipped = json_object_get(json_object_get(answer->content, "data"), "skipped");
+    json_t *data = json_object_get(answer->content, "data");
+    json_t *skipped = json_object_get(data, "skipped"), *modules = json_object_get(data, "modules");
+    size_t ns = json_is_object(skipped) ? json_object_size(skipped) : 0;
+    size_t nm = json_is_array(modules) ? json_array_size(modules) : 0;
     const char *k;
     json_t *v;
-    if (!json_is_object(skipped) || json_object_size(skipped) == 0)
+    size_t i;
+    if (ns + nm == 0)
         return;
-    cli_err("%s: %zu name(s) not copied (they cannot be pickled):", session, json_object_size(skipped));
+    cli_err("%s: %zu name%s not copied:", session, ns + nm, ns + nm == 1 ? "" : "s");
     json_object_foreach(skipped, k, v) {
-        fprintf(stderr, "  %s: %s\n", k, json_is_string(v) ? json_string_value(v) : "?");
+        fprintf(stderr, "  %s: cannot be pickled: %s\n", k, json_is_string(v) ? json_string_value(v) : "?");
+    }
+    json_array_foreach(modules, i, v) {
+        if (json_is_string(v))
+            fprintf(stderr, "  %s: module: re-import it\n", json_string_value(v));
     }
 }
 

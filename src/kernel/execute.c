@@ -123,7 +123,10 @@ reply_bad_request(pyc_kernel_t *k, int chan, const pyc_msg_t *msg, const char *w
     json_t *error = json_pack("{s:s, s:s, s:[o]}", "ename", "BadRequest", "evalue", why, "traceback",
                               json_sprintf("BadRequest: %s", why));
     json_t *md = pyc__reply_metadata("error");
-    json_object_set_new(md, "pyc", json_pack("{s:s, s:s}", "outcome", "bad_request", "state", "intact"));
+    /* The whole metadata.pyc, as for a cell that ran: nothing ran, and the state is that of the session. */
+    pyc_outcome_t o = {.outcome = "bad_request", .kernel_ending = atomic_load(&k->quit) != 0};
+    pyc_cellclock_read(&k->cell.clock, &o.wall, &o.cpu);
+    json_object_set_new(md, "pyc", pyc_outcome_metadata(&o));
     pyc__reply(k, chan, msg, "execute_reply", md, pyc__execute_error_content(error, k->execution_count, NULL, NULL));
     json_decref(error);
 }

@@ -252,7 +252,7 @@ pyc__on_interrupt(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 }
 
 /* usage_request (control): the kernel's CPU and memory from /proc, with the host's, in ipykernel's shape,
- * plus what pyc knows of the session. */
+ * plus what pyc knows of the session: its limits and its checkpoint file (`pyc status` shows both). */
 void
 pyc__on_usage(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
@@ -270,6 +270,10 @@ pyc__on_usage(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     json_object_set_new(p, "execution_count", json_integer(k->execution_count));
     json_object_set_new(p, "execution_state", json_string(atomic_load(&k->executing) ? "busy" : "idle"));
     json_object_set_new(p, "limits", pyc_limits_to_json(&k->limits));
+    /* The checkpoint is made before the kernel answers its first request (kernel_info_reply names it), and
+     * changed only in a forked child before its control thread starts: reading it here needs no lock. */
+    json_object_set_new(p, "checkpoint",
+                        k->checkpoint != NULL ? json_string(pyc_checkpoint_path(k->checkpoint)) : json_null());
     json_object_set_new(p, "environment", pyc_py_environment());
     json_object_set_new(r, "status", json_string("ok"));
     pyc__reply(k, chan, msg, "usage_reply", NULL, r);

@@ -284,8 +284,10 @@ out:
         res->user_expressions = json_object();
         res->payload = json_array();
     }
-    *md_out = json_pack("{s:s, s:s, s:o, s:o, s:s}", "isolated", "fork", "outcome", outcome, "merged", merged,
-                        "skipped", skipped, "state", "intact");
+    /* No "state" here: pyc_outcome_metadata says it, from whether the kernel goes on (an isolated cell that
+     * died leaves the kernel intact; a lifetime that ends during it does not). */
+    *md_out = json_pack("{s:s, s:s, s:o, s:o}", "isolated", "fork", "outcome", outcome, "merged", merged,
+                        "skipped", skipped);
     json_decref(done);
     pyc_record_free(df, dn);
 }
@@ -297,6 +299,15 @@ pyc__isolation_of(const pyc_msg_t *msg, const char **code, double *timeout, pyc_
     *timeout = 0;
     if (json_is_string(iso) && strcmp(json_string_value(iso), "fork") == 0)
         return 1;
+    if (iso != NULL && !json_is_null(iso)) {
+        /* "Fork", true, 1, "yes": a client that asked for isolation and misspelt it must not get its cell
+         * run in the kernel itself, with an "ok" that reads as if it had been isolated. */
+        char *text = json_dumps(iso, JSON_COMPACT | JSON_ENCODE_ANY);
+        pyc_error_set(err, "metadata.pyc.isolate must be \"fork\" (or null, or absent: not isolated), not %.64s",
+                      text != NULL ? text : "that value");
+        free(text);
+        return -1;
+    }
     if (strncmp(*code, "%%isolate", 9) == 0 && ((*code)[9] == '\n' || (*code)[9] == ' ' || (*code)[9] == '\0')) {
         const char *p = *code + 9;
         const char *nl = strchr(*code, '\n');

@@ -196,7 +196,9 @@ pyc_checkpoint_t *pyc__checkpoint(pyc_kernel_t *k);
 
 /* Reads the isolation a request asks for: metadata {"pyc": {"isolate": "fork"}}, or a first line
  * "%%isolate [S]" (removed from *code; S, a duration, goes into *timeout, else 0).  Returns 1 when the cell
- * is to run isolated, 0 when not, -1 with err for a bad duration. */
+ * is to run isolated, 0 when not, -1 with err for a bad duration or a metadata "isolate" other than "fork"
+ * (null and absent mean not isolated; anything else, "Fork" or true included, is refused rather than run
+ * unisolated). */
 int pyc__isolation_of(const pyc_msg_t *msg, const char **code, double *timeout, pyc_error_t *err);
 
 /* Runs a cell in a forked child (see isolate.c).  Fills res like pyc_py_execute, and *md_out with what

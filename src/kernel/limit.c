@@ -1,11 +1,13 @@
 /*
  * limit.c -- parsing the session limits; see limit.h.
  *
- * The parsers accept exactly one number and one optional unit with nothing around them but spaces, and
- * refuse negatives, NaN, infinities and sizes past SIZE_MAX: a limit that is silently misread is worse than
- * none, because the host believes the session is bounded.
+ * Durations and sizes are parsed by src/common/units.c (the same code checks `pyc new`'s limit flags): one
+ * number and one optional unit with nothing around them but spaces; negatives, NaN, infinities and sizes past
+ * SIZE_MAX are refused, since a limit that is silently misread is worse than none.
  */
 #include "limit.h"
+
+#include "units.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -36,94 +38,16 @@ pyc_limits_init(pyc_limits_t *l)
     l->shutdown_grace = PYC_LIMITS_DEFAULT_SHUTDOWN_GRACE;
 }
 
-/* Splits text into a number and a unit: *unit points at the first non-space after the number, and the
- * unit's length (letters only) goes into *unit_len.  Returns -1 when something other than spaces follows
- * the unit. */
-static int
-split_unit(const char *end, const char **unit, size_t *unit_len)
-{
-    while (*end == ' ')
-        end++;
-    size_t n = 0;
-    while (isalpha((unsigned char)end[n]))
-        n++;
-    const char *rest = end + n;
-    while (*rest == ' ')
-        rest++;
-    *unit = end;
-    *unit_len = n;
-    return *rest == '\0' ? 0 : -1;
-}
-
-static int
-unit_is(const char *unit, size_t len, const char *name)
-{
-    return strlen(name) == len && strncasecmp(unit, name, len) == 0;
-}
-
 int
 pyc_limits_parse_seconds(const char *text, double *out, pyc_error_t *err)
 {
-    char *end;
-    const char *unit;
-    size_t ulen;
-    if (text == NULL || text[0] == '\0')
-        return pyc_error_set(err, "an empty duration");
-    errno = 0;
-    double v = strtod(text, &end);
-    if (end == text || errno != 0 || !isfinite(v) || v < 0 || split_unit(end, &unit, &ulen) < 0)
-        return pyc_error_set(err, "'%.64s' is not a duration (seconds, or a number with ms, s, m or h)", text);
-    double scale;
-    if (ulen == 0 || unit_is(unit, ulen, "s") || unit_is(unit, ulen, "sec"))
-        scale = 1;
-    else if (unit_is(unit, ulen, "ms"))
-        scale = 1e-3;
-    else if (unit_is(unit, ulen, "m") || unit_is(unit, ulen, "min"))
-        scale = 60;
-    else if (unit_is(unit, ulen, "h"))
-        scale = 3600;
-    else
-        return pyc_error_set(err, "'%.64s': unknown unit of time (use ms, s, m or h)", text);
-    v *= scale;
-    if (!isfinite(v) || v > 1e9)
-        return pyc_error_set(err, "'%.64s' is too long a duration", text);
-    *out = v;
-    return 0;
+    return pyc_units_seconds(text, out, err);
 }
 
 int
 pyc_limits_parse_bytes(const char *text, size_t *out, pyc_error_t *err)
 {
-    char *end;
-    const char *unit;
-    size_t ulen;
-    if (text == NULL || text[0] == '\0')
-        return pyc_error_set(err, "an empty size");
-    errno = 0;
-    double v = strtod(text, &end);
-    if (end == text || errno != 0 || !isfinite(v) || v < 0 || split_unit(end, &unit, &ulen) < 0)
-        return pyc_error_set(err, "'%.64s' is not a size (bytes, or a number with K, M, G or T)", text);
-    double scale = 1;
-    if (ulen > 0) {
-        static const char *const units = "KMGT";
-        const char *u = strchr(units, toupper((unsigned char)unit[0]));
-        bool suffix_ok = ulen == 1 || (ulen == 2 && toupper((unsigned char)unit[1]) == 'B') ||
-                         (ulen == 3 && unit[1] == 'i' && toupper((unsigned char)unit[2]) == 'B');
-        if (unit_is(unit, ulen, "b"))
-            scale = 1;
-        else if (u == NULL || unit[0] == '\0' || !suffix_ok)
-            return pyc_error_set(err, "'%.64s': unknown unit of size (use K, M, G or T)", text);
-        else
-            scale = ldexp(1.0, 10 * (int)(u - units + 1));
-    }
-    double whole = floor(v * scale);
-    if (!(whole < (double)SIZE_MAX))
-        return pyc_error_set(err, "'%.64s' is too large a size", text);
-    if (whole == 0 && v > 0)
-        return pyc_error_set(err, "'%.64s' is less than one byte", text);
-    v = whole;
-    *out = (size_t)v;
-    return 0;
+    return pyc_units_bytes(text, out, err);
 }
 
 /* Parses a count: a whole number, nothing else. */

@@ -105,11 +105,16 @@ pyc_outcome_metadata(const pyc_outcome_t *o)
     const char *limit = o->why > PYC_GUARD_NONE && o->why <= PYC_GUARD_MEMORY ? pyc_outcome_limit_names[o->why]
                                                                               : NULL;
     bool timed_out = o->why == PYC_GUARD_DEADLINE || o->why == PYC_GUARD_LIFETIME;
+    /* The state is the session's, as README's table says: "intact" only when the kernel and its namespace go
+     * on after this reply.  A kernel that ends after it -- cleanly at its lifetime, or at a shutdown that came
+     * during the cell -- loses its state as surely as a stuck one, and a client must not send its next cell
+     * there. */
+    bool ending = o->lost || o->kernel_ending;
     return json_pack("{s:s, s:b, s:b, s:o, s:b, s:o, s:b, s:s, s:b, s:f, s:f}", "outcome", o->outcome,
                      "interrupted", o->interrupted, "timed_out", timed_out, "limit",
                      limit != NULL ? json_string(limit) : json_null(), "output_dropped", dropped, "output", output,
-                     "memory_cap_hit", o->memory_hit, "state", o->lost ? "lost" : "intact", "kernel_ending",
-                     o->lost || o->kernel_ending, "wall_time", o->wall, "cpu_time", o->cpu);
+                     "memory_cap_hit", o->memory_hit, "state", ending ? "lost" : "intact", "kernel_ending", ending,
+                     "wall_time", o->wall, "cpu_time", o->cpu);
 }
 
 /* The size of v as compact JSON. */

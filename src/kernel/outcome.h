@@ -54,8 +54,10 @@ typedef struct pyc_outcome {
     int why;                     /* PYC_GUARD_*: the limit that stopped it (timed_out only for a deadline or
                                   * the lifetime) */
     bool memory_hit;             /* it raised MemoryError under a memory cap */
-    bool lost;                   /* the kernel is ending and its state is lost */
-    bool kernel_ending;          /* the kernel shuts down after this reply */
+    bool lost;                   /* the kernel is ending at once (a stuck cell): its state is lost */
+    bool kernel_ending;          /* the kernel shuts down after this reply (cleanly: the lifetime, a
+                                  * shutdown_request); its state is lost too.  Either makes metadata.pyc
+                                  * say state "lost" and kernel_ending true; neither: state "intact". */
     pyc_outgate_stats_t output;
     double wall, cpu;
 } pyc_outcome_t;

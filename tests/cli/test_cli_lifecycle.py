@@ -518,3 +518,81 @@ def test_new_in_a_python_environment(sessions, tmp_path):
     assert pyc("run", name, "import sys; print(sys.prefix)", check=EXIT_OK).stdout.strip() == str(env)
     pyc("kill", name, check=EXIT_OK)
     pyc("new", unique_name(), "--kernel", "no-such-kernelspec", check=EXIT_CONNECTION)
+
+
+# ---- limits of a session (pyc new --idle ... --replay) -------------------------------------------------------
+
+def _limits(name):
+    return json.loads(pyc("status", name, check=EXIT_OK).stdout)["limits"]
+
+
+def test_new_limit_flags_reach_the_kernel(sessions):
+    name = sessions.new(None, "--cell-timeout", "1", "--output-limit", "1K", "--memory", "2G", "--lifetime", "1h",
+                        "--idle", "30m")
+    st = json.loads(pyc("status", name, check=EXIT_OK).stdout)
+    lim = st["limits"]
+    assert (lim["idle_timeout"], lim["lifetime"], lim["cell_timeout"], lim["output_limit"], lim["memory_limit"]) == \
+        (1800, 3600, 1, 1024, 2 << 30)
+    # the checkpoint the kernel writes, named after the session
+    assert st["checkpoint"].endswith("/pyc-%s.py" % name) and os.path.exists(st["checkpoint"])
+    # --cell-timeout stops a sleeping cell (CellTimeout, exit 5), and the session goes on
+    t = time.monotonic()
+    p = pyc("run", name, "import time\ntime.sleep(30)", timeout=60)
+    assert p.returncode == 5 and "CellTimeout" in p.stderr, (p.returncode, p.stderr)
+    assert time.monotonic() - t < 20
+    # --output-limit cuts a cell's output at 1 KiB
+    p = pyc("run", name, "print('x' * 5000)", check=EXIT_OK)
+    assert len(p.stdout) == 1024 and "dropped" in p.stderr
+    assert pyc("run", name, "6 * 7", check=EXIT_OK).stdout == "42\n"
+
+
+def test_new_idle_timeout_default_and_overrides(sessions):
+    """Without --idle a session ends after a day without a request, unless PYC_IDLE_TIMEOUT (ours, or the
+    kernelspec's env) says otherwise; --idle 0 means never."""
+    assert _limits(sessions.new())["idle_timeout"] == 86400
+    name = unique_name()
+    pyc("new", name, check=EXIT_OK, env=pyctest.child_env(PYC_IDLE_TIMEOUT="1h"))
+    sessions.adopt(name)
+    assert _limits(name)["idle_timeout"] == 3600
+    lim = _limits(sessions.new(None, "--idle", "0"))
+    assert lim["idle_timeout"] is None and lim["cell_timeout"] is None and lim["memory_limit"] is None
+
+
+def test_new_idle_ends_an_abandoned_session(sessions):
+    name = sessions.new(None, "--idle", "2")
+    pid = read_session(name)["pid"]
+    pyc("run", name, "x = 1", check=EXIT_OK)
+    t = time.monotonic()
+    assert wait_gone(pid, 20), "the kernel outlived its idle timeout"
+    assert 1.5 < time.monotonic() - t < 20
+    assert _state(name) == ["stale"]
+    pyc("run", name, "x", check=EXIT_NOSESSION)
+
+
+def test_new_bad_limit_values_are_usage_errors(tmp_path):
+    name = unique_name()
+    for flags in (["--idle", "soon"], ["--idle", "-1"], ["--lifetime", "5 parsecs"], ["--cell-timeout", ""],
+                  ["--output-limit", "lots"], ["--memory", "1X"], ["--replay", str(tmp_path / "none.py")],
+                  ["--replay", str(tmp_path)]):
+        p = pyc("new", name, *flags, check=EXIT_USAGE)
+        assert p.stderr.startswith("pyc: new: %s" % flags[0]), p.stderr
+        assert not os.path.exists(session_file(name))
+
+
+def test_new_replay_of_a_checkpoint(sessions, tmp_path):
+    a = sessions.new()
+    flag = tmp_path / "flag"
+    flag.write_text("")
+    pyc("run", a, "rp = 41", check=EXIT_OK)
+    pyc("run", a, "rp += 1", check=EXIT_OK)
+    checkpoint = json.loads(pyc("status", a, check=EXIT_OK).stdout)["checkpoint"]
+    b = sessions.new(None, "--replay", checkpoint)
+    assert pyc("run", b, "rp", check=EXIT_OK).stdout == "42\n"
+    # a replay that stops at a failing cell starts the session anyway, and says so
+    pyc("run", a, "open(%r).close()\nrp = 0" % str(flag), check=EXIT_OK)
+    flag.unlink()
+    c = unique_name()
+    p = pyc("new", c, "--replay", checkpoint, check=EXIT_OK)
+    sessions.adopt(c)
+    assert "stopped at cell 3 of 3" in p.stderr and "FileNotFoundError" in p.stderr, p.stderr
+    assert pyc("run", c, "rp", check=EXIT_OK).stdout == "42\n"

@@ -102,6 +102,24 @@ def test_isolate(shared):
     assert pyc("run", shared, "'iso_lost' in dir()", check=EXIT_OK).stdout == "False\n"
 
 
+def test_isolate_says_what_was_not_merged_back(shared):
+    """Names an isolated cell bound that cannot come back are named on stderr, one line, with why; --json
+    leaves that to the reply's metadata."""
+    p = pyc("run", shared, "import json as iso_mod\niso_gen = (i for i in [1])\niso_fine = 3", "--isolate",
+            check=EXIT_OK)
+    lines = [line for line in p.stderr.splitlines() if "not merged back" in line]
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("pyc: not merged back (cannot be pickled): ")
+    assert "iso_gen (generator)" in lines[0] and "iso_mod (module: re-import it)" in lines[0]
+    assert "iso_fine" not in lines[0]
+    assert pyc("run", shared, "iso_fine", check=EXIT_OK).stdout == "3\n"
+    p = pyc("run", shared, "iso_gen2 = (i for i in [1])", "--isolate", "--json", check=EXIT_OK)
+    assert "not merged back" not in p.stderr
+    assert "iso_gen2" in json.loads(p.stdout.splitlines()[-1])["metadata"]["pyc"]["skipped"]
+    # nothing to say: nothing said
+    assert pyc("run", shared, "iso_fine2 = 1", "--isolate", check=EXIT_OK).stderr == ""
+
+
 def _wait_busy(name, timeout=10):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

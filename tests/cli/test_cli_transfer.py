@@ -175,8 +175,11 @@ def test_cp_session_to_session(two):
 def test_cp_whole_namespace(two, tmp_path):
     a, b = two
     p = pyc("cp", "%s:" % a, "%s:" % b, check=EXIT_OK)
-    # the lambda cannot be pickled: reported, not copied
+    # the lambda cannot be pickled: reported, not copied; the module is named too, with what to do
     assert "lam" in p.stderr and "not copied" in p.stderr
+    assert "  lam: cannot be pickled: " in p.stderr
+    assert "  os: module: re-import it" in p.stderr
+    assert "_private" not in p.stderr
     out = pyc("run", b, "sorted(k for k in ('arr', 'ro', 'small', 'lam', 'os', '_private') if k in globals())",
               check=EXIT_OK).stdout
     assert out == "['arr', 'ro', 'small']\n"

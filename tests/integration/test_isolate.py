@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from pyctest import IS_PYC, NOT_PYC_REASON, PYC_SRCDIR, eval_value, execute
+from pyctest import IS_PYC, NOT_PYC_REASON, PYC_SRCDIR, eval_value, execute, get_reply, iopub_for, send
 
 pytestmark = pytest.mark.skipif(not IS_PYC, reason=NOT_PYC_REASON)
 
@@ -107,3 +107,34 @@ def test_fork_handlers_that_print_do_not_hang_the_kernel(fresh_kernel):
     assert reply["content"]["status"] == "ok"
     assert time.monotonic() - t < 20
     assert eval_value(kc, "iso_handlers") == "1"
+
+
+def _run_with(kc, code, pyc_md):
+    msg_id = send(kc, "execute_request", {"code": code, "silent": False, "store_history": True,
+                                          "user_expressions": {}, "allow_stdin": False, "stop_on_error": False},
+                  metadata={"pyc": pyc_md})
+    reply = get_reply(kc, msg_id, timeout=30)
+    return reply, iopub_for(kc, msg_id, timeout=30)
+
+
+def test_isolate_misspelt_is_refused_not_run_unisolated(kc):
+    """Only "fork" isolates; any other value of metadata.pyc.isolate ("Fork", true, 1, "yes") is refused with
+    BadRequest, and the cell is not run at all (run unisolated, it would have changed the kernel's state)."""
+    execute(kc, "iso_bad = 'before'")
+    for value in ("Fork", True, 1, "yes", "", {"mode": "fork"}):
+        reply, outs = _run_with(kc, "iso_bad = 'changed'", {"isolate": value})
+        c, md = reply["content"], reply["metadata"]["pyc"]
+        assert c["status"] == "error" and c["ename"] == "BadRequest", (value, c)
+        assert '"fork"' in c["evalue"] and "isolate" in c["evalue"]
+        assert md["outcome"] == "bad_request" and md["state"] == "intact" and md["kernel_ending"] is False
+        assert [k for k in kinds(outs) if k != "status"] == []       # nothing ran: no output
+        assert eval_value(kc, "iso_bad") == "'before'"
+    # null is "not isolated", as when absent
+    reply, _ = _run_with(kc, "iso_bad = 'unisolated'", {"isolate": None})
+    assert reply["content"]["status"] == "ok" and "isolated" not in reply["metadata"]["pyc"]
+    assert eval_value(kc, "iso_bad") == "'unisolated'"
+    # a timeout that is not a number is refused the same way
+    for value in (True, "5", [5]):
+        reply, _ = _run_with(kc, "iso_bad = 'timed'", {"isolate": "fork", "timeout": value})
+        assert reply["content"]["ename"] == "BadRequest" and "timeout" in reply["content"]["evalue"]
+    assert eval_value(kc, "iso_bad") == "'unisolated'"

@@ -101,7 +101,9 @@ def test_bad_limit_in_metadata_is_refused(kc):
     reply, _ = run(kc, "1", metadata={"pyc": {"timeout": "soon"}})
     assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "BadRequest"
     assert "timeout" in reply["content"]["evalue"]
-    assert reply["metadata"]["pyc"]["outcome"] == "bad_request"
+    md = reply["metadata"]["pyc"]
+    assert md["outcome"] == "bad_request" and md["state"] == "intact" and md["kernel_ending"] is False
+    assert md["output"]["messages"] == 0 and md["interrupted"] is False
 
 
 # ---- per-cell deadline -------------------------------------------------------------------------------------
@@ -261,7 +263,8 @@ def test_lifetime_stops_a_running_cell_then_exits(limited):
     c = reply["content"]
     assert c["ename"] == "KernelLifetimeEnded"
     md = reply["metadata"]["pyc"]
-    assert md["limit"] == "lifetime" and md["kernel_ending"] is True and md["state"] == "intact"
+    # the kernel ends after this reply: its state goes with it (README, "Limits and outcomes")
+    assert md["limit"] == "lifetime" and md["kernel_ending"] is True and md["state"] == "lost"
     assert wait_dead(k, 15) == 0
 
 

@@ -284,6 +284,11 @@ def test_whole_namespace_get_skips_unpicklable(pkc):
     assert "__main__" in skipped["ns_func"]
     for name in ("_ns_private", "ns_module", "np", "ns_int"):
         assert name not in skipped
+    # modules are not lost values (the receiver re-imports them) but are listed, so a client can say so
+    assert "ns_module" in reply["modules"] and "np" in reply["modules"] and "ns_int" not in reply["modules"]
+    assert reply["modules"] == sorted(reply["modules"])
+    listed, _ = pyc_client.request(pkc, {"op": "get", "names": ["ns_int"]})
+    assert "modules" not in listed
     assert "ns_int" in reply["names"] and "ns_df" in reply["names"]
     run_ok(pkc, "ns_file.close()")
 

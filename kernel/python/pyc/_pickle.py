@@ -15,6 +15,7 @@ Requests (comm_open data) and answers (comm_msg data):
     {"op": "get", "names": ["a", "b"]}  those names, as one pickled dict
         -> {"status": "ok", "op": "get", "names": [...], "skipped": {name: reason}, "type": "dict",
             "protocol": 5, "nbytes": N, "sha256": [...]}       buffers as above
+           (for "names": null also "modules": [names bound to modules, left out])
     {"op": "put", "name": "x", "sha256": [hex, ...]}           buffers: [main pickle, out-of-band...]
         -> {"status": "ok", "op": "put", "name": "x", "type": "...", "nbytes": N}
     {"op": "put", "names": null, "sha256": [...]}              the pickle holds a dict: merged into the
@@ -46,9 +47,11 @@ originals (false: read-only); either way they use the received memory as it is, 
 kernel's __main__ are skipped, because a pickle stores those by reference and they cannot be loaded where
 __main__ differs.
 
-The namespace is that of __main__.  A whole-namespace get leaves out names that start with "_", modules,
-and the kernel-like names In, Out, get_ipython, exit and quit without reporting them; values that cannot
-be pickled are reported in "skipped" with the reason.
+The namespace is that of __main__.  A whole-namespace get leaves out names that start with "_" and the
+kernel-like names In, Out, get_ipython, exit and quit without reporting them; names bound to modules are
+left out too (a module pickles by reference at best: the receiver re-imports it) and listed in "modules",
+so that a client can say so (`pyc cp a: b:` does); values that cannot be pickled are reported in "skipped"
+with the reason.  Modules are not in "skipped": that lists what was lost, and pyc_client warns of it.
 
 Trust: loading a pickle runs code.  A put is the same trust boundary as execute_request: whoever can send
 one can already run any code in the kernel.
@@ -247,27 +250,31 @@ def _get_one(name, limit, chunk=None, send_to=None):
 
 
 def _candidates(names):
+    """The (name, value) pairs a get of several names pickles, and the names of modules it leaves out (only
+    for the whole namespace: modules asked for by name are tried like any value)."""
     ns = _namespace()
     if names is None:
-        out = []
+        out, modules = [], []
         for k, v in list(ns.items()):
             if not isinstance(k, str) or k.startswith("_") or is_kernel_name(k):
                 continue
             if isinstance(v, types.ModuleType):
+                modules.append(k)
                 continue
             out.append((k, v))
-        return out
+        return out, sorted(modules)
     missing = [n for n in names if n not in ns]
     if missing:
         raise RequestFailed("NameError", "%s not defined: %s" % (
             "name is" if len(missing) == 1 else "names are", ", ".join(repr(n) for n in missing)))
-    return [(n, ns[n]) for n in names]
+    return [(n, ns[n]) for n in names], None
 
 
 def _get_many(names, limit, skip_main, chunk=None, send_to=None):
     skipped = {}
     kept = {}
-    for name, value in _candidates(names):
+    candidates, modules = _candidates(names)
+    for name, value in candidates:
         # each value alone first, to find the ones that cannot be pickled (out-of-band buffers cost
         # nothing here: they are neither copied nor kept)
         try:
@@ -293,6 +300,8 @@ def _get_many(names, limit, skip_main, chunk=None, send_to=None):
         ename, evalue = _error_of(e)
         raise RequestFailed(ename, "cannot pickle the namespace: %s" % evalue)
     reply = {"status": "ok", "op": "get", "names": list(kept), "skipped": skipped, "type": "dict"}
+    if modules is not None:
+        reply["modules"] = modules
     return _answer_pickle(reply, main, oob, chunk, send_to)
 
 

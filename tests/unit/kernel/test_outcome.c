@@ -1,6 +1,7 @@
 /*
- * test_outcome.c -- cmocka tests for outcome.c: metadata.pyc for every kind of end, and the error of a cell
- * stopped by a limit (in the kernel, isolated, stuck), with its traceback.
+ * test_outcome.c -- cmocka tests for outcome.c: metadata.pyc for every kind of end (README's table of
+ * outcomes and states, row by row), and the error of a cell stopped by a limit (in the kernel, isolated,
+ * stuck), with its traceback.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -61,9 +62,10 @@ test_metadata_of_limits_and_losses(void **state)
     assert_string_equal(str(m, "state"), "lost");
     assert_true(json_is_true(json_object_get(m, "kernel_ending")));   /* lost implies ending */
     json_decref(m);
+    /* A cell that ended well just before a shutdown: the kernel ends after the reply, its state with it. */
     o = (pyc_outcome_t){.outcome = "ok", .kernel_ending = true, .memory_hit = true};
     m = pyc_outcome_metadata(&o);
-    assert_string_equal(str(m, "state"), "intact");
+    assert_string_equal(str(m, "state"), "lost");
     assert_true(json_is_true(json_object_get(m, "kernel_ending")));
     assert_true(json_is_true(json_object_get(m, "memory_cap_hit")));
     json_decref(m);
@@ -172,6 +174,58 @@ test_fit_error(void **state)
     free(big);
 }
 
+/* README's table of outcomes, row by row: for every way a cell can end, the state and kernel_ending the reply
+ * carries.  "intact" means the kernel and its namespace go on after the reply; "lost", that the kernel is
+ * ending (cleanly or not), and kernel_ending is true exactly then. */
+static void
+test_state_of_every_outcome(void **state)
+{
+    (void)state;
+    static const struct {
+        pyc_outcome_t o;
+        const char *state;
+        const char *limit;
+        bool timed_out;
+    } rows[] = {
+        {{.outcome = "ok"}, "intact", NULL, false},
+        {{.outcome = "error"}, "intact", NULL, false},
+        {{.outcome = "error", .memory_hit = true}, "intact", NULL, false},               /* MemoryError */
+        {{.outcome = "error", .why = PYC_GUARD_MEMORY, .memory_hit = true}, "intact", "memory", false},
+        {{.outcome = "interrupted", .interrupted = true}, "intact", NULL, false},
+        {{.outcome = "timeout", .interrupted = true, .why = PYC_GUARD_DEADLINE}, "intact", "deadline", true},
+        {{.outcome = "aborted"}, "intact", NULL, false},
+        {{.outcome = "bad_request"}, "intact", NULL, false},
+        {{.outcome = "died"}, "intact", NULL, false},            /* an isolated cell's process died */
+        /* the lifetime ends during a cell: it is stopped, then the kernel shuts down cleanly */
+        {{.outcome = "lifetime", .interrupted = true, .why = PYC_GUARD_LIFETIME, .kernel_ending = true}, "lost",
+         "lifetime", true},
+        /* a cell that did not stop at its deadline or lifetime: the kernel ends at once (exit 3) */
+        {{.outcome = "timeout", .interrupted = true, .why = PYC_GUARD_DEADLINE, .lost = true}, "lost", "deadline",
+         true},
+        {{.outcome = "lifetime", .interrupted = true, .why = PYC_GUARD_LIFETIME, .lost = true}, "lost", "lifetime",
+         true},
+        {{.outcome = "error", .interrupted = true, .why = PYC_GUARD_MEMORY, .memory_hit = true, .lost = true},
+         "lost", "memory", false},
+        /* a cell that ended as the kernel was asked to shut down */
+        {{.outcome = "ok", .kernel_ending = true}, "lost", NULL, false},
+        {{.outcome = "error", .kernel_ending = true}, "lost", NULL, false},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        json_t *m = pyc_outcome_metadata(&rows[i].o);
+        print_message("row %zu: %s\n", i, rows[i].o.outcome);
+        assert_string_equal(str(m, "outcome"), rows[i].o.outcome);
+        assert_string_equal(str(m, "state"), rows[i].state);
+        assert_int_equal(json_is_true(json_object_get(m, "kernel_ending")), strcmp(rows[i].state, "lost") == 0);
+        if (rows[i].limit != NULL)
+            assert_string_equal(str(m, "limit"), rows[i].limit);
+        else
+            assert_true(json_is_null(json_object_get(m, "limit")));
+        assert_int_equal(json_is_true(json_object_get(m, "timed_out")), rows[i].timed_out);
+        assert_int_equal(json_is_true(json_object_get(m, "interrupted")), rows[i].o.interrupted);
+        json_decref(m);
+    }
+}
+
 int
 main(void)
 {
@@ -182,6 +236,7 @@ main(void)
         cmocka_unit_test(test_limit_error_isolated_and_stuck),
         cmocka_unit_test(test_memory_error_and_clock),
         cmocka_unit_test(test_fit_error),
+        cmocka_unit_test(test_state_of_every_outcome),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
