@@ -61,6 +61,7 @@ struct pyc_client {
     char *username_json;         /* the user name as a JSON string, quotes included */
     long watch_pid;
     unsigned long long watch_start;
+    bool watch_gone;             /* the watched process was seen gone: what it sent is being read to the end */
 };
 
 static const char *const chan_names[PYC_CHAN_COUNT] = {"shell", "iopub", "stdin", "control", "hb"};
@@ -149,6 +150,7 @@ pyc_client_watch(pyc_client_t *self, long pid, unsigned long long start)
 {
     self->watch_pid = pid;
     self->watch_start = start;
+    self->watch_gone = false;
 }
 
 /* ---- sending --------------------------------------------------------------------------------------------- */
@@ -279,6 +281,8 @@ pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, 
         }
         if (self->watch_pid > 0 && (wait < 0 || wait > WATCH_SLICE_MS))
             wait = WATCH_SLICE_MS;
+        if (self->watch_gone)
+            wait = 0;
         struct pollfd pfd[N_RECV + 1];
         int at[N_RECV];
         nfds_t k = 0;
@@ -318,6 +322,13 @@ pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, 
         if (deliver(self, out, chan))
             return PYC_RECV_MSG;
         if (self->watch_pid > 0 && !pyc_proc_is(self->watch_pid, self->watch_start)) {
+            /* Gone -- but what it sent before it died (a crashed kernel's error and reply) may have reached
+             * our sockets after the poll above returned: one more look without waiting reads it, and only a
+             * look that finds nothing more ends the wait. */
+            if (!self->watch_gone) {
+                self->watch_gone = true;
+                continue;
+            }
             pyc_error_set(err, "the kernel (pid %ld) is gone", self->watch_pid);
             return PYC_RECV_ERROR;
         }

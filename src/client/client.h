@@ -51,7 +51,8 @@ pyc_client_t *pyc_client_new(const pyc_connfile_t *cf, bool with_stdin, pyc_erro
 void pyc_client_destroy(pyc_client_t **self_p);
 
 /* From now on a wait fails with "the kernel (pid P) is gone" as soon as process pid (with start tick start,
- * 0 for any) does not exist any more.  pid 0 turns the watch off. */
+ * 0 for any) does not exist any more, and what it sent before it ended has been read (a wait that finds the
+ * process gone delivers the messages already on its connections first).  pid 0 turns the watch off. */
 void pyc_client_watch(pyc_client_t *self, long pid, unsigned long long start);
 
 /* Sends a message on PYC_CHAN_SHELL, _CONTROL or _STDIN.  content and metadata may be NULL ({}); parent may be
