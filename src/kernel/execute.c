@@ -174,6 +174,8 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         history_add(k, count, json_string_value(code_v));
     if (!silent)
         pyc__publish(k, msg, "execute_input", json_pack("{s:O, s:i}", "code", code_v, "execution_count", count));
+    if (!silent)
+        pyc__lifelog_cell(k, msg, count, NULL);
 
     pyc_py_exec_opts_t opts = {
         .silent = silent,
@@ -275,6 +277,8 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         json_decref(iso_md);
     }
     json_object_set_new(md, "pyc", pmd);
+    if (!silent)
+        pyc__lifelog_cell(k, msg, count, o.outcome);
     pyc__reply(k, chan, msg, "execute_reply", md, content);
     json_decref(res.error);
     json_decref(res.user_expressions);
@@ -359,6 +363,7 @@ guard_expire(void *ctx, int why)
         pyc_log("no request for %g s (the idle timeout); shutting down", k->limits.idle_timeout);
     else
         pyc_log("the kernel's lifetime of %g s is over; shutting down", k->limits.lifetime);
+    pyc__lifelog_close_reason(k, why == PYC_GUARD_IDLE ? PYC__CLOSE_IDLE : PYC__CLOSE_LIFETIME);
     pyc__quit(k);
 }
 
@@ -415,6 +420,10 @@ guard_stuck(void *ctx, int why)
         json_decref(err);
         pyc__status(k, msg, "idle");
     }
+    pyc__lifelog_close_reason(k, why == PYC_GUARD_MEMORY     ? PYC__CLOSE_OUT_OF_MEMORY
+                                 : why == PYC_GUARD_LIFETIME ? PYC__CLOSE_LIFETIME
+                                                             : PYC__CLOSE_STUCK);
+    pyc__lifelog_closed(k);
     pyc__end_children(k);
     k->hard_exit(k->hard_exit_ctx, 3);
 }
