@@ -5,7 +5,7 @@
  * Files: main.c (dispatch), commands.c (the command table: synopses, help, options), common.c (errors,
  * options, the runtime dir, sessions, locks), output.c (printing a request's output, the execute loop),
  * new.c (new), handshake.c (new's registration service, protocol 5.6), sessions.c (kill, ls), query.c (run,
- * status, vars, complete, int), transfer.c (fork, cp),
+ * status, vars, complete, int), transfer.c (fork, cp), events.c (events, and the events other commands write),
  * attach.c (the REPL), lineedit.c (reading lines, readline loaded on demand).
  */
 #ifndef PYC_CLI_H
@@ -32,6 +32,7 @@ enum {
     PYC_EXIT_TIMEOUT = 5,        /* the cell passed its --timeout (the kernel stopped it) */
     PYC_EXIT_CONNECTION = 6,     /* the kernel could not be started, did not answer, or died, or spoke nonsense;
                                   * or the runtime dir cannot be used */
+    PYC_EXIT_LOST = 7,           /* the session was lost: the kernel ended during the request */
     PYC_EXIT_INTERRUPTED = 130,  /* Ctrl-C: the cell was interrupted (128 + SIGINT, as shells report it) */
     PYC_EXIT_PIPE = 141,         /* stdout's reader went away (128 + SIGPIPE, as shells report a tool killed by
                                   * SIGPIPE); nothing is printed, and a cell is left running */
@@ -112,11 +113,35 @@ bool cli_locked(const char *name, char *why, size_t cap);
  * still holding it: a process that waited notices the change of inode and locks a fresh file). */
 void cli_unlock(const char *name, int fd, bool remove);
 
+/* True while this process holds NAME's lock (cli_lock). */
+bool cli_lock_is_ours(const char *name);
+
 /* Ends a session's kernel and removes its files (connection file and log).  A live kernel gets a
  * shutdown_request and grace_ms to exit, then SIGKILL; an unresponsive or stale one, SIGKILL when its pid
  * still names the very process recorded.  The caller holds the lock.  Returns 0, or -1 when the kernel could
  * not be ended (printed). */
 int cli_session_end(const char *name, pyc_session_file_t *sf, cli_state_t state, int grace_ms);
+
+/* The same for `new --replace`: the kernel is told that it is replaced (its closed event says so), and
+ * when it must be killed, the closed event written says "replaced" rather than "killed". */
+int cli_session_replace(const char *name, pyc_session_file_t *sf, cli_state_t state, int grace_ms);
+
+/* ---- the event log (events.c; events.h) ------------------------------------------------------------------ */
+
+/* Appends {"event": "closed", "reason": reason} for session NAME's kernel pid: killed, replaced, vanished.
+ * A failure is a warning on stderr, never the command's failure. */
+void cli_event_closed(const char *name, long pid, const char *reason);
+
+/* The last closed event of session NAME's kernel pid in the log (a new reference), or NULL when none. */
+json_t *cli_event_closing(const char *name, long pid);
+
+/* A session's kernel was found gone: records closed/vanished unless the kernel (or another pyc) said how
+ * it ended, or another pyc holds the name's lock (it is ending the kernel, and says how). */
+void cli_notice_gone(const char *name, const pyc_session_file_t *sf);
+
+/* The STATE `ls` shows for a stale session that ended as closed (a closed event) says: "crashed
+ * (SIGSEGV)", "ended (idle timeout)", ... or "stale" when it vanished. */
+void cli_closed_state(const json_t *closed, char *out, size_t cap);
 
 /* ---- the startup handshake (handshake.c) ------------------------------------------------------------------ */
 
@@ -147,6 +172,9 @@ void cli_print_iopub(cli_output_t *o, const pyc_msg_t *m);
 
 /* Prints a JSON object as one line on stdout (compact). */
 void cli_print_json_line(json_t *v);
+
+/* Writes n bytes of text to stdout through the same writer. */
+void cli_print_text(const char *s, size_t n);
 
 /* Output to stdout goes through one writer that remembers the first failed write and writes nothing more
  * after it.  cli_stdout_closed: true once a write failed with EPIPE (the reader is gone).
@@ -206,6 +234,7 @@ enum { CLI_COMPLETE_JSON, CLI_COMPLETE_NOPTS };
 enum { CLI_KILL_ALL, CLI_KILL_NOPTS };
 enum { CLI_FORK_JSON, CLI_FORK_NOPTS };
 enum { CLI_CP_TIMEOUT, CLI_CP_NOPTS };
+enum { CLI_EVENTS_FOLLOW, CLI_EVENTS_SINCE, CLI_EVENTS_JSON, CLI_EVENTS_NOPTS };
 
 /* The commands (a->pos[0] is NAME wherever the synopsis starts with NAME). */
 int cli_new(const cli_args_t *a);
@@ -219,6 +248,7 @@ int cli_int(const cli_args_t *a);
 int cli_fork(const cli_args_t *a);
 int cli_cp(const cli_args_t *a);
 int cli_attach(const cli_args_t *a);
+int cli_events(const cli_args_t *a);
 
 /* The execute loop shared by run and attach: sends code with the given metadata (may be NULL), prints the
  * output until both the reply and the idle status have come, forwards Ctrl-C as interrupt_request, and

@@ -51,6 +51,12 @@ static const cli_optspec_t cp_opts[CLI_CP_NOPTS] = {
     [CLI_CP_TIMEOUT] = {"timeout", true, 0},
 };
 
+static const cli_optspec_t events_opts[CLI_EVENTS_NOPTS] = {
+    [CLI_EVENTS_FOLLOW] = {"follow", false, 0},
+    [CLI_EVENTS_SINCE] = {"since", true, 0},
+    [CLI_EVENTS_JSON] = {"json", false, 0},
+};
+
 #define OPTS(a) (a), (int)(sizeof(a) / sizeof(a)[0])
 #define NO_OPTS NULL, 0
 
@@ -70,14 +76,16 @@ const cli_command_t cli_commands[] = {
      "Runs one cell in session NAME: stdout to stdout, stderr and tracebacks to stderr (in color only on a\n"
      "terminal, and without NO_COLOR), results as text.\n"
      "Exit 0, 1 when the cell raised (or @FILE or stdin could not be read), 5 when it passed --timeout,\n"
-     "130 when interrupted with Ctrl-C, 141 when stdout's reader went away (the cell goes on).",
+     "7 when the kernel ended during the cell (a crash: the error says why), 130 when interrupted with\n"
+     "Ctrl-C, 141 when stdout's reader went away (the cell goes on).",
      OPTS(run_opts), 2, 2},
     {"ls", cli_ls, "ls [--json]",
      "list sessions: name, pid, state (live/unresponsive/stale), age",
      "Lists the sessions: NAME PID STATE AGE.  STATE is live (the heartbeat answers within 1 s),\n"
      "unresponsive (the kernel's process is alive but its heartbeat is silent: stopped, or stuck),\n"
-     "stale (its kernel is gone), starting (a pyc new or fork is making it), ending (a pyc kill is\n"
-     "ending it), or busy (another pyc holds its lock).",
+     "stale (its kernel is gone; what ended it when the event log says: crashed (SIGSEGV), ended (idle\n"
+     "timeout), ...; --json adds \"reason\"), starting (a pyc new or fork is making it), ending (a pyc kill\n"
+     "is ending it), or busy (another pyc holds its lock).",
      OPTS(ls_opts), 0, 0},
     {"status", cli_status, "status NAME",
      "JSON: pid, uptime, execution count, memory, busy/idle",
@@ -120,6 +128,16 @@ const cli_command_t cli_commands[] = {
      "--timeout S (default 600): a kernel that does not answer a request in time (it is running a long\n"
      "cell) ends the copy with exit 6.",
      OPTS(cp_opts), 2, 2},
+    {"events", cli_events, "events [NAME...] [--follow] [--since SEQ] [--json]",
+     "the sessions' event log: ready, cells, how each ended",
+     "Prints the event log of all sessions (or of the NAMEs), one event a line: SEQ TIME SESSION PID EVENT\n"
+     "and details; --json prints each event's JSON object {\"seq\", \"time\", \"session\", \"pid\",\n"
+     "\"event\", ...}.  Events: ready, cell_started and cell_done (id: the execute_request's msg_id,\n"
+     "outcome), closed (reason: shutdown, killed, replaced, idle_timeout, lifetime, crashed with signal and\n"
+     "traceback, out_of_memory, stuck, parent_gone, or vanished: gone without a word).\n"
+     "--since SEQ prints only the events after SEQ (a seq printed before: the cursor to resume from).\n"
+     "--follow keeps printing new events until Ctrl-C (exit 130) or until stdout's reader goes away.",
+     OPTS(events_opts), 0, -1},
     {"attach", cli_attach, "attach NAME",
      "a REPL into NAME (Ctrl-D detaches)",
      "A line REPL into session NAME: each complete block is one cell; Tab completes through the kernel;\n"

@@ -14,7 +14,7 @@
  *
  * Ctrl-C: `new` gives up while it waits for the lock, and checks again before each step that cannot be
  * undone (ending the session it replaces, starting a kernel), so that an interrupted `new` leaves nothing
- * half done.  pyc-NAME.log is made afresh by each `new`; after a failed start it is kept only when the
+ * half done.  The kernel gets PYC_SESSION=NAME in its environment: it is that session in the event log.  pyc-NAME.log is made afresh by each `new`; after a failed start it is kept only when the
  * kernel wrote something into it (its error, whose path is then printed), and `kill NAME` removes it.
  */
 #include "cli.h"
@@ -495,6 +495,10 @@ cli_new(const cli_args_t *a)
         return PYC_EXIT_CONNECTION;
     if (choose_environment(a->value[CLI_NEW_PYTHON], a->value[CLI_NEW_NO_ENV] != NULL) < 0)
         return PYC_EXIT_USAGE;
+    /* The kernel is session NAME of the event log (README, "pyc events"): it writes ready, its cells and
+     * how it ended there. */
+    if (add_env("PYC_SESSION", name) < 0)
+        return PYC_EXIT_CONNECTION;
     if (cli_session_path(path, sizeof path, name, ".json") < 0)
         return PYC_EXIT_CONNECTION;
     cli_catch_sigint();
@@ -526,7 +530,11 @@ cli_new(const cli_args_t *a)
     }
     if (st == CLI_BROKEN)
         cli_err("session %s: %s; replacing it", name, err.text);
-    if (st != CLI_MISSING && cli_session_end(name, &old, st, 5000) < 0) {
+    /* A live or unresponsive kernel is replaced (its closed event says so); a stale or broken one is only
+     * cleaned. */
+    bool replacing = st == CLI_LIVE || st == CLI_UNRESPONSIVE;
+    if (st != CLI_MISSING && (replacing ? cli_session_replace(name, &old, st, 5000)
+                                        : cli_session_end(name, &old, st, 5000)) < 0) {
         pyc_session_file_clear(&old);
         cli_unlock(name, lock, false);
         return PYC_EXIT_CONNECTION;
