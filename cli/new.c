@@ -14,8 +14,10 @@
  *
  * Ctrl-C: `new` gives up while it waits for the lock, and checks again before each step that cannot be
  * undone (ending the session it replaces, starting a kernel), so that an interrupted `new` leaves nothing
- * half done.  The kernel gets PYC_SESSION=NAME in its environment: it is that session in the event log.  pyc-NAME.log is made afresh by each `new`; after a failed start it is kept only when the
+ * half done.  pyc-NAME.log is made afresh by each `new`; after a failed start it is kept only when the
  * kernel wrote something into it (its error, whose path is then printed), and `kill NAME` removes it.
+ *
+ * The kernel gets PYC_SESSION=NAME in its environment: it is that session in the event log (events.c).
  */
 #include "cli.h"
 

@@ -107,8 +107,8 @@ test_parse_checks_the_fields(void **state)
 {
     (void)state;
     pyc_event_t e;
-    const char *good = "{\"seq\":5,\"time\":1.5,\"session\":\"s\",\"pid\":3,\"event\":\"closed\",\"reason\":\"crashed\","
-                       "\"signal\":11,\"traceback\":\"x\"}";
+    const char *good = "{\"seq\":5,\"time\":1.5,\"session\":\"s\",\"pid\":3,\"event\":\"closed\","
+                       "\"reason\":\"crashed\",\"signal\":11,\"traceback\":\"x\"}";
     assert_int_equal(pyc_event_parse(good, strlen(good), &e, NULL), 0);
     assert_int_equal(e.seq, 5);
     assert_string_equal(e.reason, "crashed");
