@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,9 @@
 #define READ_CAP ((size_t)64 << 20)
 
 struct pyc_events {
+    /* flock belongs to the open file description, which the process's threads share: two threads of one
+     * process would both "hold" it.  This mutex makes them take turns. */
+    pthread_mutex_t mutex;
     char path[4096];             /* pyc-events.jsonl */
     char old_path[4096];         /* pyc-events.1.jsonl */
     size_t max_bytes;
@@ -89,6 +93,7 @@ pyc_events_open(const char *dir, size_t max_bytes, pyc_error_t *err)
         free(ev);
         return NULL;
     }
+    pthread_mutex_init(&ev->mutex, NULL);
     return ev;
 }
 
@@ -99,6 +104,7 @@ pyc_events_destroy(pyc_events_t **ev_p)
         return;
     if ((*ev_p)->fd >= 0)
         close((*ev_p)->fd);
+    pthread_mutex_destroy(&(*ev_p)->mutex);
     free(*ev_p);
     *ev_p = NULL;
 }
@@ -106,6 +112,8 @@ pyc_events_destroy(pyc_events_t **ev_p)
 int
 pyc_events_reopen(pyc_events_t *ev, pyc_error_t *err)
 {
+    /* In a forked child, whose only thread is this one: the mutex may have been copied taken. */
+    pthread_mutex_init(&ev->mutex, NULL);
     if (ev->fd >= 0)
         close(ev->fd);
     ev->ino = 0;
@@ -406,9 +414,10 @@ json_text(const char *s)
     return t;
 }
 
-long long
-pyc_events_append(pyc_events_t *ev, const char *session, long pid, const char *event, json_t *fields,
-                  int timeout_ms, pyc_error_t *err)
+/* pyc_events_append with the mutex held. */
+static long long
+append_locked(pyc_events_t *ev, const char *session, long pid, const char *event, json_t *fields, int timeout_ms,
+              pyc_error_t *err)
 {
     char *s = json_text(session), *e = json_text(event), *more = NULL, *line = NULL;
     long long rc = -1;
@@ -525,4 +534,30 @@ out:
     free(more);
     free(line);
     return rc;
+}
+
+long long
+pyc_events_append(pyc_events_t *ev, const char *session, long pid, const char *event, json_t *fields,
+                  int timeout_ms, pyc_error_t *err)
+{
+    int r;
+    if (timeout_ms < 0) {
+        r = pthread_mutex_lock(&ev->mutex);
+    } else {
+        /* Bounded like the flock: the crash path must not wait for a thread that died holding it. */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += timeout_ms / 1000;
+        until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        r = pthread_mutex_timedlock(&ev->mutex, &until);
+    }
+    if (r != 0)
+        return pyc_error_code(err, PYC_ETIMEDOUT, "another thread holds the event log (%s)", strerror(r));
+    long long seq = append_locked(ev, session, pid, event, fields, timeout_ms, err);
+    pthread_mutex_unlock(&ev->mutex);
+    return seq;
 }

@@ -9,7 +9,8 @@
  * repeat; a writer remembers where its own last line ended, so that while nobody else writes, an append costs
  * one flock, one fstat, one lstat and one write (about 10 us), with no read.  The file is opened once per
  * writer, never through a symbolic link (O_NOFOLLOW), created with mode 0600, and refused unless it is a
- * regular file of ours.
+ * regular file of ours.  A writer may be shared by the threads of a process (a mutex orders them, since
+ * flock is per open file, not per thread).
  *
  * Bounded on disk: an append that would take the file past max_bytes (1 MiB, or $PYC_EVENTS_MAX_BYTES)
  * first renames it to pyc-events.1.jsonl (replacing the older one) and starts a new file; the log therefore

@@ -2,8 +2,9 @@
  * test_events.c -- cmocka tests for events.c: appended events carry seq one above the last, in order, with
  * their fields after the five of every event; the file is 0600 and never opened through a link; rotation
  * keeps the file under its bound and seq going on across it; a reader's cursor resumes exactly (also across a
- * rotation, and past a line still being written); lines that are not events are skipped; two processes that
- * append at once never repeat a seq; and the per-event cost is printed (it is measured, not asserted).
+ * rotation, and past a line still being written); lines that are not events are skipped; two processes, or
+ * two threads sharing a writer, that append at once never repeat a seq; and the per-event cost is printed
+ * (it is measured, not asserted).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -328,6 +330,41 @@ test_two_processes_never_repeat_a_seq(void **state)
     free(g);
 }
 
+static void *
+thread_appends(void *arg)
+{
+    pyc_events_t *ev = arg;
+    for (int i = 0; i < 300; i++) {
+        if (pyc_events_append(ev, "t", 1, "cell_done", NULL, -1, NULL) < 0)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+static void
+test_threads_share_a_writer(void **state)
+{
+    const char *dir = *state;
+    pyc_error_t err;
+    pyc_events_t *ev = pyc_events_open(dir, 0, &err);
+    pthread_t th[2];
+    void *rc[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, thread_appends, ev), 0);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], &rc[i]);
+        assert_null(rc[i]);
+    }
+    pyc_events_destroy(&ev);
+    pyc_events_cursor_t cur = {0};
+    got_t *g = calloc(1, sizeof *g);
+    assert_int_equal(pyc_events_read(dir, &cur, collect, g, &err), 0);
+    assert_int_equal(g->n, 600);
+    for (int i = 0; i < g->n; i++)
+        assert_int_equal(g->seqs[i], i + 1);
+    free(g);
+}
+
 static void
 test_cost_of_an_event(void **state)
 {
@@ -370,6 +407,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_lock_timeout, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_two_processes_never_repeat_a_seq, unit_tmpdir_setup,
                                         unit_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_threads_share_a_writer, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_cost_of_an_event, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test(test_signal_names),
     };
