@@ -4,9 +4,10 @@
  *
  * Files: main.c (dispatch), commands.c (the command table: synopses, help, options), common.c (errors,
  * options, the runtime dir, sessions, locks), output.c (printing a request's output, the execute loop),
- * new.c (new), handshake.c (new's registration service, protocol 5.6), sessions.c (kill, ls), query.c (run,
- * status, vars, complete, int), fire.c (fire, poll), transfer.c (fork, cp),
- * attach.c (the REPL), lineedit.c (reading lines, readline loaded on demand).
+ * new.c (new), newkernel.c (the environment and options of new's kernel), handshake.c (new's registration
+ * service, protocol 5.6), sessions.c (kill, ls), query.c (run, status, vars, complete, int), fire.c (fire,
+ * poll), transfer.c (fork, cp), events.c (events, and the events other commands write), attach.c (the REPL),
+ * lineedit.c (reading lines, readline loaded on demand).
  */
 #ifndef PYC_CLI_H
 #define PYC_CLI_H
@@ -131,11 +132,60 @@ bool cli_locked(const char *name, char *why, size_t cap);
  * still holding it: a process that waited notices the change of inode and locks a fresh file). */
 void cli_unlock(const char *name, int fd, bool remove);
 
+/* True while this process holds NAME's lock (cli_lock). */
+bool cli_lock_is_ours(const char *name);
+
 /* Ends a session's kernel and removes its files (connection file and log).  A live kernel gets a
  * shutdown_request and grace_ms to exit, then SIGKILL; an unresponsive or stale one, SIGKILL when its pid
  * still names the very process recorded.  The caller holds the lock.  Returns 0, or -1 when the kernel could
  * not be ended (printed). */
 int cli_session_end(const char *name, pyc_session_file_t *sf, cli_state_t state, int grace_ms);
+
+/* The same for `new --replace`: the kernel is told that it is replaced (its closed event says so), and
+ * when it must be killed, the closed event written says "replaced" rather than "killed". */
+int cli_session_replace(const char *name, pyc_session_file_t *sf, cli_state_t state, int grace_ms);
+
+/* ---- the event log (events.c; events.h) ------------------------------------------------------------------ */
+
+/* Appends {"event": "closed", "reason": reason} for session NAME's kernel pid: killed, replaced, vanished.
+ * A failure is a warning on stderr, never the command's failure. */
+void cli_event_closed(const char *name, long pid, const char *reason);
+
+/* The last closed event of session NAME's kernel pid in the log (a new reference), or NULL when none. */
+json_t *cli_event_closing(const char *name, long pid);
+
+/* A session's kernel was found gone: records closed/vanished unless the kernel (or another pyc) said how
+ * it ended, or another pyc holds the name's lock (it is ending the kernel, and says how). */
+void cli_notice_gone(const char *name, const pyc_session_file_t *sf);
+
+/* The STATE `ls` shows for a stale session that ended as closed (a closed event) says: "crashed
+ * (SIGSEGV)", "ended (idle timeout)", ... or "stale" when it vanished. */
+void cli_closed_state(const json_t *closed, char *out, size_t cap);
+
+/* ---- the kernel of `pyc new` (newkernel.c) --------------------------------------------------------------- */
+
+/* Sets NAME=VALUE in the kernel's environment (a later setting of a name replaces an earlier one).  Returns 0,
+ * or -1 (printed). */
+int cli_new_add_env(const char *name, const char *value);
+
+/* The kernel's environment: ours without JPY_PARENT_PID, with what cli_new_add_env set (and without
+ * PYC_PYTHON_EXE after --no-env).  Made before fork; NULL when memory runs out. */
+char **cli_new_environ(void);
+
+/* --kernel SPEC (a name without '/'): the kernelspec's program into out, and its env into the kernel's.
+ * Returns 1 when found, 0 when there is no such kernelspec, -1 (printed). */
+int cli_new_kernel_from_spec(const char *spec, char *out, size_t cap);
+
+/* The Python environment the kernel runs in: --python PATH, none with --no-env, else the active one.
+ * Returns 0, or -1 (printed). */
+int cli_new_choose_environment(const char *python, bool no_env);
+
+/* The kernel's options from new's limit flags and --replay, each checked first, and the default idle
+ * timeout: into cli_new_kernel_opts[0..cli_new_n_kernel_opts).  Returns 0, or -1 (printed: a usage error). */
+#define CLI_NEW_MAX_KERNEL_OPTS 8
+int cli_new_kernel_options(const cli_args_t *a);
+extern char *cli_new_kernel_opts[CLI_NEW_MAX_KERNEL_OPTS];
+extern size_t cli_new_n_kernel_opts;
 
 /* ---- the startup handshake (handshake.c) ------------------------------------------------------------------ */
 
@@ -168,6 +218,9 @@ void cli_print_iopub(cli_output_t *o, const pyc_msg_t *m);
 
 /* Prints a JSON object as one line on stdout (compact). */
 void cli_print_json_line(json_t *v);
+
+/* Writes n bytes of text to stdout through the same writer. */
+void cli_print_text(const char *s, size_t n);
 
 /* Output to stdout goes through one writer that remembers the first failed write and writes nothing more
  * after it.  cli_stdout_closed: true once a write failed with EPIPE (the reader is gone).
@@ -246,6 +299,7 @@ enum { CLI_FORK_JSON, CLI_FORK_NOPTS };
 enum { CLI_CP_TIMEOUT, CLI_CP_NOPTS };
 enum { CLI_FIRE_JSON, CLI_FIRE_TIMEOUT, CLI_FIRE_ISOLATE, CLI_FIRE_NOPTS };
 enum { CLI_POLL_JSON, CLI_POLL_WAIT, CLI_POLL_NOPTS };
+enum { CLI_EVENTS_FOLLOW, CLI_EVENTS_SINCE, CLI_EVENTS_JSON, CLI_EVENTS_NOPTS };
 
 /* The commands (a->pos[0] is NAME wherever the synopsis starts with NAME). */
 int cli_new(const cli_args_t *a);
@@ -269,6 +323,7 @@ char *cli_read_code(const char *arg);
 /* The metadata of a cell's execute_request for --timeout (0: none) and --isolate: {"pyc": {...}}, or NULL when
  * neither is asked. */
 json_t *cli_cell_metadata(double timeout, bool isolate);
+int cli_events(const cli_args_t *a);
 
 /* The execute loop shared by run and attach: sends code with the given metadata (may be NULL), prints the
  * output until both the reply and the idle status have come, forwards Ctrl-C as interrupt_request, and

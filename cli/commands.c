@@ -68,6 +68,12 @@ static const cli_optspec_t poll_opts[CLI_POLL_NOPTS] = {
     [CLI_POLL_WAIT] = {"wait", PYC_ARG_OPTIONAL, 0},
 };
 
+static const cli_optspec_t events_opts[CLI_EVENTS_NOPTS] = {
+    [CLI_EVENTS_FOLLOW] = {"follow", false, 0},
+    [CLI_EVENTS_SINCE] = {"since", true, 0},
+    [CLI_EVENTS_JSON] = {"json", false, 0},
+};
+
 #define OPTS(a) (a), (int)(sizeof(a) / sizeof(a)[0])
 #define NO_OPTS NULL, 0
 
@@ -99,8 +105,9 @@ const cli_command_t cli_commands[] = {
      "Exit 0, 1 when the cell raised (or @FILE or stdin could not be read), 5 when it passed --timeout\n"
      "and was stopped (the session is intact), 6 when the kernel does not answer (stopped, stuck, another\n"
      "key; or --timeout S and no reply S + 5 + max(5, S/10) s after sending), 7 when the session was lost\n"
-     "(the kernel ended during the cell), n when the cell raised SystemExit(n) (no traceback), 130 when\n"
-     "interrupted with Ctrl-C, 141 when stdout's reader went away (the cell goes on).",
+     "(the kernel ended during the cell: a crash, and the error says why), n when the cell raised\n"
+     "SystemExit(n) (no traceback), 130 when interrupted with Ctrl-C, 141 when stdout's reader went away\n"
+     "(the cell goes on).",
      OPTS(run_opts), 2, 2},
     {"fire", cli_fire, "fire NAME CODE|@FILE|- [--json] [--timeout S] [--isolate]",
      "start a cell and print its id at once (pyc poll follows it)",
@@ -119,8 +126,9 @@ const cli_command_t cli_commands[] = {
      "list sessions: name, pid, state (live/unresponsive/stale), age",
      "Lists the sessions: NAME PID STATE AGE.  STATE is live (the heartbeat answers within 1 s),\n"
      "unresponsive (the kernel's process is alive but its heartbeat is silent: stopped, or stuck),\n"
-     "stale (its kernel is gone), starting (a pyc new or fork is making it), ending (a pyc kill is\n"
-     "ending it), or busy (another pyc holds its lock).",
+     "stale (its kernel is gone; what ended it when the event log says: crashed (SIGSEGV), ended (idle\n"
+     "timeout), ...; --json adds \"reason\"), starting (a pyc new or fork is making it), ending (a pyc kill\n"
+     "is ending it), or busy (another pyc holds its lock).",
      OPTS(ls_opts), 0, 0},
     {"status", cli_status, "status NAME",
      "JSON: pid, uptime, execution count, memory, busy/idle",
@@ -167,6 +175,16 @@ const cli_command_t cli_commands[] = {
      "--timeout S (default 600): a kernel that does not answer a request in time (it is running a long\n"
      "cell) ends the copy with exit 6.",
      OPTS(cp_opts), 2, 2},
+    {"events", cli_events, "events [NAME...] [--follow] [--since SEQ] [--json]",
+     "the sessions' event log: ready, cells, how each ended",
+     "Prints the event log of all sessions (or of the NAMEs), one event a line: SEQ TIME SESSION PID EVENT\n"
+     "and details; --json prints each event's JSON object {\"seq\", \"time\", \"session\", \"pid\",\n"
+     "\"event\", ...}.  Events: ready, cell_started and cell_done (id: the execute_request's msg_id,\n"
+     "outcome), closed (reason: shutdown, killed, replaced, idle_timeout, lifetime, crashed with signal and\n"
+     "traceback, out_of_memory, stuck, parent_gone, or vanished: gone without a word).\n"
+     "--since SEQ prints only the events after SEQ (a seq printed before: the cursor to resume from).\n"
+     "--follow keeps printing new events until Ctrl-C (exit 130) or until stdout's reader goes away.",
+     OPTS(events_opts), 0, -1},
     {"attach", cli_attach, "attach NAME",
      "a REPL into NAME (Ctrl-D detaches)",
      "A line REPL into session NAME: each complete block is one cell; Tab completes through the kernel;\n"

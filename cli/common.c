@@ -219,8 +219,9 @@ cli_silent_state(const pyc_session_file_t *sf)
     return sf->pid > 0 && pyc_proc_is(sf->pid, sf->pid_start) ? CLI_UNRESPONSIVE : CLI_STALE;
 }
 
-cli_state_t
-cli_session_state(const char *name, pyc_session_file_t *sf, int hb_ms, pyc_error_t *err)
+/* cli_session_state without noticing a kernel that is gone. */
+static cli_state_t
+judge(const char *name, pyc_session_file_t *sf, int hb_ms, pyc_error_t *err)
 {
     char path[4096];
     pyc_error_t lerr = {0};
@@ -247,6 +248,15 @@ cli_session_state(const char *name, pyc_session_file_t *sf, int hb_ms, pyc_error
     return CLI_LIVE;
 }
 
+cli_state_t
+cli_session_state(const char *name, pyc_session_file_t *sf, int hb_ms, pyc_error_t *err)
+{
+    cli_state_t st = judge(name, sf, hb_ms, err);
+    if (st == CLI_STALE)
+        cli_notice_gone(name, sf);   /* the first pyc to see it gone records it (events.c) */
+    return st;
+}
+
 pyc_client_t *
 cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with_stdin, int *rc)
 {
@@ -265,11 +275,22 @@ cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with
         cli_err("session %s: %s (pyc kill %s removes it)", name, err.text, name);
         *rc = PYC_EXIT_NOSESSION;
         return NULL;
-    case CLI_STALE:
-        cli_err("session %s is stale: its kernel (pid %ld) is gone (pyc kill %s removes it)", name, sf->pid, name);
+    case CLI_STALE: {
+        /* What ended it, when the event log says (a crash, an idle timeout...). */
+        json_t *closed = cli_event_closing(name, sf->pid);
+        char how[64];
+        cli_closed_state(closed, how, sizeof how);
+        if (closed != NULL && strcmp(how, "stale") != 0)
+            cli_err("session %s is stale: its kernel (pid %ld) is gone: %s (pyc events %s; pyc kill %s removes it)",
+                    name, sf->pid, how, name, name);
+        else
+            cli_err("session %s is stale: its kernel (pid %ld) is gone (pyc kill %s removes it)", name, sf->pid,
+                    name);
+        json_decref(closed);
         pyc_session_file_clear(sf);
         *rc = PYC_EXIT_NOSESSION;
         return NULL;
+    }
     case CLI_LIVE:
     case CLI_UNRESPONSIVE:       /* not asked for here (no heartbeat): the request itself will tell */
         break;
@@ -308,6 +329,31 @@ cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with
     return cl;
 }
 
+/* The names whose locks this process holds, so that a gone kernel found while holding one is recorded
+ * (cli_notice_gone).  A command holds a few at most (fork: one per new name, up to CLI_MAX_POS). */
+static char held_names[CLI_MAX_POS + 1][PYC_SESSION_NAME_MAX + 1];
+
+static void
+hold(const char *name, bool on)
+{
+    for (size_t i = 0; i < sizeof held_names / sizeof held_names[0]; i++) {
+        if (on ? held_names[i][0] == '\0' : strcmp(held_names[i], name) == 0) {
+            snprintf(held_names[i], sizeof held_names[i], "%s", on ? name : "");
+            return;
+        }
+    }
+}
+
+bool
+cli_lock_is_ours(const char *name)
+{
+    for (size_t i = 0; i < sizeof held_names / sizeof held_names[0]; i++) {
+        if (held_names[i][0] != '\0' && strcmp(held_names[i], name) == 0)
+            return true;
+    }
+    return false;
+}
+
 int
 cli_lock(const char *name, int timeout_ms, const char *why, int *lock_fd)
 {
@@ -343,6 +389,7 @@ cli_lock(const char *name, int timeout_ms, const char *why, int *lock_fd)
                 if (ftruncate(fd, 0) == 0 && n > 0 && pwrite(fd, note, (size_t)n, 0) < 0)
                     cli_err("cannot write %s: %s", path, strerror(errno));   /* only `ls` reads it */
                 *lock_fd = fd;
+                hold(name, true);
                 return 0;
             }
             close(fd);           /* removed by its last holder meanwhile: lock the new one */
@@ -399,6 +446,7 @@ cli_unlock(const char *name, int fd, bool remove)
     if (remove && cli_session_path(path, sizeof path, name, ".lock") == 0)
         unlink(path);
     close(fd);
+    hold(name, false);
 }
 
 /* Waits up to ms for process pid (started at start) to end. */
@@ -413,8 +461,9 @@ wait_gone(long pid, unsigned long long start, int ms)
     return !pyc_proc_is(pid, start);
 }
 
-int
-cli_session_end(const char *name, pyc_session_file_t *sf, cli_state_t state, int grace_ms)
+/* Ends the session; replaced says that `new --replace` does it (see cli_session_replace). */
+static int
+session_end(const char *name, pyc_session_file_t *sf, cli_state_t state, int grace_ms, bool replaced)
 {
     char path[4096];
     bool ended = true;
@@ -425,7 +474,8 @@ cli_session_end(const char *name, pyc_session_file_t *sf, cli_state_t state, int
         pyc_client_t *cl = pyc_client_new(&sf->cf, false, &err);
         if (cl != NULL) {
             pyc_msg_t *reply = NULL;
-            json_t *content = json_pack("{s:b}", "restart", 0);
+            json_t *content = replaced ? json_pack("{s:b, s:{s:s}}", "restart", 0, "pyc", "reason", "replaced")
+                                       : json_pack("{s:b}", "restart", 0);
             if (sf->pid > 0)
                 pyc_client_watch(cl, sf->pid, sf->pid_start);
             if (content != NULL)
@@ -443,6 +493,9 @@ cli_session_end(const char *name, pyc_session_file_t *sf, cli_state_t state, int
         } else if (!wait_gone(sf->pid, sf->pid_start, 5000)) {
             cli_err("the kernel of %s (pid %ld) survives SIGKILL", name, sf->pid);
             ended = false;
+        } else {
+            /* We hold the name's lock, so nobody took it for vanished meanwhile. */
+            cli_event_closed(name, sf->pid, replaced ? "replaced" : "killed");
         }
     }
     if (!ended)
@@ -458,4 +511,16 @@ cli_session_end(const char *name, pyc_session_file_t *sf, cli_state_t state, int
                                                                    name) < sizeof path)
         unlink(path);
     return 0;
+}
+
+int
+cli_session_end(const char *name, pyc_session_file_t *sf, cli_state_t state, int grace_ms)
+{
+    return session_end(name, sf, state, grace_ms, false);
+}
+
+int
+cli_session_replace(const char *name, pyc_session_file_t *sf, cli_state_t state, int grace_ms)
+{
+    return session_end(name, sf, state, grace_ms, true);
 }

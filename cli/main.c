@@ -3,7 +3,7 @@
  *
  *   pyc new NAME                      start a detached kernel named NAME
  *   pyc run NAME CODE|@FILE|-         run one cell, print what it produced
- *   pyc ls | status | vars | complete | int | kill | fork | cp | attach
+ *   pyc ls | status | vars | complete | int | kill | fork | cp | attach | events
  *
  * This file only dispatches: the commands, their synopses, help and options are the table of commands.c, and
  * cli.h says which file holds each command.

@@ -69,6 +69,12 @@ cli_print_json_line(json_t *v)
     free(s);
 }
 
+void
+cli_print_text(const char *s, size_t n)
+{
+    out_write(stdout, s, n);
+}
+
 static void
 put_text(cli_output_t *o, FILE *f, const char *s, size_t n)
 {
@@ -239,6 +245,11 @@ cli_reply_exit(const pyc_msg_t *reply, bool interrupted)
         return PYC_EXIT_TIMEOUT;
     if (interrupted && ename != NULL && strcmp(ename, "KeyboardInterrupt") == 0)
         return PYC_EXIT_INTERRUPTED;
+    /* The kernel ended during the cell and said so in the reply (a crash, a cell stuck past the memory cap):
+     * the session is lost, which is not the cell's own error. */
+    const char *kstate = json_string_value(json_object_get(pm, "state"));
+    if (kstate != NULL && strcmp(kstate, "lost") == 0)
+        return PYC_EXIT_LOST;
     return PYC_EXIT_ERROR;
 }
 

@@ -137,6 +137,9 @@ cli_run(const cli_args_t *a)
         cli_output_t o = {.json = a->value[CLI_RUN_JSON] != NULL, .wrote_nl = true, .system_exit = true};
         rc = cli_execute(cl, code, md, false, &o, NULL);
         pyc_client_destroy(&cl);
+        /* A kernel lost during the cell: recorded, unless it said how it ended (a crash). */
+        if ((rc == PYC_EXIT_CONNECTION || rc == PYC_EXIT_LOST) && sf.pid > 0 && !pyc_proc_is(sf.pid, sf.pid_start))
+            cli_notice_gone(a->pos[0], &sf);
         pyc_session_file_clear(&sf);
     }
     json_decref(md);

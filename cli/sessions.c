@@ -5,6 +5,9 @@
  * left), sorted by name.  `kill` takes each name's lock, so that it never ends a session a `new` or `fork`
  * is still making; `ls` takes no lock but reads what a holder of one says it does (cli_locked), and asks the
  * heartbeats of all live sessions at once, so that listing 50 sessions costs one second at most, not 50.
+ * A stale session's STATE says what ended it when the event log knows ("crashed (SIGSEGV)", "ended (idle
+ * timeout)"; `--json` keeps state "stale" and adds "reason"), and `ls` records the ones it finds gone
+ * without a word (events.c).
  */
 #include "cli.h"
 
@@ -227,20 +230,27 @@ cli_ls(const cli_args_t *a)
         goto out;
     }
     for (size_t j = 0; j < k; j++) {
-        if (!alive[j])
-            st[which[j]] = cli_silent_state(&sfs[which[j]]);
+        if (!alive[j] && (st[which[j]] = cli_silent_state(&sfs[which[j]])) == CLI_STALE)
+            cli_notice_gone(names[which[j]], &sfs[which[j]]);
     }
     if (!as_json && n > 0)
-        printf("%-24s %8s  %-12s  %s\n", "NAME", "PID", "STATE", "AGE");
+        printf("%-24s %8s  %-20s  %s\n", "NAME", "PID", "STATE", "AGE");
     double now = pyc_wall_s();
     for (size_t i = 0; i < n; i++) {
         const char *state = st[i] == CLI_LIVE           ? "live"
                             : st[i] == CLI_UNRESPONSIVE ? "unresponsive"
                             : st[i] == CLI_MISSING      ? NULL
                                                         : "stale";
-        char why[16];
+        char why[16], ended[64];
+        json_t *closed = NULL;
         if (state == NULL)
             continue;            /* removed since the directory was read */
+        /* A stale session says what ended it, when its kernel (or a pyc) recorded it in the event log. */
+        if (st[i] == CLI_STALE && sfs[i].pid > 0 && (closed = cli_event_closing(names[i], sfs[i].pid)) != NULL) {
+            cli_closed_state(closed, ended, sizeof ended);
+            if (!as_json)
+                state = ended;
+        }
         /* Another pyc holds the name's lock: what it does says more than a heartbeat in the middle of it. */
         if (cli_locked(names[i], why, sizeof why)) {
             if (strcmp(why, "kill") == 0)
@@ -258,11 +268,19 @@ cli_ls(const cli_args_t *a)
         double age = created > 0 ? now - created : 0;
         if (as_json) {
             char path[4096];
-            if (cli_session_path(path, sizeof path, names[i], ".json") < 0)
+            if (cli_session_path(path, sizeof path, names[i], ".json") < 0) {
+                json_decref(closed);
                 goto out;
+            }
             json_t *o = json_pack("{s:s, s:o, s:s, s:f, s:s}", "name", names[i], "pid",
                                   sfs[i].pid > 0 ? json_integer(sfs[i].pid) : json_null(), "state", state, "age",
                                   age, "connection_file", path);
+            if (o != NULL && closed != NULL) {
+                json_object_set(o, "reason", json_object_get(closed, "reason"));
+                if (json_object_get(closed, "signal") != NULL)
+                    json_object_set(o, "signal", json_object_get(closed, "signal"));
+            }
+            json_decref(closed);
             if (o == NULL || json_array_append_new(list, o) < 0) {
                 cli_err("out of memory");
                 goto out;
@@ -274,7 +292,8 @@ cli_ls(const cli_args_t *a)
                 snprintf(pid, sizeof pid, "%ld", sfs[i].pid);
             else
                 snprintf(pid, sizeof pid, "-");
-            printf("%-24s %8s  %-12s  %s\n", names[i], pid, state, agetext);
+            printf("%-24s %8s  %-20s  %s\n", names[i], pid, state, agetext);
+            json_decref(closed);
         }
     }
     if (as_json)

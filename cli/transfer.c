@@ -295,7 +295,11 @@ cli_fork(const cli_args_t *a)
         pyc_session_file_clear(&sf);
         goto unlock;
     }
-    json_t *data = json_pack("{s:i, s:b}", "n", n, "outlive", 1);
+    /* The children's names go with the request, so that each writes the event log under its own. */
+    json_t *cnames = json_array();
+    for (int i = 0; i < n && cnames != NULL; i++)
+        json_array_append_new(cnames, json_string(a->pos[1 + i]));
+    json_t *data = cnames != NULL ? json_pack("{s:i, s:b, s:o}", "n", n, "outlive", 1, "names", cnames) : NULL;
     pyc_msg_t *answer = data != NULL ? comm_request(cl, a->pos[0], "pyc.fork", data, NULL, 0, 0, &rc) : NULL;
     json_decref(data);
     json_t *children = answer != NULL ? json_object_get(json_object_get(answer->content, "data"), "children") : NULL;

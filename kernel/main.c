@@ -9,7 +9,8 @@
  * LIMITS are --idle-timeout=S --lifetime=S --shutdown-grace=S --cell-timeout=S --cell-grace=S
  * --output-limit=BYTES --output-messages=N --memory-limit=BYTES (limit.h); each may also come from its
  * PYC_* environment variable, which an option overrides.  PYC_REPLAY, PYC_CHECKPOINT_DIR and PYC_CHECKPOINT=0
- * stand for the other options likewise.
+ * stand for the other options likewise.  PYC_SESSION (set by `pyc new`) names the `pyc` session this kernel
+ * is, which then writes the sessions' event log beside its connection file.
  *
  * Exit codes: 0 after a shutdown request, an idle timeout, the end of the lifetime, or when the parent named
  * by JPY_PARENT_PID is gone; 1 when the kernel could not start (ports, Python); 2 for bad arguments or a bad
@@ -19,6 +20,7 @@
  * The wiring of the modules is app.c's, shared with sessions forked from a live kernel.
  */
 #include <errno.h>
+#include <libgen.h>
 #include <limits.h>
 #include <malloc.h>
 #include <signal.h>
@@ -106,6 +108,32 @@ hard_exit(void *ctx, int code)
     pyc_app_remove_own_file(a);
     pyc_log("exiting with status %d", code);
     _exit(code);
+}
+
+/* The crash reporter's flush (kernel.h): the sockets close, which gives queued messages their second. */
+static void
+flush_io(void *ctx)
+{
+    pyc_app_t *a = ctx;
+    pyc_server_close(a->srv);
+}
+
+/* PYC_SESSION (set by `pyc new`): this kernel is that session, and writes the sessions' event log in the
+ * directory of its connection file, the runtime dir (README, "pyc events").  The variable is removed, so
+ * that a kernel started from inside the session (nbconvert in a cell) does not take the name too. */
+static void
+join_event_log(pyc_kernel_t *k, const char *connection_file)
+{
+    const char *name = getenv("PYC_SESSION");
+    if (name == NULL || name[0] == '\0')
+        return;
+    char dir[4096], session[128];
+    pyc_error_t err;
+    snprintf(dir, sizeof dir, "%s", connection_file);
+    snprintf(session, sizeof session, "%s", name);
+    unsetenv("PYC_SESSION");
+    if (pyc_kernel_events(k, session, dirname(dir), &err) < 0)
+        pyc_log("%s; this session writes no events", err.text);
 }
 
 /* The options of run_kernel beyond the connection file. */
@@ -233,12 +261,15 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
         .hard_exit_ctx = &app,
         .checkpoint_dir = checkpoints ? cdir : NULL,
         .session_id = sid,
+        .flush_io = flush_io,
+        .flush_io_ctx = &app,
     };
     app.kernel = pyc_kernel_new(&kc, &err);
     if (app.kernel == NULL) {
         pyc_log("%s", err.text);
         goto out;
     }
+    join_event_log(app.kernel, connection_file);
     pyc_py_host_t host;
     pyc_kernel_py_host(app.kernel, &host);
     const char *exe = getenv("PYC_PYTHON_EXE");
@@ -269,6 +300,7 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
         pyc_log("%s", err.text);
         goto out;
     }
+    pyc_kernel_ready(app.kernel);
 
     bool restart = false;
     while (!pyc_kernel_quitting(app.kernel, &restart)) {
@@ -286,6 +318,7 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
         pyc_kernel_idle(app.kernel);         /* a second passed: reap children, commit history */
         if (parent_gone(app.watch_parent)) {
             pyc_log("parent process %ld is gone; exiting", (long)app.watch_parent);
+            pyc_kernel_parent_gone(app.kernel);
             break;
         }
     }

@@ -91,6 +91,7 @@ struct pyc_client {
     double probe_at;
     bool echo_since_probe;       /* the heartbeat answered after the probe went out */
     char probe_id[PYC_MSG_ID_LEN + 1];
+    bool watch_gone;             /* the watched process was seen gone: what it sent is being read to the end */
 };
 
 static const char *const chan_names[PYC_CHAN_COUNT] = {"shell", "iopub", "stdin", "control", "hb"};
@@ -192,6 +193,7 @@ pyc_client_watch(pyc_client_t *self, long pid, unsigned long long start)
 {
     self->watch_pid = pid;
     self->watch_start = start;
+    self->watch_gone = false;
 }
 
 long
@@ -438,6 +440,8 @@ pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, 
             wait = WATCH_SLICE_MS;
         if (hb_wait >= 0 && (wait < 0 || hb_wait < wait))
             wait = hb_wait;
+        if (self->watch_gone)
+            wait = 0;
         struct pollfd pfd[N_RECV + 2];
         int at[N_RECV];
         nfds_t k = 0;
@@ -491,6 +495,13 @@ pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, 
         if ((d = deliver(self, out, chan, err)) != 0)
             return d > 0 ? PYC_RECV_MSG : PYC_RECV_ERROR;
         if (self->watch_pid > 0 && !pyc_proc_is(self->watch_pid, self->watch_start)) {
+            /* Gone -- but what it sent before it died (a crashed kernel's error and reply) may have reached
+             * our sockets after the poll above returned: one more look without waiting reads it, and only a
+             * look that finds nothing more ends the wait. */
+            if (!self->watch_gone) {
+                self->watch_gone = true;
+                continue;
+            }
             pyc_error_code(err, PYC_EGONE, "the kernel (pid %ld) is gone", self->watch_pid);
             return PYC_RECV_ERROR;
         }

@@ -56,8 +56,9 @@ pyc_client_t *pyc_client_new(const pyc_connfile_t *cf, bool with_stdin, pyc_erro
 void pyc_client_destroy(pyc_client_t **self_p);
 
 /* From now on a wait fails with "the kernel (pid P) is gone" (PYC_EGONE) as soon as process pid (with start
- * tick start, 0 for any) does not exist any more.  pid 0 turns the watch off.  pyc_client_watched_pid: the pid
- * watched, 0 for none. */
+ * tick start, 0 for any) does not exist any more, and what it sent before it ended has been read (a wait that
+ * finds the process gone delivers the messages already on its connections first).  pid 0 turns the watch
+ * off.  pyc_client_watched_pid: the pid watched, 0 for none. */
 void pyc_client_watch(pyc_client_t *self, long pid, unsigned long long start);
 long pyc_client_watched_pid(const pyc_client_t *self);
 

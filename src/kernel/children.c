@@ -8,6 +8,7 @@
 #include "kernelint.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -67,9 +68,28 @@ pyc__forget_children(pyc_kernel_t *k)
     k->n_children = 0;
 }
 
-/* Comm target pyc.fork: {"n": N, "outlive": false} forks N children from the state after the last
- * finished request; the answer is one comm_msg {"status": "ok", "children": [{pid, connection_file,
- * connection}...]} (or {"status": "error", "ename", "evalue"}), then comm_close. */
+/* In a new child of a session that writes the event log: the child writes under the name the request gave
+ * it (`pyc fork` names each child), else under PARENT-fork-PID, the name `pyc ls` lists it by. */
+static void
+name_child(pyc_kernel_t *k, json_t *given)
+{
+    const char *parent = pyc__lifelog_session(k);
+    char from[128], own[160];
+    if (parent == NULL)
+        return;
+    snprintf(from, sizeof from, "%s", parent);
+    const char *name = json_string_value(given);
+    if (name == NULL) {
+        snprintf(own, sizeof own, "%.100s-fork-%ld", from, (long)getpid());
+        name = own;
+    }
+    pyc__lifelog_forked(k, name, from);
+}
+
+/* Comm target pyc.fork: {"n": N, "outlive": false, "names": [...]} forks N children from the state after
+ * the last finished request (names, optional, are the children's session names in the event log); the
+ * answer is one comm_msg {"status": "ok", "children": [{pid, connection_file, connection}...]} (or
+ * {"status": "error", "ename", "evalue"}), then comm_close. */
 void
 pyc__on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
 {
@@ -102,6 +122,7 @@ pyc__on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
             int pid = k->fork_child(k->fork_ctx, outlive, &info, &err);
             if (pid == 0) {      /* the child: the parent answers this request, not us */
                 k->just_forked = true;
+                name_child(k, json_array_get(json_object_get(data, "names"), (size_t)i));
                 json_decref(children);
                 return;
             }

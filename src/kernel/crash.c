@@ -1,17 +1,18 @@
 /*
  * crash.c -- what a kernel says when a fatal signal ends it (a segfault in a C extension, ctypes.string_at(0),
- * C recursion): the Python traceback of every thread goes to the kernel's log, and -- best effort -- the
- * running cell's client gets an `error` and its execute_reply (state "lost") before the process dies.
+ * C recursion): the Python traceback of every thread goes to the kernel's log, the event log of a `pyc`
+ * session gets the closed event (reason crashed, the signal, the traceback: lifelog.c), and -- best effort --
+ * the running cell's client gets an `error` and its execute_reply (state "lost") before the process dies.
  *
  * How, without doing anything unsafe in the signal handler:
  *   1. Python's faulthandler writes the tracebacks into a memfd (it is made for exactly this: async-signal-
  *      safe writes from its own handler on its own stack), then gives the signal back to our handler.
  *   2. Our handler copies the memfd to the log fd (read/write: async-signal-safe), writes one byte to a pipe
  *      and waits up to 2 s (nanosleep) for the reporter to say it is done.
- *   3. The reporter, a thread that does nothing else, wakes on the pipe and builds, signs and sends the
- *      messages with the ordinary code: it runs on a healthy thread, outside the signal handler.  When the
- *      crash broke something it needs (the heap, a lock held by the crashed thread), it never finishes, and
- *      the 2 s run out.
+ *   3. The reporter, a thread that does nothing else, wakes on the pipe, writes the closed event, and builds,
+ *      signs and sends the messages with the ordinary code, then closes the sockets so that they are
+ *      written out: it runs on a healthy thread, outside the signal handler.  When the crash broke something
+ *      it needs (the heap, a lock held by the crashed thread), it never finishes, and the 2 s run out.
  *   4. The handler restores the default action and raises the signal again: the process ends as it would
  *      have (its exit status and a core dump, if enabled, are the signal's).
  * A forked process that is not a kernel of its own (an isolated cell's, one of user code) dies without a
@@ -57,7 +58,8 @@ read_dump(void)
     return text;
 }
 
-/* The reporter thread: waits for a crash, then tells the running cell's client. */
+/* The reporter thread: waits for a crash, then records it in the event log and tells the running cell's
+ * client. */
 static void *
 reporter_main(void *arg)
 {
@@ -68,6 +70,13 @@ reporter_main(void *arg)
     pyc_kernel_t *k = crash_kernel;
     int sig = atomic_load(&crashed_signal);
     const pyc_msg_t *msg = k != NULL ? k->current : NULL;
+    if (k != NULL && sig > 0 && pyc__lifelog_session(k) != NULL) {
+        /* First the event log (a few microseconds, and its lock is waited for at most 300 ms): it is what
+         * `pyc ls`, `pyc events` and a later `pyc run` have of the crash once the process is gone. */
+        char *dump = read_dump();
+        pyc__lifelog_crashed(k, sig, dump);
+        free(dump);
+    }
     if (msg != NULL && sig > 0) {
         char evalue[256];
         snprintf(evalue, sizeof evalue, "the kernel died of signal %d (%s) while running this request; its "
@@ -92,6 +101,12 @@ reporter_main(void *arg)
         }
         json_decref(err);
         pyc__status(k, msg, "idle");
+        /* The messages are queued in ZeroMQ, whose I/O thread writes them out; the process dies as soon as
+         * `reported` is set, so they are flushed first (closing the sockets waits up to their linger of a
+         * second for that).  Without this, a loaded machine lost them: `pyc run` saw the kernel gone and
+         * nothing else. */
+        if (k->flush_io != NULL)
+            k->flush_io(k->flush_io_ctx);
     }
     atomic_store(&reported, 1);
     return NULL;

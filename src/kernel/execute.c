@@ -179,6 +179,7 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         pyc__publish(k, msg, "execute_input", json_pack("{s:O, s:i}", "code", code_v, "execution_count", count));
         pyc_journal_begin(k->journal, msg->msg_id, pyc__header_frame(msg)->data, pyc__header_frame(msg)->size,
                           count);
+        pyc__lifelog_cell(k, msg, count, NULL);
     }
 
     pyc_py_exec_opts_t opts = {
@@ -281,6 +282,8 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         json_decref(iso_md);
     }
     json_object_set_new(md, "pyc", pmd);
+    if (!silent)
+        pyc__lifelog_cell(k, msg, count, o.outcome);
     pyc__reply(k, chan, msg, "execute_reply", md, content);
     json_decref(res.error);
     json_decref(res.user_expressions);
@@ -365,6 +368,7 @@ guard_expire(void *ctx, int why)
         pyc_log("no request for %g s (the idle timeout); shutting down", k->limits.idle_timeout);
     else
         pyc_log("the kernel's lifetime of %g s is over; shutting down", k->limits.lifetime);
+    pyc__lifelog_close_reason(k, why == PYC_GUARD_IDLE ? PYC__CLOSE_IDLE : PYC__CLOSE_LIFETIME);
     pyc__quit(k);
 }
 
@@ -421,6 +425,10 @@ guard_stuck(void *ctx, int why)
         json_decref(err);
         pyc__status(k, msg, "idle");
     }
+    pyc__lifelog_close_reason(k, why == PYC_GUARD_MEMORY     ? PYC__CLOSE_OUT_OF_MEMORY
+                                 : why == PYC_GUARD_LIFETIME ? PYC__CLOSE_LIFETIME
+                                                             : PYC__CLOSE_STUCK);
+    pyc__lifelog_closed(k);
     pyc__end_children(k);
     k->hard_exit(k->hard_exit_ctx, 3);
 }

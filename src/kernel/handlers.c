@@ -232,6 +232,11 @@ pyc__on_shutdown(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
     json_t *restart = json_object_get(msg->content, "restart");
     bool r = json_is_true(restart);
+    /* `pyc new --replace` says why it ends the session ({"pyc": {"reason": "replaced"}}), for the closed
+     * event; any other shutdown is a shutdown. */
+    const char *why = json_string_value(json_object_get(json_object_get(msg->content, "pyc"), "reason"));
+    pyc__lifelog_close_reason(k, why != NULL && strcmp(why, "replaced") == 0 ? PYC__CLOSE_REPLACED
+                                                                                : PYC__CLOSE_SHUTDOWN);
     pyc__reply(k, chan, msg, "shutdown_reply", NULL, json_pack("{s:s, s:b}", "status", "ok", "restart", r));
     pyc__publish(k, msg, "shutdown_reply", json_pack("{s:s, s:b}", "status", "ok", "restart", r));
     atomic_store(&k->restart, r);

@@ -193,6 +193,8 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     pyc_outgate_set_session_caps(&k->out, k->limits.output_bytes, k->limits.output_messages);
     k->hard_exit = cfg->hard_exit;
     k->hard_exit_ctx = cfg->hard_exit_ctx;
+    k->flush_io = cfg->flush_io;
+    k->flush_io_ctx = cfg->flush_io_ctx;
     pyc_guard_callbacks_t gcb = pyc__guard_callbacks(k);
     k->guard = pyc_guard_new(&k->limits, &gcb, err);
     if (k->guard == NULL) {
@@ -249,6 +251,7 @@ pyc_kernel_destroy(pyc_kernel_t **k_p)
     free(k->checkpoint_dir);
     free(k->session_id);
     json_decref(k->replayed);
+    pyc__lifelog_destroy(k);
     pyc__memory_reserve(k, false);
     pthread_mutex_destroy(&k->parent_lock);
     pyc_outgate_destroy(&k->out);
@@ -390,8 +393,17 @@ pyc_kernel_quitting(pyc_kernel_t *k, bool *restart)
 }
 
 void
+pyc_kernel_parent_gone(pyc_kernel_t *k)
+{
+    pyc__lifelog_close_reason(k, PYC__CLOSE_PARENT_GONE);
+}
+
+void
 pyc_kernel_closing(pyc_kernel_t *k)
 {
+    /* The closed event first: what follows (atexit handlers, finalization) may take the whole grace, and
+     * the process may then end without another word. */
+    pyc__lifelog_closed(k);
     pyc_guard_shutdown(k->guard);
     /* The debugger's thread takes the GIL: it ends before the interpreter does.  No new one starts after
      * (debugger_closed), since the control thread outlives this. */

@@ -88,6 +88,10 @@ typedef struct pyc_kernel_config {
     void *hard_exit_ctx;
     const char *checkpoint_dir;  /* where the session's checkpoint goes; NULL: no checkpoint */
     const char *session_id;      /* the checkpoint's name (the connection file's stem) */
+    /* Closes the sockets after sending what is queued (up to a second): the crash reporter calls it after
+     * its messages, since the process dies next and a message still queued would be lost.  May be NULL. */
+    void (*flush_io)(void *ctx);
+    void *flush_io_ctx;
 } pyc_kernel_config_t;
 
 pyc_kernel_t *pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err);
@@ -102,6 +106,16 @@ void pyc_kernel_py_host(pyc_kernel_t *k, struct pyc_py_host *host);
 
 /* Publishes status "starting" once. */
 void pyc_kernel_starting(pyc_kernel_t *k);
+
+/* Makes this kernel the session `session` of the event log in dir (events.h; README "pyc events"): it then
+ * writes ready, cell_started, cell_done and closed there.  Returns 0, or -1 with err (no events then). */
+int pyc_kernel_events(pyc_kernel_t *k, const char *session, const char *dir, pyc_error_t *err);
+
+/* The kernel answers requests now: writes the ready event (when it writes events). */
+void pyc_kernel_ready(pyc_kernel_t *k);
+
+/* The main loop ends because the process named by JPY_PARENT_PID is gone: the reason of the closed event. */
+void pyc_kernel_parent_gone(pyc_kernel_t *k);
 
 /* Control thread: answers what needs no Python; returns false to have the request sent to the main thread.
  * Takes ownership of msg when it returns true. */

@@ -16,6 +16,7 @@
  *   debugger.c  debug_request: the debugger's thread, relaying DAP to debugpy's adapter
  *   dap.c       the DAP stream's framing (a parser, fuzzed)
  *   subshell.c  kernel subshells: their threads, the routing of shell requests to them
+ *   lifelog.c   the kernel's lines in the event log of pyc sessions (events.h): ready, cells, closed
  */
 #ifndef PYC_KERNELINT_H
 #define PYC_KERNELINT_H
@@ -25,6 +26,7 @@
 #include <stdbool.h>
 
 #include "checkpoint.h"
+#include "events.h"
 #include "guard.h"
 #include "history.h"
 #include "journal.h"
@@ -37,6 +39,18 @@
 #include "usage.h"
 
 typedef struct pyc__debugger pyc__debugger_t;
+
+/* Why the kernel ends, for its closed event (lifelog.c); the first cause set stands. */
+enum {
+    PYC__CLOSE_NONE,             /* none set: a shutdown */
+    PYC__CLOSE_SHUTDOWN,
+    PYC__CLOSE_REPLACED,         /* a shutdown_request of `pyc new --replace` */
+    PYC__CLOSE_IDLE,
+    PYC__CLOSE_LIFETIME,
+    PYC__CLOSE_PARENT_GONE,
+    PYC__CLOSE_STUCK,            /* a cell that could not be stopped after its deadline */
+    PYC__CLOSE_OUT_OF_MEMORY,    /* a cell past the memory cap that could not be stopped */
+};
 typedef struct pyc__subshell pyc__subshell_t;
 
 /* A forked session: its pid, its connection file (removed when it ends), and whether it outlives us. */
@@ -74,6 +88,8 @@ struct pyc_kernel {
     pyc_limits_t limits;
     void (*hard_exit)(void *ctx, int code);
     void *hard_exit_ctx;
+    void (*flush_io)(void *ctx); /* may be NULL */
+    void *flush_io_ctx;
 
     /* Any thread, under parent_lock: the parent of iopub messages that have no request of their own. */
     pthread_mutex_t parent_lock;
@@ -123,6 +139,14 @@ struct pyc_kernel {
     atomic_bool subshells_closed; /* the kernel is closing: no subshell starts any more */
     pthread_mutex_t stdin_lock;  /* held through one input() exchange: one at a time on the stdin channel */
     pyc_journal_t *journal;      /* owned: recent cells for journal_request; its own lock; NULL when off */
+
+    /* The event log (lifelog.c): set up by pyc_kernel_events before the first request (and again in a forked
+     * session, by its main thread), then only written through; NULL when this kernel writes none. */
+    pyc_events_t *events;        /* owned */
+    char *event_session;         /* owned: the session's name */
+    bool events_failed;          /* a failed write was logged */
+    atomic_int close_why;        /* PYC__CLOSE_*: the first cause of the end */
+    atomic_int closed_written;   /* the closed event went out (once per process) */
 };
 
 /* Why an isolated cell's process was killed by the kernel (iso_stop). */
@@ -258,6 +282,32 @@ void pyc__reply_invalid(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
 /* After a cell failed with stop_on_error: takes the requests already waiting on shell, so that they are
  * aborted (execute) or answered (the rest) after this request, in order. */
 void pyc__abort_queue(pyc_kernel_t *k);
+
+/* ---- lifelog.c ---------------------------------------------------------------------------------------- */
+
+/* cell_started (outcome NULL) or cell_done with the outcome of metadata.pyc, for the execute_request msg
+ * (main thread; nothing for silent cells, whose callers do not count them as cells). */
+void pyc__lifelog_cell(pyc_kernel_t *k, const pyc_msg_t *msg, int count, const char *outcome);
+
+/* Records why the kernel ends (PYC__CLOSE_*) unless a cause was recorded first.  Any thread. */
+void pyc__lifelog_close_reason(pyc_kernel_t *k, int why);
+
+/* The closed event with the recorded reason (a shutdown when none), once per process.  Any thread. */
+void pyc__lifelog_closed(pyc_kernel_t *k);
+
+/* The closed event of a crash: the signal, its name and the Python traceback (cut to 16 KiB).  The crash
+ * reporter's thread; bounded by the event lock's wait. */
+void pyc__lifelog_crashed(pyc_kernel_t *k, int sig, const char *traceback);
+
+/* In a session forked from this one: writes under name from now on (its own open file), and says ready,
+ * forked from parent.  Without an event log, nothing. */
+void pyc__lifelog_forked(pyc_kernel_t *k, const char *name, const char *parent);
+
+/* The session's name when this kernel writes events, else NULL. */
+const char *pyc__lifelog_session(const pyc_kernel_t *k);
+
+/* Closes the event log (pyc_kernel_destroy). */
+void pyc__lifelog_destroy(pyc_kernel_t *k);
 
 /* ---- crash.c ------------------------------------------------------------------------------------------ */
 

@@ -1,0 +1,265 @@
+/*
+ * events.c -- `pyc events`, and what the other commands write into the sessions' event log (events.h;
+ * README, "pyc events"): closed with reason killed (`kill` had to SIGKILL), replaced (`new --replace`) and
+ * vanished (a kernel gone without a closed event of its own), and the closed event `ls` shows a stale
+ * session's reason from.
+ *
+ * vanished is written by the first command that finds a session's kernel gone (cli_session_state judging it
+ * stale, or `run` losing it) while nobody else holds the name's lock, or while this command holds it: a
+ * `kill` or `new` in progress ends the kernel itself and says how.  It is written only when the log has no
+ * closed event of that session and pid yet -- the kernel writes its own before it ends, even when it
+ * crashes -- so it is written once.  (A closed event rotated out of the log, after about 2 MiB of events,
+ * is not found: the session is then said to have vanished.)
+ *
+ * `events --follow` reads the file every 150 ms from where it stopped (a rotation is noticed by the change
+ * of inode), and looks for sessions whose kernel vanished once a second.  It ends on Ctrl-C (exit 130) or
+ * when stdout's reader goes away (exit 141, quietly), which it watches with poll even while nothing is
+ * printed.
+ */
+#include "cli.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "events.h"
+
+#define FOLLOW_POLL_MS 150
+#define FOLLOW_NOTICE_S 1.0
+#define WRITE_LOCK_MS 1000
+
+/* ---- writing ----------------------------------------------------------------------------------------------- */
+
+/* The process's writer, opened on first use; a failure is said once and never fails the command. */
+static pyc_events_t *
+writer(void)
+{
+    static pyc_events_t *ev;
+    static bool tried;
+    char dir[4096];
+    pyc_error_t err;
+    if (!tried) {
+        tried = true;
+        if (cli_runtime_dir(dir, sizeof dir) == 0 && (ev = pyc_events_open(dir, 0, &err)) == NULL)
+            cli_err("warning: %s; no event is recorded", err.text);
+    }
+    return ev;
+}
+
+void
+cli_event_closed(const char *name, long pid, const char *reason)
+{
+    pyc_error_t err;
+    pyc_events_t *ev = writer();
+    json_t *f = json_pack("{s:s}", "reason", reason);
+    if (ev != NULL && f != NULL && pyc_events_append(ev, name, pid, "closed", f, WRITE_LOCK_MS, &err) < 0)
+        cli_err("warning: the event log: %s", err.text);
+    json_decref(f);
+}
+
+/* Looks for the last closed event of (session, pid). */
+typedef struct {
+    const char *name;
+    long pid;
+    json_t *found;               /* a reference, or NULL */
+} find_t;
+
+static int
+find_closed(void *ctx, const pyc_event_t *e)
+{
+    find_t *f = ctx;
+    if (e->pid == f->pid && strcmp(e->event, "closed") == 0 && strcmp(e->session, f->name) == 0) {
+        json_decref(f->found);
+        f->found = json_incref(e->obj);
+    }
+    return 0;
+}
+
+json_t *
+cli_event_closing(const char *name, long pid)
+{
+    char dir[4096];
+    pyc_events_cursor_t cur = {0};
+    find_t f = {name, pid, NULL};
+    if (cli_runtime_dir(dir, sizeof dir) < 0)
+        return NULL;
+    pyc_events_read(dir, &cur, find_closed, &f, NULL);
+    return f.found;
+}
+
+void
+cli_notice_gone(const char *name, const pyc_session_file_t *sf)
+{
+    char why[16];
+    if (sf->pid <= 0 || (!cli_lock_is_ours(name) && cli_locked(name, why, sizeof why)))
+        return;
+    json_t *closed = cli_event_closing(name, sf->pid);
+    if (closed == NULL)
+        cli_event_closed(name, sf->pid, "vanished");
+    json_decref(closed);
+}
+
+void
+cli_closed_state(const json_t *closed, char *out, size_t cap)
+{
+    const char *reason = json_string_value(json_object_get(closed, "reason"));
+    const char *sig = json_string_value(json_object_get(closed, "signal_name"));
+    if (reason == NULL || strcmp(reason, "vanished") == 0)
+        snprintf(out, cap, "stale");   /* gone without a word: what stale always meant */
+    else if (strcmp(reason, "crashed") == 0)
+        snprintf(out, cap, "crashed (%s)", sig != NULL ? sig : "signal");
+    else if (strcmp(reason, "killed") == 0 || strcmp(reason, "replaced") == 0)
+        snprintf(out, cap, "%s", reason);
+    else if (strcmp(reason, "idle_timeout") == 0)
+        snprintf(out, cap, "ended (idle timeout)");
+    else if (strcmp(reason, "out_of_memory") == 0)
+        snprintf(out, cap, "ended (out of memory)");
+    else if (strcmp(reason, "parent_gone") == 0)
+        snprintf(out, cap, "ended (parent gone)");
+    else if (strcmp(reason, "stuck") == 0)
+        snprintf(out, cap, "ended (stuck cell)");
+    else
+        snprintf(out, cap, "ended (%s)", reason);
+}
+
+/* ---- pyc events ----------------------------------------------------------------------------------------- */
+
+typedef struct {
+    bool json;
+    char **names;                /* only these sessions (NULL: all) */
+    int nnames;
+} show_t;
+
+/* Prints one event: its JSON line, or the one-line text form. */
+static int
+show(void *ctx, const pyc_event_t *e)
+{
+    show_t *s = ctx;
+    if (s->nnames > 0) {
+        int i = 0;
+        while (i < s->nnames && strcmp(s->names[i], e->session) != 0)
+            i++;
+        if (i == s->nnames)
+            return 0;
+    }
+    if (s->json) {
+        cli_print_json_line(e->obj);
+        return cli_stdout_closed();
+    }
+    char when[64] = "?", detail[512] = "";
+    time_t t = (time_t)e->time;
+    struct tm tm;
+    if (localtime_r(&t, &tm) != NULL) {
+        size_t n = strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+        snprintf(when + n, sizeof when - n, ".%03d", (int)((e->time - (double)t) * 1000) % 1000);
+    }
+    json_t *o = e->obj;
+    const char *id = json_string_value(json_object_get(o, "id"));
+    const char *cell = json_string_value(json_object_get(o, "cell"));
+    const char *outcome = json_string_value(json_object_get(o, "outcome"));
+    const char *from = json_string_value(json_object_get(o, "forked_from"));
+    json_t *count = json_object_get(o, "count");
+    if (strcmp(e->event, "closed") == 0) {
+        char sig[32] = "";
+        if (e->signal > 0)
+            snprintf(sig, sizeof sig, " (%s, signal %d)",
+                     json_string_value(json_object_get(o, "signal_name")) ?: "?", e->signal);
+        snprintf(detail, sizeof detail, "%s%s%s%s", e->reason != NULL ? e->reason : "?", sig,
+                 cell != NULL ? " during cell " : "", cell != NULL ? cell : "");
+    } else if (id != NULL) {
+        snprintf(detail, sizeof detail, "[%lld] %s%s%s", (long long)json_integer_value(count), id,
+                 outcome != NULL ? " " : "", outcome != NULL ? outcome : "");
+    } else if (from != NULL) {
+        snprintf(detail, sizeof detail, "forked from %s", from);
+    }
+    char line[1024];
+    int n = snprintf(line, sizeof line, "%lld %s %s %ld %s%s%s\n", e->seq, when, e->session, e->pid, e->event,
+                     detail[0] ? " " : "", detail);
+    cli_print_text(line, n > 0 && (size_t)n < sizeof line ? (size_t)n : strlen(line));
+    return cli_stdout_closed();
+}
+
+/* Looks at every session once (their files and processes, no heartbeat), so that a kernel that vanished
+ * gets its event before the log is read. */
+static void
+notice_all(void)
+{
+    char dir[4096];
+    if (cli_runtime_dir(dir, sizeof dir) < 0)
+        return;
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d != NULL && (de = readdir(d)) != NULL) {
+        char name[PYC_SESSION_NAME_MAX + 1];
+        pyc_session_file_t sf;
+        if (!pyc_session_name_of_file(de->d_name, name))
+            continue;
+        cli_session_state(name, &sf, 0, NULL);   /* a stale one is noticed there */
+        pyc_session_file_clear(&sf);
+    }
+    if (d != NULL)
+        closedir(d);
+}
+
+int
+cli_events(const cli_args_t *a)
+{
+    pyc_error_t err;
+    char dir[4096];
+    show_t s = {.json = a->value[CLI_EVENTS_JSON] != NULL, .names = (char **)a->pos, .nnames = a->npos};
+    bool follow = a->value[CLI_EVENTS_FOLLOW] != NULL;
+    pyc_events_cursor_t cur = {0};
+    for (int i = 0; i < a->npos; i++) {
+        if (pyc_session_name_check(a->pos[i], &err) < 0) {
+            cli_err("%s", err.text);
+            return PYC_EXIT_USAGE;
+        }
+    }
+    const char *since = a->value[CLI_EVENTS_SINCE];
+    if (since != NULL) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(since, &end, 10);
+        if (since[0] == '\0' || *end != '\0' || errno != 0 || v < 0) {
+            cli_err("--since wants a seq (a whole number, 0 or more), not '%s'", since);
+            return PYC_EXIT_USAGE;
+        }
+        cur.seq = v;
+    }
+    if (cli_runtime_dir(dir, sizeof dir) < 0)
+        return PYC_EXIT_CONNECTION;
+    cli_catch_sigint();
+    notice_all();
+    int r = pyc_events_read(dir, &cur, show, &s, &err);
+    if (r < 0) {
+        cli_err("%s", err.text);
+        return PYC_EXIT_ERROR;
+    }
+    if (!follow || r != 0)
+        return PYC_EXIT_OK;     /* r: stdout's reader went away (cli_stdout_finish makes it 141) */
+    double noticed = pyc_now_s();
+    for (;;) {
+        /* Sleep on stdout itself: a pipe whose reader went away reports POLLERR at once. */
+        struct pollfd pfd = {.fd = 1, .events = 0};
+        int p = poll(&pfd, 1, FOLLOW_POLL_MS);
+        if (cli_sigint_count > 0)
+            return PYC_EXIT_INTERRUPTED;
+        if (p > 0 && (pfd.revents & (POLLERR | POLLHUP)))
+            return PYC_EXIT_PIPE;
+        if (pyc_now_s() - noticed >= FOLLOW_NOTICE_S) {
+            notice_all();
+            noticed = pyc_now_s();
+        }
+        r = pyc_events_read(dir, &cur, show, &s, &err);
+        if (r < 0) {
+            cli_err("%s", err.text);
+            return PYC_EXIT_ERROR;
+        }
+        if (r != 0)
+            return PYC_EXIT_OK;  /* stdout's reader went away: cli_stdout_finish makes it 141 */
+    }
+}
