@@ -15,19 +15,29 @@
  * codes; a cell not done yet is exit PYC_EXIT_PENDING, unless --wait waits for it: the wait ends on the cell's
  * idle status on iopub, and asks the journal again every POLL_RETRY_MS in case that status was missed.
  * Without an id, poll lists the journal.  The journal lives in the kernel, bounded (README, "Fire and poll"):
- * a cell it no longer holds is "unknown" (exit 3).
+ * a cell it no longer holds is "unknown" (exit 3).  When the session's kernel is gone, its journal went with
+ * it, and poll answers from the event log instead (events.c): the cell's outcome if it ended before the
+ * kernel did (its output is lost), else how the session ended while the cell ran (exit 7, the reason and a
+ * crash's traceback printed).
  */
 #include "cli.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "events.h"
+
 #define POLL_RETRY_MS 1000
 
+/* What a wait of poll returns when the kernel's process ended during it (nothing printed yet): poll then
+ * answers from the event log. */
+#define POLL_GONE (-1)
+
 /* Sends a journal_request with content (stolen) on control and waits up to timeout_ms for its reply.  Returns
- * the reply's content (a new reference), or NULL with *rc set (printed). */
+ * the reply's content (a new reference), or NULL with *rc set (printed; but POLL_GONE, unprinted, when the
+ * kernel's process ended and gone_quiet). */
 static json_t *
-ask_journal(pyc_client_t *cl, json_t *content, int timeout_ms, int *rc)
+ask_journal(pyc_client_t *cl, json_t *content, int timeout_ms, bool gone_quiet, int *rc)
 {
     pyc_error_t err;
     pyc_msg_t *reply = NULL;
@@ -39,7 +49,7 @@ ask_journal(pyc_client_t *cl, json_t *content, int timeout_ms, int *rc)
         return NULL;
     }
     if (r == PYC_RECV_ERROR) {
-        *rc = cli_recv_failed(&err);
+        *rc = err.code == PYC_EGONE && gone_quiet ? POLL_GONE : cli_recv_failed(&err);
         return NULL;
     }
     if (r == PYC_RECV_TIMEOUT) {
@@ -99,7 +109,7 @@ cli_fire(const cli_args_t *a)
     json_decref(md);
     json_t *j = NULL;
     if (rc == PYC_EXIT_OK)
-        j = ask_journal(cl, json_pack("{s:[s]}", "expect", id), cli_connect_ms(), &rc);
+        j = ask_journal(cl, json_pack("{s:[s]}", "expect", id), cli_connect_ms(), false, &rc);
     json_t *c = json_array_get(json_object_get(j, "cells"), 0);
     const char *state = json_string_value(json_object_get(c, "state"));
     if (rc == PYC_EXIT_OK && (state == NULL || strcmp(state, "unknown") == 0)) {
@@ -164,7 +174,7 @@ static int
 list_journal(pyc_client_t *cl, bool json)
 {
     int rc = PYC_EXIT_OK;
-    json_t *j = ask_journal(cl, json_pack("{s:b}", "outputs", 0), cli_connect_ms(), &rc);
+    json_t *j = ask_journal(cl, json_pack("{s:b}", "outputs", 0), cli_connect_ms(), false, &rc);
     if (j == NULL)
         return rc;
     size_t i;
@@ -207,7 +217,7 @@ wait_idle(pyc_client_t *cl, const char *id, double deadline)
             return PYC_EXIT_INTERRUPTED;
         }
         if (r == PYC_RECV_ERROR)
-            return cli_recv_failed(&err);
+            return err.code == PYC_EGONE ? POLL_GONE : cli_recv_failed(&err);
         bool idle = r == PYC_RECV_MSG && chan == PYC_CHAN_IOPUB && pyc_client_is_child_of(m, id) &&
                     strcmp(m->msg_type, "status") == 0 &&
                     strcmp(json_string_value(json_object_get(m->content, "execution_state")) ?: "", "idle") == 0;
@@ -215,6 +225,72 @@ wait_idle(pyc_client_t *cl, const char *id, double deadline)
         if (idle || r == PYC_RECV_TIMEOUT)
             return PYC_EXIT_OK;
     }
+}
+
+/* What the event log says of cell id of session name's kernel pid. */
+typedef struct {
+    const char *name, *id;
+    long pid;
+    bool started;
+    json_t *done;                /* its cell_done (a new reference), or NULL */
+    json_t *closed;              /* the kernel's closed event after the cell began (a new reference), or NULL */
+} cell_fate_t;
+
+static int
+find_fate(void *ctx, const pyc_event_t *e)
+{
+    cell_fate_t *f = ctx;
+    if (e->pid != f->pid || strcmp(e->session, f->name) != 0)
+        return 0;
+    const char *id = json_string_value(json_object_get(e->obj, "id"));
+    if (strcmp(e->event, "cell_started") == 0 && id != NULL && strcmp(id, f->id) == 0) {
+        f->started = true;
+    } else if (strcmp(e->event, "cell_done") == 0 && id != NULL && strcmp(id, f->id) == 0) {
+        json_decref(f->done);
+        f->done = json_incref(e->obj);
+    } else if (strcmp(e->event, "closed") == 0 && f->started && f->done == NULL) {
+        json_decref(f->closed);
+        f->closed = json_incref(e->obj);
+    }
+    return 0;
+}
+
+/* poll of a session whose kernel is gone (sf: its file): the cell's fate from the event log, printed.  Returns
+ * the exit code: run's for a cell that ended before the kernel, LOST for one the kernel's end took, NOSESSION
+ * when the log does not know the cell. */
+static int
+poll_gone(const char *name, const char *id, const pyc_session_file_t *sf)
+{
+    char dir[4096], state[64];
+    pyc_events_cursor_t cur = {0};
+    cell_fate_t f = {name, id, sf->pid, false, NULL, NULL};
+    if (cli_runtime_dir(dir, sizeof dir) < 0)
+        return PYC_EXIT_CONNECTION;
+    pyc_events_read(dir, &cur, find_fate, &f, NULL);
+    json_t *closed = f.closed != NULL ? json_incref(f.closed) : cli_event_closing(name, sf->pid);
+    cli_closed_state(closed, state, sizeof state);
+    int rc;
+    if (f.done != NULL) {
+        const char *outcome = json_string_value(json_object_get(f.done, "outcome")) ?: "?";
+        cli_err("session %s has ended (%s); cell %s had ended before, with outcome %s: its output went with the "
+                "kernel", name, state, id, outcome);
+        rc = strcmp(outcome, "ok") == 0 ? PYC_EXIT_OK : strcmp(outcome, "timeout") == 0 ? PYC_EXIT_TIMEOUT
+             : strcmp(outcome, "lifetime") == 0 ? PYC_EXIT_LOST : PYC_EXIT_ERROR;
+    } else if (f.started) {
+        const char *tb = json_string_value(json_object_get(closed, "traceback"));
+        if (tb != NULL)
+            fprintf(stderr, "%s%s", tb, tb[0] != '\0' && tb[strlen(tb) - 1] != '\n' ? "\n" : "");
+        cli_err("cell %s was lost: session %s ended while it ran (%s)", id, name, state);
+        rc = PYC_EXIT_LOST;
+    } else {
+        cli_err("session %s has ended (%s; pyc kill %s cleans it), and its event log has no cell %s", name, state,
+                name, id);
+        rc = PYC_EXIT_NOSESSION;
+    }
+    json_decref(f.done);
+    json_decref(f.closed);
+    json_decref(closed);
+    return rc;
 }
 
 int
@@ -228,6 +304,19 @@ cli_poll(const cli_args_t *a)
     int rc;
     cli_catch_sigint();
     pyc_session_file_t sf;
+    pyc_error_t serr;
+    if (pyc_session_name_check(a->pos[0], &serr) < 0) {
+        cli_err("%s", serr.text);
+        return PYC_EXIT_USAGE;
+    }
+    if (a->npos > 1) {
+        /* A session whose kernel is gone: its journal went with it (see the top of this file). */
+        bool gone = cli_session_state(a->pos[0], &sf, 0, &serr) == CLI_STALE;
+        rc = gone ? poll_gone(a->pos[0], a->pos[1], &sf) : PYC_EXIT_OK;
+        pyc_session_file_clear(&sf);
+        if (gone)
+            return rc;
+    }
     pyc_client_t *cl = cli_connect(a->pos[0], &sf, wait && a->npos > 1, false, &rc);
     if (cl == NULL)
         return rc;
@@ -243,7 +332,7 @@ cli_poll(const cli_args_t *a)
     const char *state = NULL;
     for (;;) {
         json_decref(j);
-        j = ask_journal(cl, json_pack("{s:[s], s:b}", "ids", id, "outputs", 1), cli_connect_ms(), &rc);
+        j = ask_journal(cl, json_pack("{s:[s], s:b}", "ids", id, "outputs", 1), cli_connect_ms(), true, &rc);
         if (j == NULL)
             break;
         c = json_array_get(json_object_get(j, "cells"), 0);
@@ -257,6 +346,8 @@ cli_poll(const cli_args_t *a)
         if (rc != PYC_EXIT_OK)
             break;
     }
+    if (rc == POLL_GONE)
+        rc = poll_gone(a->pos[0], id, &sf);
     if (j != NULL && state != NULL) {
         cli_output_t o = {.json = json, .wrote_nl = true, .system_exit = true};
         if (strcmp(state, "unknown") == 0) {

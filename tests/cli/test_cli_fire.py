@@ -7,8 +7,8 @@ import sys
 import time
 
 import pyctest
-from clitest import (EXIT_ERROR, EXIT_NOSESSION, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, PYC_CLI, pyc, read_session,
-                     session_file)
+from clitest import (EXIT_ERROR, EXIT_LOST, EXIT_NOSESSION, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, PYC_CLI, pyc,
+                     read_session, session_file)
 
 EXIT_PENDING = 8
 
@@ -145,3 +145,22 @@ def test_fire_to_a_session_without_journal(sessions, monkeypatch):
 def test_no_session(sessions):
     assert pyc("fire", "nobody-here", "1", check=EXIT_NOSESSION).returncode == EXIT_NOSESSION
     assert pyc("poll", "nobody-here", "x", check=EXIT_NOSESSION).returncode == EXIT_NOSESSION
+
+
+def test_poll_after_the_kernel_died(sessions):
+    """The journal goes with the kernel; poll then answers from the event log: a cell that had ended, one the
+    crash took (exit 7, the reason and the traceback), one it never heard of."""
+    name = sessions.new()
+    before = fire(name, "x = 1")
+    poll(name, before, "--wait", check=EXIT_OK)
+    crash = fire(name, "import ctypes, time\ntime.sleep(0.3)\nctypes.string_at(0)")
+    p = poll(name, crash, "--wait=30", check=EXIT_LOST)
+    assert "crashed (SIGSEGV)" in p.stderr and "string_at" in p.stderr
+    deadline = time.monotonic() + 10
+    while "crashed" not in pyc("ls").stdout and time.monotonic() < deadline:
+        time.sleep(0.1)
+    p = poll(name, crash, check=EXIT_LOST)
+    assert "crashed (SIGSEGV)" in p.stderr and "string_at" in p.stderr
+    p = poll(name, before, check=EXIT_OK)
+    assert "outcome ok" in p.stderr and "its output went with the kernel" in p.stderr
+    assert "has no cell" in poll(name, "never-fired", check=EXIT_NOSESSION).stderr
