@@ -17,6 +17,10 @@ A warm pool (issue 12), timed after that: a template session that has done `impo
 into a new session, timed from the start of `pyc fork template sN` to the end of the first `pyc run sN "x=1"`
 (the new session has answered), against a cold start, `pyc new sN` then `pyc run sN "import numpy, pandas"`.
 Each new session is killed before the next run (not timed).  --quick: 10 runs of `pyc run`, 5 of each start.
+
+Fire and poll (issue 12), in the same session as `pyc run`: `pyc fire NAME x` from spawn to exit (the receipt:
+the kernel holds the cell), and `pyc fire` followed by `pyc poll NAME ID --wait` to the end of the cell's
+output, beside `pyc run NAME x`, which does the same in one process.
 """
 
 import argparse
@@ -119,6 +123,26 @@ def warm_pool(pyc, env, runs):
     return fork_ms, cold_ms
 
 
+def fire_poll(pyc, name, env, runs):
+    """`pyc fire` alone, and fire then `poll --wait`, each in ms from the first spawn to the last exit."""
+    fire_ms, both_ms = [], []
+    for i in range(runs + 2):                 # the first two are warm-ups, not counted
+        t0 = time.perf_counter()
+        p = subprocess.run([pyc, "fire", name, "x"], env=env, capture_output=True, text=True, timeout=60)
+        t1 = time.perf_counter()
+        if p.returncode != 0:
+            raise RuntimeError("pyc fire failed (%d): %s" % (p.returncode, p.stderr))
+        q = subprocess.run([pyc, "poll", name, p.stdout.strip(), "--wait"], env=env, capture_output=True,
+                           timeout=60)
+        t2 = time.perf_counter()
+        if q.returncode != 0:
+            raise RuntimeError("pyc poll failed (%d): %s" % (q.returncode, q.stderr))
+        if i >= 2:
+            fire_ms.append((t1 - t0) * 1000)
+            both_ms.append((t2 - t0) * 1000)
+    return fire_ms, both_ms
+
+
 def row(label, ms):
     if len(ms) < 10:             # too few for deciles: the extremes
         return "%-44s median %8.2f ms   min %8.2f   max %8.2f   (%d runs)" % (label, statistics.median(ms), min(ms),
@@ -194,6 +218,11 @@ def main():
         print(row("  /bin/true", true_ms))
         print(row("  pyc --version (start + dynamic linking)", version_ms))
         print("target: pyc median <= 5 ms: %s (%.2f ms)" % ("met" if med_pyc <= 5 else "NOT met", med_pyc))
+        fire_ms, fire_poll_ms = fire_poll(pyc, name, env, args.runs)
+        print("fire and poll, the same cell:")
+        print(row("  pyc fire (to the receipt)", fire_ms))
+        print(row("  pyc fire; pyc poll ID --wait (to the output)", fire_poll_ms))
+        print("%-44s %8.2fx" % ("  ratio (fire + poll / run)", statistics.median(fire_poll_ms) / med_pyc))
         fork_ms, cold_ms = warm_pool(pyc, env, args.pool_runs)
         print("a session with numpy and pandas imported, to its first answer:")
         print(row("  pyc fork template sN; pyc run sN x=1", fork_ms))
@@ -203,7 +232,8 @@ def main():
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"pyc_ms": pyc_ms, "jupyter_client_ms": py_ms, "true_ms": true_ms,
-                           "pyc_version_ms": version_ms, "warm_pool_fork_ms": fork_ms, "cold_start_ms": cold_ms}, f)
+                           "pyc_version_ms": version_ms, "warm_pool_fork_ms": fork_ms, "cold_start_ms": cold_ms,
+                           "fire_ms": fire_ms, "fire_poll_ms": fire_poll_ms}, f)
     finally:
         subprocess.run([pyc, "kill", name], env=env, capture_output=True, timeout=60)
         if pid:
