@@ -235,12 +235,7 @@ def main():
                            "pyc_version_ms": version_ms, "warm_pool_fork_ms": fork_ms, "cold_start_ms": cold_ms,
                            "fire_ms": fire_ms, "fire_poll_ms": fire_poll_ms}, f)
     finally:
-        subprocess.run([pyc, "kill", name], env=env, capture_output=True, timeout=60)
-        if pid:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        end_session(pyc, name, pid, env)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -414,6 +414,21 @@ json_text(const char *s)
     return t;
 }
 
+/* Closes the writer's file (and with it the lock it held) and opens the path afresh: after a rotation, ours or
+ * another writer's.  Returns 0, or -1 with err (the writer then has no file). */
+static int
+reopen(pyc_events_t *ev, pyc_error_t *err)
+{
+    pyc_error_t oerr;
+    int fd = open_log(ev->path, &oerr);
+    close(ev->fd);
+    ev->fd = fd;
+    ev->ino = 0;
+    if (fd < 0 && err != NULL)
+        *err = oerr;
+    return fd < 0 ? -1 : 0;
+}
+
 /* pyc_events_append with the mutex held. */
 static long long
 append_locked(pyc_events_t *ev, const char *session, long pid, const char *event, json_t *fields, int timeout_ms,
@@ -459,16 +474,8 @@ append_locked(pyc_events_t *ev, const char *session, long pid, const char *event
         /* The path must still name our file: another writer may have rotated it (or someone removed it). */
         if (fstat(ev->fd, &st) < 0 || lstat(ev->path, &at_path) < 0 || st.st_ino != at_path.st_ino ||
             st.st_dev != at_path.st_dev) {
-            pyc_error_t oerr;
-            int fd = open_log(ev->path, &oerr);
-            close(ev->fd);       /* and its lock */
-            ev->fd = fd;
-            ev->ino = 0;
-            if (fd < 0) {
-                if (err != NULL)
-                    *err = oerr;
+            if (reopen(ev, err) < 0)   /* closing the old one drops its lock */
                 goto out;
-            }
             continue;
         }
         long long last;
@@ -493,16 +500,8 @@ append_locked(pyc_events_t *ev, const char *session, long pid, const char *event
                 pyc_error_set(err, "cannot rotate %s: %s", ev->path, strerror(errno));
                 goto out;
             }
-            pyc_error_t oerr;
-            int fd = open_log(ev->path, &oerr);
-            close(ev->fd);
-            ev->fd = fd;
-            ev->ino = 0;
-            if (fd < 0) {
-                if (err != NULL)
-                    *err = oerr;
+            if (reopen(ev, err) < 0)
                 goto out;
-            }
             continue;
         }
         ssize_t w;
