@@ -318,6 +318,11 @@ cli_poll(const cli_args_t *a)
             return rc;
     }
     pyc_client_t *cl = cli_connect(a->pos[0], &sf, wait && a->npos > 1, false, &rc);
+    if (cl == NULL && a->npos > 1 && rc == PYC_EXIT_CONNECTION &&
+        cli_session_state(a->pos[0], &sf, 0, &serr) == CLI_STALE) {
+        rc = poll_gone(a->pos[0], a->pos[1], &sf);   /* it died while we connected */
+        pyc_session_file_clear(&sf);
+    }
     if (cl == NULL)
         return rc;
     if (a->npos == 1) {

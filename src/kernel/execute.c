@@ -277,13 +277,14 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     };
     json_t *pmd = pyc_outcome_metadata(&o);
     if (iso_md != NULL) {
+        /* o.outcome may be the string of iso_md's "outcome", which goes here: read it from pmd from now on. */
         json_object_del(iso_md, "outcome");
         json_object_update(pmd, iso_md);
         json_decref(iso_md);
     }
     json_object_set_new(md, "pyc", pmd);
     if (!silent)
-        pyc__lifelog_cell(k, msg, count, o.outcome);
+        pyc__lifelog_cell(k, msg, count, json_string_value(json_object_get(pmd, "outcome")) ?: "error");
     pyc__reply(k, chan, msg, "execute_reply", md, content);
     json_decref(res.error);
     json_decref(res.user_expressions);

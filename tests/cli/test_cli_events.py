@@ -47,6 +47,17 @@ def ls_row(name):
     return (rows[0] if rows else None), (entry[0] if entry else None)
 
 
+def test_outcomes_of_isolated_and_timed_out_cells(sessions):
+    """cell_done carries metadata.pyc's outcome also for an isolated cell, whose outcome comes from its child
+    (it was read after being freed once: the event said "\u0003")."""
+    name = sessions.new()
+    pyc("run", name, "--isolate", "g = (i for i in range(3)); kept = 1", check=EXIT_OK)
+    pyc("run", name, "--isolate", "1/0", check=1)
+    pyc("run", name, "--timeout", "0.5", "import time; time.sleep(10)", check=5)
+    done = [e["outcome"] for e in events(name) if e["event"] == "cell_done"]
+    assert done == ["ok", "error", "timeout"]
+
+
 def test_cell_events_and_cursor(sessions):
     name = sessions.new()
     pid = read_session(name)["pid"]
