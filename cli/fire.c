@@ -1,11 +1,14 @@
 /*
  * fire.c -- `pyc fire` and `pyc poll`: a cell that outlives the command that started it.
  *
- * fire sends the execute_request on the control channel, then a journal_request {"expect": [id]} on the same
+ * fire sends the execute_request on the control channel, then a journal_request {"ids": [id]} on the same
  * channel, and leaves when that is answered.  pyc's control thread reads control at once, even while a cell
- * runs: it hands the execute_request to the main thread's inbox, a FIFO that the main thread empties before it
- * reads shell, and answers the journal_request itself.  So the answer is a receipt (the kernel holds the cell
- * in memory, and the journal has it as queued), and fired cells run in the order they were fired.  On shell
+ * runs: it records the execute_request in the journal as queued and hands it to the main thread's inbox, a
+ * FIFO that the main thread empties before it reads shell, then answers the journal_request itself.  So the
+ * answer is a receipt (the kernel holds the cell in memory, and the journal has it), and fired cells run in
+ * the order they were fired.  (The record is made before the main thread can see the cell: an expect sent
+ * after it could come after the cell's end, when the cell was refused or aborted without beginning, and
+ * would stay queued for ever.)  On shell
  * they would not: a ROUTER socket takes waiting requests from its peers in turn, not in the order they came,
  * so three `pyc fire` commands (three connections) queued behind a running cell ran in any order.  Fired
  * cells are sent with stop_on_error off: a failed one does not abort the ones fired after it, each is polled
@@ -109,7 +112,7 @@ cli_fire(const cli_args_t *a)
     json_decref(md);
     json_t *j = NULL;
     if (rc == PYC_EXIT_OK)
-        j = ask_journal(cl, json_pack("{s:[s]}", "expect", id), cli_connect_ms(), false, &rc);
+        j = ask_journal(cl, json_pack("{s:[s], s:b}", "ids", id, "outputs", 0), cli_connect_ms(), false, &rc);
     json_t *c = json_array_get(json_object_get(j, "cells"), 0);
     const char *state = json_string_value(json_object_get(c, "state"));
     if (rc == PYC_EXIT_OK && (state == NULL || strcmp(state, "unknown") == 0)) {
@@ -353,7 +356,7 @@ cli_poll(const cli_args_t *a)
     }
     if (rc == POLL_GONE)
         rc = poll_gone(a->pos[0], id, &sf);
-    if (j != NULL && state != NULL) {
+    if (rc == PYC_EXIT_OK && j != NULL && state != NULL) {
         cli_output_t o = {.json = json, .wrote_nl = true, .system_exit = true};
         if (strcmp(state, "unknown") == 0) {
             cli_err("session %s's journal has no cell %s (it keeps the last %lld cells that were not silent)",

@@ -34,6 +34,10 @@
 #include "session.h"
 #include "zmtp.h"
 
+/* How much longer than asked a poll may take before the difference counts as this process having been stopped
+ * or starved rather than as time the kernel was silent (the heartbeat watch). */
+#define WAIT_SLACK_S 0.5
+
 /* How often a wait looks at the watched process. */
 #define WATCH_SLICE_MS 250
 
@@ -473,9 +477,16 @@ pyc_client_recv(pyc_client_t *self, int timeout_ms, pyc_msg_t **out, int *chan, 
         if (signal_fd >= 0)
             pfd[k++] = (struct pollfd){.fd = signal_fd, .events = POLLIN};
         int r = poll(pfd, k, wait > (long)1 << 30 ? 1 << 30 : (int)wait);
-        double now = pyc_now_s();
-        self->waited += now - last;
+        double now = pyc_now_s(), step = now - last;
         last = now;
+        if (wait >= 0 && step > wait / 1e3 + WAIT_SLACK_S) {
+            /* Longer than poll was asked to wait: this process was stopped (Ctrl-Z, a suspended laptop) or
+             * starved, and that time says nothing of the kernel.  Only the time asked counts, and the kernel
+             * gets a fresh window of silence: a new ping must go unanswered before it is judged. */
+            step = wait / 1e3;
+            self->life_at = self->waited + step;
+        }
+        self->waited += step;
         if (r < 0) {
             if (errno == EINTR)
                 return PYC_RECV_SIGNAL;

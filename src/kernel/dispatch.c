@@ -108,8 +108,14 @@ pyc_kernel_control(void *ctx, pyc_msg_t *msg)
         pyc__debug_request(k, msg);   /* answered, and its idle published, by the debugger's thread */
         return true;
     }
-    if (msg->invalid == NULL && (fn == NULL || !in_control))
+    if (msg->invalid == NULL && (fn == NULL || !in_control)) {
+        /* An execute_request on control (`pyc fire`) waits in the main thread's inbox: the journal has it as
+         * queued from now on, before the main thread can begin (or refuse) it.  Silent ones are not journaled. */
+        if (strcmp(msg->msg_type, "execute_request") == 0 && !json_is_true(json_object_get(msg->content, "silent")) &&
+            pyc_journal_expect(k->journal, msg->msg_id) < 0)
+            pyc_log("journal: out of memory: cell %s not recorded", msg->msg_id);
         return false;
+    }
     pyc__status(k, msg, "busy");
     if (msg->invalid != NULL)
         pyc__reply_invalid(k, PYC_CHAN_CONTROL, msg);

@@ -144,10 +144,39 @@ pyc_journal_free(pyc_journal_t **j_p)
 }
 
 void
-pyc_journal_after_fork(pyc_journal_t *j)
+pyc_journal_lock(pyc_journal_t *j)
 {
     if (j != NULL)
-        pthread_mutex_init(&j->lock, NULL);
+        pthread_mutex_lock(&j->lock);
+}
+
+void
+pyc_journal_unlock(pyc_journal_t *j)
+{
+    if (j != NULL)
+        pthread_mutex_unlock(&j->lock);
+}
+
+void
+pyc_journal_after_fork(pyc_journal_t *j)
+{
+    if (j == NULL)
+        return;
+    pthread_mutex_lock(&j->lock);
+    entry_t **pp = &j->head;
+    j->tail = NULL;
+    while (*pp != NULL) {
+        entry_t *e = *pp;
+        if (e->state != DONE) {
+            *pp = e->next;
+            j->n--;
+            entry_free(j, e);
+        } else {
+            j->tail = e;
+            pp = &e->next;
+        }
+    }
+    pthread_mutex_unlock(&j->lock);
 }
 
 static entry_t *

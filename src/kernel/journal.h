@@ -39,7 +39,13 @@ void pyc_journal_limits_from_env(pyc_journal_limits_t *lim);
 pyc_journal_t *pyc_journal_new(const pyc_journal_limits_t *lim);
 void pyc_journal_free(pyc_journal_t **j_p);
 
-/* In a forked child: the lock may have been held by a thread of the parent that the child does not have. */
+/* Held across fork() by the kernel's fork handlers (kernel.c), so that a child never copies the list while
+ * another thread changes it.  NULL-safe. */
+void pyc_journal_lock(pyc_journal_t *j);
+void pyc_journal_unlock(pyc_journal_t *j);
+
+/* In a forked session: the records of cells that are not done are the parent's to finish (its subshells'
+ * cells, its inbox's fired cells), never this process's; they are dropped, so that no poll waits for them. */
 void pyc_journal_after_fork(pyc_journal_t *j);
 
 /* A client announced cell `id` (it sent the execute_request and will not wait for it): recorded as queued

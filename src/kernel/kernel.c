@@ -87,6 +87,7 @@ atfork_prepare(void)
         return;
     pyc_streams_lock(k->streams);
     pthread_mutex_lock(&k->parent_lock);
+    pyc_journal_lock(k->journal);        /* after parent_lock, as the send path takes them */
     pyc_outgate_lock(&k->out);
     pthread_mutex_lock(&k->usage_lock);
     sanitizer_lock();
@@ -101,6 +102,7 @@ atfork_parent(void)
     sanitizer_unlock();
     pthread_mutex_unlock(&k->usage_lock);
     pyc_outgate_unlock(&k->out);
+    pyc_journal_unlock(k->journal);
     pthread_mutex_unlock(&k->parent_lock);
     pyc_streams_unlock(k->streams);
 }
@@ -327,7 +329,7 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     k->subshells = k->leaving = NULL;   /* their threads are the parent's */
     pthread_mutex_init(&k->subshells_lock, NULL);
     pthread_mutex_init(&k->stdin_lock, NULL);
-    pyc_journal_after_fork(k->journal);   /* it keeps the parent's cells, which this session also ran */
+    pyc_journal_after_fork(k->journal);   /* it keeps the parent's done cells, which this session also ran */
     /* The SQLite connection must not cross fork(): forget it and start a session of our own. */
     pyc_fork_keep_inherited(k->history);
     k->history = NULL;

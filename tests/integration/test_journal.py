@@ -106,7 +106,7 @@ def test_expected_cell_is_queued_until_it_runs(kc):
 
 def test_expected_cell_that_is_aborted(kc):
     """A cell waiting behind one that fails is aborted (stop_on_error): its record says so."""
-    first = kc.execute("import time; time.sleep(0.5); 1/0")
+    first = kc.execute("import time; time.sleep(2); 1/0")
     second = kc.session.msg("execute_request", {"code": "print('never')", "silent": False})
     journal(kc, expect=[second["header"]["msg_id"]])
     kc.shell_channel.send(second)

@@ -206,6 +206,34 @@ test_eviction_prefers_done(void **state)
     pyc_journal_free(&j);
 }
 
+/* A forked session keeps the done records and drops those its parent has yet to finish. */
+static void
+test_after_fork(void **state)
+{
+    (void)state;
+    pyc_journal_t *j = journal(8, 1000, 1000);
+    char *h0 = header("done"), *h1 = header("running");
+    pyc_journal_begin(j, "done", h0, strlen(h0), 1);
+    tap(j, "execute_reply", h0, "{\"status\":\"ok\"}");
+    pyc_journal_begin(j, "running", h1, strlen(h1), 2);
+    pyc_journal_expect(j, "queued");
+    pyc_journal_lock(j);         /* as the fork handlers hold it across fork() */
+    pyc_journal_unlock(j);
+    pyc_journal_after_fork(j);
+    json_t *r = report(j, NULL, false);
+    assert_int_equal(json_array_size(json_object_get(r, "cells")), 1);
+    assert_string_equal(str(cell(r, 0), "id"), "done");
+    json_decref(r);
+    pyc_journal_begin(j, "next", h1, strlen(h1), 3);   /* the list goes on from its tail */
+    r = report(j, NULL, false);
+    assert_int_equal(json_array_size(json_object_get(r, "cells")), 2);
+    assert_string_equal(str(cell(r, 1), "id"), "next");
+    json_decref(r);
+    free(h0);
+    free(h1);
+    pyc_journal_free(&j);
+}
+
 static void
 test_off(void **state)
 {
@@ -235,6 +263,7 @@ main(void)
         cmocka_unit_test(test_queued_then_aborted),
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_eviction_prefers_done),
+        cmocka_unit_test(test_after_fork),
         cmocka_unit_test(test_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
