@@ -9,8 +9,10 @@
  * LIMITS are --idle-timeout=S --lifetime=S --shutdown-grace=S --cell-timeout=S --cell-grace=S
  * --output-limit=BYTES --output-messages=N --memory-limit=BYTES (limit.h); each may also come from its
  * PYC_* environment variable, which an option overrides.  PYC_REPLAY, PYC_CHECKPOINT_DIR and PYC_CHECKPOINT=0
- * stand for the other options likewise.  PYC_SESSION (set by `pyc new`) names the `pyc` session this kernel
- * is, which then writes the sessions' event log beside its connection file.
+ * stand for the other options likewise.  IPython options a launcher appends (`--Class.trait=VALUE`, e.g.
+ * nbclient's --HistoryManager.hist_file=:memory:) are taken out first: see take_traitlets_options.
+ * PYC_SESSION (set by `pyc new`) names the `pyc` session this kernel is, which then writes the sessions'
+ * event log beside its connection file.
  *
  * Exit codes: 0 after a shutdown request, an idle timeout, the end of the lifetime, or when the parent named
  * by JPY_PARENT_PID is gone; 1 when the kernel could not start (ports, Python); 2 for bad arguments or a bad
