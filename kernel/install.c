@@ -11,6 +11,12 @@
  * whose argv names this very program by its absolute path, and the logos compiled into the program.  The
  * user's data dir is $JUPYTER_DATA_DIR, else $XDG_DATA_HOME/jupyter, else ~/.local/share/jupyter, as
  * jupyter_core computes it on Linux.
+ *
+ * Programs that hard-code the kernel name (agent frameworks, nbclient's default) ask for "python3", or for
+ * "python", which jupyter_client's KernelManager turns into "python3" before it looks a kernelspec up: so
+ * --name python installs python3 (a kernelspec named python would never be started), and after writing,
+ * install says when a kernelspec of the same name earlier on Jupyter's search path (JUPYTER_PATH, the user's
+ * data dir, the environment's, /usr/local, /usr) shadows the one it wrote.
  */
 #include "install.h"
 #include "msg.h"
@@ -45,6 +51,45 @@ usage(FILE *f)
                "  --no-env     the embedded interpreter's own installation, whatever environment is active\n"
                "Installs the pyc kernelspec (default: --user, the user's Jupyter data dir).\n");
     return f == stderr ? 2 : 0;
+}
+
+/* True when DIR (its first len bytes)/kernels/NAME/kernel.json exists; its directory is then in cand. */
+static bool
+has_spec(const char *dir, size_t len, const char *name, char *cand, size_t cap)
+{
+    int n = snprintf(cand, cap, "%.*s/kernels/%s", (int)len, dir, name);
+    char file[PATH_MAX];
+    return n > 0 && (size_t)n < cap && snprintf(file, sizeof file, "%s/kernel.json", cand) < (int)sizeof file &&
+           access(file, F_OK) == 0;
+}
+
+/* The kernelspec directory that jupyter_client starts for name: the first DIR/kernels/NAME/kernel.json along
+ * jupyter_core's jupyter_path('kernels') on Linux, without JUPYTER_PREFER_ENV_PATH (a user's kernelspec
+ * before an environment's).  env_prefix is the environment the kernelspec is for, or NULL.  Writes its real
+ * path into out (PATH_MAX bytes) and returns 0, or returns -1 when none is found. */
+static int
+first_on_path(const char *name, const char *env_prefix, char *out)
+{
+    char data[PATH_MAX], env_dir[PATH_MAX], cand[PATH_MAX];
+    const char *dirs[4] = {NULL, NULL, "/usr/local/share/jupyter", "/usr/share/jupyter"};
+    for (const char *p = getenv("JUPYTER_PATH"); p != NULL && *p != '\0';) {
+        size_t len = strcspn(p, ":");
+        if (len > 0 && has_spec(p, len, name, cand, sizeof cand))
+            goto found;
+        p += len + (p[len] == ':');
+    }
+    if (pyc_jupyter_data_dir(data, sizeof data) == 0)
+        dirs[0] = data;
+    if (env_prefix != NULL && snprintf(env_dir, sizeof env_dir, "%s/share/jupyter", env_prefix) < PATH_MAX)
+        dirs[1] = env_dir;
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
+        if (dirs[i] != NULL && has_spec(dirs[i], strlen(dirs[i]), name, cand, sizeof cand))
+            goto found;
+    return -1;
+found:
+    if (realpath(cand, out) == NULL)
+        snprintf(out, PATH_MAX, "%s", cand);
+    return 0;
 }
 
 static int
@@ -134,6 +179,10 @@ pyc_install_main(int argc, char **argv)
             break;
         }
     }
+    if (strcmp(name, "python") == 0) {
+        printf("jupyter_client starts the kernelspec python3 for the name python: installing it as python3\n");
+        name = "python3";
+    }
     if (strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != strlen(name) ||
         name[0] == '\0') {
         fprintf(stderr, "pyc-kernel: install: invalid kernel name '%s'\n", name);
@@ -194,6 +243,12 @@ pyc_install_main(int argc, char **argv)
         goto out;
     }
     printf("Installed kernelspec %s in %s\n", name, dir);
+    char first[PATH_MAX], mine[PATH_MAX];
+    if (realpath(dir, mine) != NULL && first_on_path(name, have_env > 0 ? penv.prefix : NULL, first) == 0 &&
+        strcmp(first, mine) != 0)
+        printf("Note: the kernelspec %s in %s comes first on Jupyter's path, so clients asking for %s get that one;\n"
+               "      install with --user, or put %s first on JUPYTER_PATH\n",
+               name, first, name, base);
     rc = 0;
 out:
     json_decref(env);

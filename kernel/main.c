@@ -9,8 +9,10 @@
  * LIMITS are --idle-timeout=S --lifetime=S --shutdown-grace=S --cell-timeout=S --cell-grace=S
  * --output-limit=BYTES --output-messages=N --memory-limit=BYTES (limit.h); each may also come from its
  * PYC_* environment variable, which an option overrides.  PYC_REPLAY, PYC_CHECKPOINT_DIR and PYC_CHECKPOINT=0
- * stand for the other options likewise.  PYC_SESSION (set by `pyc new`) names the `pyc` session this kernel
- * is, which then writes the sessions' event log beside its connection file.
+ * stand for the other options likewise.  IPython options a launcher appends (`--Class.trait=VALUE`, e.g.
+ * nbclient's --HistoryManager.hist_file=:memory:) are taken out first: see take_traitlets_options.
+ * PYC_SESSION (set by `pyc new`) names the `pyc` session this kernel is, which then writes the sessions'
+ * event log beside its connection file.
  *
  * Exit codes: 0 after a shutdown request, an idle timeout, the end of the lifetime, or when the parent named
  * by JPY_PARENT_PID is gone; 1 when the kernel could not start (ports, Python); 2 for bad arguments or a bad
@@ -61,6 +63,47 @@ usage(FILE *f)
     for (const pyc_limit_desc_t *d = pyc_limit_descs; d->option != NULL; d++)
         fprintf(f, "  --%s=VALUE  (%s)  %s\n", d->option, d->env, d->help);
     fprintf(f, "Durations: 30, 1.5, 250ms, 30s, 5m, 2h.  Sizes: 4096, 512K, 100M, 2G.\n");
+}
+
+/* Takes out of argv the IPython (traitlets) options a launcher may append to the kernelspec's argv, which
+ * pyc-kernel has no configuration system to read: `--Class.trait=VALUE` or `--Class.trait VALUE`.  nbclient
+ * appends --HistoryManager.hist_file=:memory: to the kernel of every kernelspec named python, python2 or
+ * python3 (its km.ipykernel), so a pyc installed under one of those names must start with it: that one is
+ * honoured (it becomes PYC_HISTORY_FILE, which SQLite's ":memory:" fits); any other is logged and ignored.
+ * A word is such an option when its name before any '=' is two or more dotted identifiers starting with a
+ * capital (traitlets' class names).  Returns the new argc; the words keep their order. */
+static int
+take_traitlets_options(int argc, char **argv)
+{
+    int out = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *w = argv[i];
+        if (strcmp(w, "--") == 0) {
+            while (i < argc)
+                argv[out++] = argv[i++];
+            break;
+        }
+        const char *name = w + 2;
+        size_t len = strncmp(w, "--", 2) == 0 ? strcspn(name, "=") : 0;
+        const char *dot = len > 0 ? memchr(name, '.', len) : NULL;
+        bool traitlet = dot != NULL && name[0] >= 'A' && name[0] <= 'Z' && dot + 1 < name + len &&
+                        strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.") >= len;
+        if (!traitlet) {
+            argv[out++] = argv[i];
+            continue;
+        }
+        const char *value = name[len] == '=' ? name + len + 1 : NULL;
+        if (value == NULL && i + 1 < argc && argv[i + 1][0] != '-')
+            value = argv[++i];
+        if (len == strlen("HistoryManager.hist_file") && strncmp(name, "HistoryManager.hist_file", len) == 0 &&
+            value != NULL && value[0] != '\0')
+            setenv("PYC_HISTORY_FILE", value, 1);
+        else
+            pyc_log("ignoring the IPython option --%.*s (pyc-kernel has no traitlets configuration)", (int)len,
+                    name);
+    }
+    argv[out] = NULL;
+    return out;
 }
 
 /* True when the process named by JPY_PARENT_PID (or a forked session's parent kernel) no longer exists. */
@@ -369,6 +412,7 @@ main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    argc = take_traitlets_options(argc, argv);
     const char *cf = NULL;
     run_opts_t ro = {0};
     pyc_error_t err;
