@@ -381,7 +381,9 @@ cli_attach(const cli_args_t *a)
         ask = true;
         o.wrote_nl = true;
         pyc_msg_t *reply = NULL;
-        int er = cli_execute(the_client, the_block.data, NULL, true, &o, &reply);
+        json_t *md = cli_cell_metadata(0, false);
+        int er = cli_execute(the_client, the_block.data, md, true, &o, &reply);
+        json_decref(md);
         if (!o.wrote_nl)
             fputc('\n', stdout);
         fflush(stdout);

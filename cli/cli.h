@@ -320,8 +320,8 @@ int cli_poll(const cli_args_t *a);
  * anything else the code itself.  A new string, or NULL (printed) when it cannot be read. */
 char *cli_read_code(const char *arg);
 
-/* The metadata of a cell's execute_request for --timeout (0: none) and --isolate: {"pyc": {...}}, or NULL when
- * neither is asked. */
+/* The metadata of a cell's execute_request for --timeout (0: none) and --isolate: {"pyc": {...}}, with "pace":
+ * false (pyc waits for the idle: the kernel need not hold the reply back for relays). */
 json_t *cli_cell_metadata(double timeout, bool isolate);
 int cli_events(const cli_args_t *a);
 

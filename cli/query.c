@@ -103,9 +103,9 @@ cli_read_code(const char *arg)
 json_t *
 cli_cell_metadata(double timeout, bool isolate)
 {
-    if (timeout <= 0 && !isolate)
-        return NULL;
-    json_t *p = json_object();
+    /* pace false: pyc reads iopub to the idle, so the kernel need not hold the reply back for relays (README,
+     * "Agent frameworks"). */
+    json_t *p = json_pack("{s:b}", "pace", 0);
     if (timeout > 0)
         json_object_set_new(p, "timeout", json_real(timeout));
     if (isolate)

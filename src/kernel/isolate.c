@@ -231,6 +231,8 @@ pyc__run_isolated(pyc_kernel_t *k, const char *code, const pyc_py_exec_opts_t *o
                     memcpy(mtype, f[0].data, tl);
                     mtype[tl] = '\0';
                     pyc_journal_tap(k->journal, mtype, f[4].data, f[4].size, NULL, f[6].data, f[6].size);
+                    if (pyc_outgate_counts(mtype))
+                        atomic_store(&k->last_output_ns, pyc_now_ns());
                 }
                 k->io->send(k->io, PYC_CHAN_IOPUB, f, n);
                 free(f);

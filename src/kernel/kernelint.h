@@ -139,6 +139,7 @@ struct pyc_kernel {
     atomic_bool subshells_closed; /* the kernel is closing: no subshell starts any more */
     pthread_mutex_t stdin_lock;  /* held through one input() exchange: one at a time on the stdin channel */
     pyc_journal_t *journal;      /* owned: recent cells for journal_request; its own lock; NULL when off */
+    atomic_ullong last_output_ns; /* pyc_now_ns when the last output (pyc_outgate_counts) was sent on iopub */
 
     /* The event log (lifelog.c): set up by pyc_kernel_events before the first request (and again in a forked
      * session, by its main thread), then only written through; NULL when this kernel writes none. */
@@ -153,6 +154,26 @@ struct pyc_kernel {
 enum { ISO_STOP_INTERRUPT = 1, ISO_STOP_DEADLINE = 2 };
 
 /* ---- publish.c ------------------------------------------------------------------------------------------ */
+
+/* The pace of an execute_reply after output (pyc__pace_reply): REPLY_PACE_BASE_US, and PYC_REPLY_PACE_US
+ * microseconds (default REPLY_PACE_US; 0 turns pacing off) per iopub message the cell caused, at most
+ * REPLY_PACE_MAX_US in all, counted from the cell's last output (the relay gets its messages from the first
+ * one on, and has forwarded them all at the latest that long after the last). */
+#define REPLY_PACE_BASE_US 500
+#define REPLY_PACE_US 300
+#define REPLY_PACE_MAX_US 20000
+
+/* Before the execute_reply of a cell that published n_outputs outputs, the last at last_ns (pyc_now_ns):
+ * waits until a relay has had time to forward them.  jupyter_server (and the gateways) read a kernel's iopub and
+ * shell on separate streams and take one message from a stream per turn of their loop, so a reply that comes
+ * with the cell's outputs is forwarded before most of them, and a client that ends a block at the reply
+ * (OpenHands does) loses them.  No kernel-side sign tells a relayed request from a direct one (jupyter_server
+ * gives its connection the client's own session as identity), so the pace applies to every cell that had
+ * output and ended quickly; a cell without output, or whose outputs are older than the pace, waits for
+ * nothing.  A client that reads iopub to the idle anyway (pyc's own) asks for no pace with metadata
+ * {"pyc": {"pace": false}} (pyc__wants_pace). */
+void pyc__pace_reply(uint64_t last_ns, size_t n_outputs);
+bool pyc__wants_pace(const pyc_msg_t *msg);
 
 /* The header frame of a received message: the frame after the signature. */
 const pyc_frame_t *pyc__header_frame(const pyc_msg_t *msg);

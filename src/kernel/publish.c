@@ -12,8 +12,12 @@
  */
 #include "kernelint.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "clock.h"
 
 #include "log.h"
 #include "wire.h"
@@ -70,6 +74,8 @@ pyc__send_frames(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_
     }
     pyc_journal_tap(k->journal, msg_type, dicts[1].size > 2 ? dicts[1].data : NULL, dicts[1].size, metadata,
                     content, content_len);
+    if (chan == PYC_CHAN_IOPUB && pyc_outgate_counts(msg_type))
+        atomic_store(&k->last_output_ns, pyc_now_ns());
     content_owned = false;       /* the io owns it now, whatever happens */
     rc = k->io->send(k->io, chan, f, n);
 out:
@@ -224,4 +230,42 @@ pyc_kernel_subscribed(void *ctx, const char *topic, size_t len)
     }
     pyc_frame_t ident = {topic, len};
     send_json(k, PYC_CHAN_IOPUB, &ident, 1, "iopub_welcome", NULL, 0, NULL, json_pack("{s:o}", "subscription", sub));
+}
+
+/* PYC_REPLY_PACE_US, read once: microseconds per message, 0 for off. */
+static long
+reply_pace_us(void)
+{
+    static long us = -1;
+    if (us < 0) {
+        const char *s = getenv("PYC_REPLY_PACE_US");
+        char *end = NULL;
+        long v = s != NULL && s[0] != '\0' ? strtol(s, &end, 10) : -1;
+        us = end != NULL && *end == '\0' && v >= 0 && v <= REPLY_PACE_MAX_US ? v : REPLY_PACE_US;
+    }
+    return us;
+}
+
+bool
+pyc__wants_pace(const pyc_msg_t *msg)
+{
+    return !json_is_false(json_object_get(json_object_get(msg->metadata, "pyc"), "pace"));
+}
+
+void
+pyc__pace_reply(uint64_t last_ns, size_t n_outputs)
+{
+    long per = reply_pace_us();
+    if (per == 0 || n_outputs == 0 || last_ns == 0)
+        return;
+    /* busy and execute_input come before the outputs */
+    double pace = (REPLY_PACE_BASE_US + (double)per * (double)(n_outputs + 2)) / 1e6;
+    if (pace > REPLY_PACE_MAX_US / 1e6)
+        pace = REPLY_PACE_MAX_US / 1e6;
+    double left = pace - (double)(pyc_now_ns() - last_ns) / 1e9;
+    if (left <= 0)
+        return;
+    struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
 }
