@@ -258,10 +258,10 @@ pyc__pace_reply(uint64_t last_ns, size_t n_outputs)
     long per = reply_pace_us();
     if (per == 0 || n_outputs == 0 || last_ns == 0)
         return;
-    /* busy and execute_input come before the outputs */
-    double pace = (REPLY_PACE_BASE_US + (double)per * (double)(n_outputs + 2)) / 1e6;
-    if (pace > REPLY_PACE_MAX_US / 1e6)
-        pace = REPLY_PACE_MAX_US / 1e6;
+    /* busy and execute_input come before the outputs; past REPLY_PACE_MAX_MSGS, the cell ran long enough
+     * for the relay to forward the earlier ones while it did */
+    size_t n = n_outputs + 2 < REPLY_PACE_MAX_MSGS ? n_outputs + 2 : REPLY_PACE_MAX_MSGS;
+    double pace = (REPLY_PACE_BASE_US + (double)per * (double)n) / 1e6;
     double left = pace - (double)(pyc_now_ns() - last_ns) / 1e9;
     if (left <= 0)
         return;
