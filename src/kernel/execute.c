@@ -286,7 +286,7 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     if (!silent) {
         pyc__lifelog_cell(k, msg, count, json_string_value(json_object_get(pmd, "outcome")) ?: "error");
         if (pyc__wants_pace(msg))
-            pyc__pace_reply(atomic_load(&k->last_output_ns), o.output.msgs);
+            pyc__pace_reply(atomic_load(&k->last_output_ns), o.output.msgs, o.output.bytes);
     }
     pyc__reply(k, chan, msg, "execute_reply", md, content);
     json_decref(res.error);

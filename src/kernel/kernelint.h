@@ -163,6 +163,7 @@ enum { ISO_STOP_INTERRUPT = 1, ISO_STOP_DEADLINE = 2 };
 #define REPLY_PACE_US 300
 #define REPLY_PACE_MAX_US 20000      /* the most PYC_REPLY_PACE_US may say */
 #define REPLY_PACE_MAX_MSGS 10
+#define REPLY_PACE_MAX_BYTES (64u << 10)
 
 /* Before the execute_reply of a cell that published n_outputs outputs, the last at last_ns (pyc_now_ns):
  * waits until a relay has had time to forward them.  jupyter_server (and the gateways) read a kernel's iopub and
@@ -171,9 +172,11 @@ enum { ISO_STOP_INTERRUPT = 1, ISO_STOP_DEADLINE = 2 };
  * (OpenHands does) loses them.  No kernel-side sign tells a relayed request from a direct one (jupyter_server
  * gives its connection the client's own session as identity), so the pace applies to every cell that had
  * output and ended quickly; a cell without output, or whose outputs are older than the pace, waits for
- * nothing.  A client that reads iopub to the idle anyway (pyc's own) asks for no pace with metadata
+ * nothing, and so does one with more than REPLY_PACE_MAX_BYTES of output: a relay cannot forward that within
+ * any pace worth its cost (jupyter_server's rate limit drops much of it), and the pace is for a block's few
+ * small outputs.  A client that reads iopub to the idle anyway (pyc's own) asks for no pace with metadata
  * {"pyc": {"pace": false}} (pyc__wants_pace). */
-void pyc__pace_reply(uint64_t last_ns, size_t n_outputs);
+void pyc__pace_reply(uint64_t last_ns, size_t n_outputs, size_t output_bytes);
 bool pyc__wants_pace(const pyc_msg_t *msg);
 
 /* The header frame of a received message: the frame after the signature. */

@@ -253,10 +253,10 @@ pyc__wants_pace(const pyc_msg_t *msg)
 }
 
 void
-pyc__pace_reply(uint64_t last_ns, size_t n_outputs)
+pyc__pace_reply(uint64_t last_ns, size_t n_outputs, size_t output_bytes)
 {
     long per = reply_pace_us();
-    if (per == 0 || n_outputs == 0 || last_ns == 0)
+    if (per == 0 || n_outputs == 0 || last_ns == 0 || output_bytes > REPLY_PACE_MAX_BYTES)
         return;
     /* busy and execute_input come before the outputs; past REPLY_PACE_MAX_MSGS, the cell ran long enough
      * for the relay to forward the earlier ones while it did */
