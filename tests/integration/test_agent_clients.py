@@ -12,11 +12,16 @@ Every test also runs against ipykernel (PYC_TEST_ARGV, see tests/pytest.sh); whe
 the test says so with pyctest's markers.
 """
 
+import importlib.util
 import time
 
 import pytest
 
-from pyctest import IS_PYC, TIMEOUT, eval_value, execute, get_reply, ipykernel_falls_short, iopub_for
+import pyctest
+from pyctest import (IS_PYC, TIMEOUT, assert_alive, eval_value, execute, get_reply, ipykernel_falls_short, iopub_for,
+                     pyc_only, result_text)
+
+needs_ipython = pytest.mark.skipif(importlib.util.find_spec("IPython") is None, reason="IPython is not installed")
 
 
 # ---- stdin: stale and foreign input_reply ------------------------------------------------------------------
@@ -153,3 +158,86 @@ def test_input_reply_header_without_date_or_session(kc):
     assert get_reply(kc, msg_id)["content"]["status"] == "ok"
     iopub_for(kc, msg_id)
     assert eval_value(kc, "answer") == "'plain'"
+
+
+# ---- start-up files: PYTHONSTARTUP and IPython's profile start-up scripts -------------------------------
+
+
+def _startup_dir(tmp_path, files):
+    """An IPYTHONDIR whose profile_default/startup holds files ({name: text})."""
+    ipdir = tmp_path / "ipython"
+    startup = ipdir / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "README").write_text("IPython's own README: not a start-up file\n")
+    for name, text in files.items():
+        (startup / name).write_text(text)
+    return ipdir
+
+
+def test_startup_script_defines_a_name(tmp_path):
+    """E2B's way: a profile start-up script runs in the user namespace before the first cell, and the
+    scripts run in the order of their names."""
+    ipdir = _startup_dir(tmp_path, {"10-second.py": "order.append('second')\n",
+                                    "00-first.py": "order = ['first']\nfrom_startup = 42\n"})
+    with pyctest.Kernel("pyc", env={"IPYTHONDIR": str(ipdir)}) as k:
+        assert eval_value(k.kc, "from_startup") == "42"
+        assert eval_value(k.kc, "order") == "['first', 'second']"
+        assert eval_value(k.kc, "'__file__' in globals()") == "False"
+
+
+def test_pythonstartup_runs_first(tmp_path):
+    ipdir = _startup_dir(tmp_path, {"00-profile.py": "order.append('profile')\n"})
+    ps = tmp_path / "pythonstartup.py"
+    ps.write_text("order = ['PYTHONSTARTUP']\n")
+    with pyctest.Kernel("pyc", env={"IPYTHONDIR": str(ipdir), "PYTHONSTARTUP": str(ps)}) as k:
+        assert eval_value(k.kc, "order") == "['PYTHONSTARTUP', 'profile']"
+
+
+def test_failing_startup_script_is_logged_and_the_kernel_works(tmp_path):
+    """A start-up script that raises is reported in the kernel's log with its traceback; the scripts after
+    it are not run (as in IPython), and the kernel works."""
+    ipdir = _startup_dir(tmp_path, {"00-ok.py": "before = 1\n",
+                                    "10-bad.py": "def f():\n    raise ValueError('startup boom')\nf()\n",
+                                    "20-after.py": "after = 1\n"})
+    with pyctest.Kernel("pyc", env={"IPYTHONDIR": str(ipdir)}) as k:
+        assert_alive(k.kc)
+        assert eval_value(k.kc, "(before, 'after' in globals())") == "(1, False)"
+        if IS_PYC:
+            log = k.stderr()
+            assert "start-up file %s failed" % (ipdir / "profile_default" / "startup" / "10-bad.py") in log, log
+            assert "ValueError: startup boom" in log and 'line 2, in f' in log, log
+
+
+@pyc_only
+def test_startup_does_not_import_ipython(tmp_path):
+    """A start-up script that does not import IPython leaves it out of sys.modules; PYC_NO_STARTUP=1
+    turns the start-up files off."""
+    ps = tmp_path / "pythonstartup.py"
+    ps.write_text("print('startup output goes to the log')\nfrom_ps = 1\n")
+    ipdir = _startup_dir(tmp_path, {"00-a.py": "from_profile = 1\n"})
+    env = {"IPYTHONDIR": str(ipdir), "PYTHONSTARTUP": str(ps)}
+    with pyctest.Kernel("pyc", env=env) as k:
+        assert eval_value(k.kc, "(from_ps, from_profile, 'IPython' in __import__('sys').modules)") == \
+            "(1, 1, False)"
+        assert "startup output goes to the log" in k.stderr()
+    with pyctest.Kernel("pyc", env=dict(env, PYC_NO_STARTUP="1")) as k:
+        assert eval_value(k.kc, "'from_ps' in globals() or 'from_profile' in globals()") == "False"
+
+
+@needs_ipython
+def test_ipy_startup_file(tmp_path):
+    """A .ipy start-up file runs in the IPython shell (IPython syntax), and cells work after it."""
+    ipdir = _startup_dir(tmp_path, {"50-magic.ipy": "ipy_value = 6 * 7\n%env PYC_FROM_IPY=yes\n"})
+    with pyctest.Kernel("pyc", env={"IPYTHONDIR": str(ipdir)}) as k:
+        assert eval_value(k.kc, "(ipy_value, __import__('os').environ['PYC_FROM_IPY'])") == "(42, 'yes')"
+        reply, msgs = execute(k.kc, "1 + 1")
+        assert result_text(msgs) == "2"
+
+
+@pyc_only
+def test_ipy_startup_file_without_ipython(tmp_path):
+    """Without IPython (PYC_IPYTHON=0 here) a .ipy file is not run; the log says so in one line."""
+    ipdir = _startup_dir(tmp_path, {"00-a.py": "a = 1\n", "50-magic.ipy": "%env PYC_FROM_IPY=yes\n"})
+    with pyctest.Kernel("pyc", env={"IPYTHONDIR": str(ipdir), "PYC_IPYTHON": "0"}) as k:
+        assert eval_value(k.kc, "(a, 'PYC_FROM_IPY' in __import__('os').environ)") == "(1, False)"
+        assert "50-magic.ipy not run: it needs IPython" in k.stderr()
