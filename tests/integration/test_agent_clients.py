@@ -241,3 +241,105 @@ def test_ipy_startup_file_without_ipython(tmp_path):
     with pyctest.Kernel("pyc", env={"IPYTHONDIR": str(ipdir), "PYC_IPYTHON": "0"}) as k:
         assert eval_value(k.kc, "(a, 'PYC_FROM_IPY' in __import__('os').environ)") == "(1, False)"
         assert "50-magic.ipy not run: it needs IPython" in k.stderr()
+
+
+# ---- what frameworks send: %colors nocolor, %%bash, %pip; with IPython and without -----------------------
+
+
+@pytest.fixture(scope="module")
+def _no_ipython_kernel():
+    k = pyctest.Kernel("pyc", env={"PYC_IPYTHON": "0"}) if IS_PYC else None
+    yield k
+    if k is not None:
+        k.shutdown()
+
+
+@pytest.fixture(params=["ipython", "no_ipython"])
+def any_kc(request, kc, _no_ipython_kernel):
+    """The module's kernel (IPython hosted when installed), and a pyc kernel with PYC_IPYTHON=0 (without
+    IPython: pyc's own magics only)."""
+    if request.param == "ipython":
+        return kc
+    if not IS_PYC:
+        pytest.skip(pyctest.NOT_PYC_REASON)
+    pyctest.drain(_no_ipython_kernel.kc, "iopub", quiet=0.01)
+    return _no_ipython_kernel.kc
+
+
+def _error_text(msgs):
+    return "\n".join("\n".join(m["content"]["traceback"]) for m in msgs if m["msg_type"] == "error")
+
+
+def test_colors_nocolor_makes_tracebacks_plain(any_kc):
+    """OpenHands sends `%colors nocolor` first; the tracebacks after it carry no ANSI escapes, and another
+    scheme brings the colors back."""
+    reply, msgs = execute(any_kc, "%colors nocolor")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    try:
+        reply, msgs = execute(any_kc, "1/0")
+        assert reply["content"]["ename"] == "ZeroDivisionError"
+        text = _error_text(msgs)
+        assert "ZeroDivisionError" in text and "\x1b[" not in text, repr(text)
+    finally:
+        reply, _ = execute(any_kc, "%colors Linux")
+        assert reply["content"]["status"] == "ok", reply["content"]
+    reply, msgs = execute(any_kc, "1/0")
+    assert "\x1b[" in _error_text(msgs)
+
+
+def test_colors_without_a_scheme_is_a_usage_error(any_kc):
+    reply, _ = execute(any_kc, "%colors")
+    assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "UsageError"
+
+
+def test_bash_cell_streams_its_output(any_kc):
+    """CAMEL runs shell cells with %%bash: the body is bash's script, stdout and stderr are streamed."""
+    reply, msgs = execute(any_kc, "%%bash\nfor i in 1 2 3; do echo line $i; done\necho oops >&2\nx=ok; echo $x")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert pyctest.stream_text(msgs) == "line 1\nline 2\nline 3\nok\n"
+    assert pyctest.stream_text(msgs, "stderr") == "oops\n"
+
+
+def test_bash_cell_that_fails_raises(any_kc):
+    """As IPython 8's %%bash: a non-zero exit raises CalledProcessError after the output, unless
+    --no-raise-error."""
+    reply, msgs = execute(any_kc, "%%bash\necho before\nexit 3")
+    assert reply["content"]["status"] == "error"
+    assert reply["content"]["ename"] == "CalledProcessError"
+    assert "exit status 3" in reply["content"]["evalue"]
+    assert pyctest.stream_text(msgs) == "before\n"
+    reply, msgs = execute(any_kc, "%%bash --no-raise-error\necho before\nexit 3")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert pyctest.stream_text(msgs) == "before\n"
+
+
+def test_bash_cell_with_a_long_script(any_kc):
+    """A script longer than a pipe holds, whose output is longer too, does not deadlock."""
+    body = "".join("echo %s\n" % ("x" * 100) for _ in range(2000))
+    reply, msgs = execute(any_kc, "%%bash\n" + body)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert pyctest.stream_text(msgs) == ("x" * 100 + "\n") * 2000
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pip") is None, reason="pip is not installed")
+def test_pip_runs_the_kernels_pip(any_kc):
+    """OpenHands installs with %pip install: it runs sys.executable -m pip; here, without a network, its
+    version and its own error for a package that is not there, and the kernel goes on."""
+    reply, msgs = execute(any_kc, "%pip --version")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert pyctest.stream_text(msgs).startswith("pip ")
+    reply, msgs = execute(any_kc, "%pip install --no-index --no-deps pyc-no-such-package-xyz", timeout=120)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    err = pyctest.stream_text(msgs, "stderr") + pyctest.stream_text(msgs)
+    assert "error" in err.lower(), err
+    assert eval_value(any_kc, "6 * 7") == "42"
+
+
+@pyc_only
+def test_magics_leave_ipython_unimported(fresh_kernel):
+    """pyc's own %colors, %%bash and %pip do not import IPython (its shell costs 200 ms)."""
+    kc = fresh_kernel.kc
+    for code in ("%colors NoColor", "%%bash\ntrue", "%pip --version", "%colors Linux"):
+        reply, _ = execute(kc, code)
+        assert reply["content"]["status"] == "ok", (code, reply["content"])
+    assert eval_value(kc, "'IPython' in __import__('sys').modules") == "False"
