@@ -336,6 +336,15 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (pyc_streams_capture_fds(pyc_kernel_streams(app.kernel), &err) < 0)
         pyc_log("output capture is off: %s", err.text);
+    /* IPython's start-up files, before replayed cells (they configure what the cells run in).  What C code
+     * writes to the captured descriptors meanwhile has no request to go to and is dropped; what Python
+     * prints goes to the log (pyc/_startup.py). */
+    pyc_streams_flush(pyc_kernel_streams(app.kernel));
+    pyc_streams_set_discard(pyc_kernel_streams(app.kernel), true);
+    if (pyc_py_run_startup(pyc_log_fd(), &err) < 0)
+        pyc_log("%s", err.text);
+    pyc_streams_flush(pyc_kernel_streams(app.kernel));
+    pyc_streams_set_discard(pyc_kernel_streams(app.kernel), false);
     if (ro->replay != NULL && pyc_kernel_replay(app.kernel, ro->replay, &err) < 0)
         pyc_log("%s", err.text);
     pyc_kernel_starting(app.kernel);

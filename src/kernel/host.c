@@ -142,9 +142,9 @@ host_input(void *ctx, const char *prompt, bool password, char **out, pyc_error_t
     if (req == NULL || !allowed || k->user_forked)
         return pyc_error_set(err, "input() is not available: the frontend does not support stdin "
                                   "(allow_stdin is false)");
-    /* One input() at a time on the stdin channel (the main shell's and the subshells'): its replies carry
-     * no hint of which request they answer.  The wait for another's input() ends with an interrupt (the main
-     * shell's), a deleted subshell, or the kernel's end. */
+    /* One input() at a time on the stdin channel (the main shell's and the subshells'): each reads the one
+     * stdin socket, and drops what is not its own reply.  The wait for another's input() ends with an
+     * interrupt (the main shell's), a deleted subshell, or the kernel's end. */
     for (;;) {
         struct timespec until = pyc_wall_after(100);
         if (pthread_mutex_timedlock(&k->stdin_lock, &until) == 0)
@@ -159,19 +159,55 @@ host_input(void *ctx, const char *prompt, bool password, char **out, pyc_error_t
     return rc;
 }
 
-/* input(): one input_request on stdin with req as the parent, and its input_reply.  On a subshell's thread
- * the main shell's interrupt does not end the wait. */
+/* Drops every message already waiting on stdin, so that an input_reply no input() asked for (a client that
+ * answers ahead, or the late answer to an input() an interrupt gave up) cannot answer the next one.
+ * ipykernel drains its stdin socket the same way before each input_request.  At most 10000 messages: a
+ * client flooding stdin cannot keep input() here for ever (the msg_id check in ask_input covers the rest).
+ * A malformed message ends the drain early, for the same reason. */
+static void
+drain_stdin(pyc_kernel_t *k)
+{
+    for (int i = 0; i < 10000; i++) {
+        pyc_msg_t *m = k->io->recv_stdin(k->io, 0);
+        if (m == NULL)
+            return;
+        pyc_log("stdin: dropped a stale %s (%s) before input_request", m->msg_type, m->msg_id);
+        pyc_msg_destroy(&m);
+    }
+}
+
+/* True when m may answer the input_request whose msg_id is id: its parent_header names that request, or
+ * names none.  The notebook, JupyterLab and pyc's own client name it; jupyter_client's KernelClient.input(),
+ * which jupyter_console and agent frameworks call, sends an empty parent_header, so a reply without a parent
+ * is taken (a stale one sent before the request was dropped by drain_stdin).  A reply that names another
+ * message answers something else and is dropped. */
+static bool
+answers(const pyc_msg_t *m, const char *id)
+{
+    json_t *pid = json_object_get(m->parent_header, "msg_id");
+    if (pid == NULL || (json_is_string(pid) && json_string_value(pid)[0] == '\0'))
+        return true;
+    return json_is_string(pid) && strcmp(json_string_value(pid), id) == 0;
+}
+
+/* input(): one input_request on stdin with req as the parent, and its input_reply -- the first whose
+ * parent_header names that input_request or none (see answers); stdin messages waiting before the request,
+ * and replies to other messages, are dropped with a log line.  On a subshell's thread the main shell's
+ * interrupt does not end the wait. */
 static int
 ask_input(pyc_kernel_t *k, const pyc_msg_t *req, bool subshell, const char *prompt, bool password, char **out,
           pyc_error_t *err)
 {
     pyc_streams_flush(k->streams);
+    drain_stdin(k);
     const pyc_frame_t *h = pyc__header_frame(req);
     json_t *content = json_pack("{s:s, s:b}", "prompt", prompt, "password", password);
     char *text = content != NULL ? json_dumps(content, JSON_COMPACT) : NULL;
+    char request_id[PYC_MSG_ID_LEN + 1];
     json_decref(content);
-    if (text == NULL || pyc__send_frames(k, PYC_CHAN_STDIN, req->idents, req->n_idents, "input_request", h->data,
-                                         h->size, NULL, text, strlen(text), true, NULL, 0) < 0)
+    if (text == NULL || pyc__send_frames_id(k, PYC_CHAN_STDIN, req->idents, req->n_idents, "input_request",
+                                            h->data, h->size, NULL, text, strlen(text), true, NULL, 0,
+                                            request_id) < 0)
         return pyc_error_set(err, "could not send input_request");
     for (;;) {
         if (!subshell && pyc_py_interrupt_pending())
@@ -185,6 +221,12 @@ ask_input(pyc_kernel_t *k, const pyc_msg_t *req, bool subshell, const char *prom
             continue;
         if (strcmp(m->msg_type, "input_reply") != 0) {
             pyc_log("stdin: ignored %s while waiting for input_reply", m->msg_type);
+            pyc_msg_destroy(&m);
+            continue;
+        }
+        if (!answers(m, request_id)) {
+            pyc_log("stdin: ignored an input_reply (%s) whose parent is not the input_request %s", m->msg_id,
+                    request_id);
             pyc_msg_destroy(&m);
             continue;
         }

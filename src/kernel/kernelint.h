@@ -189,6 +189,13 @@ int pyc__send_frames(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_
                      const void *parent, size_t parent_len, const char *metadata, char *content, size_t content_len,
                      bool content_owned, pyc_outframe_t *buffers, size_t nbuf);
 
+/* pyc__send_frames, and the new message's msg_id into msg_id_out (PYC_MSG_ID_LEN + 1 bytes; may be NULL),
+ * when the header could be made (whenever it returns 0, and also when only the send failed). */
+int pyc__send_frames_id(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_idents, const char *msg_type,
+                        const void *parent, size_t parent_len, const char *metadata, char *content,
+                        size_t content_len, bool content_owned, pyc_outframe_t *buffers, size_t nbuf,
+                        char *msg_id_out);
+
 /* The reply type of a request: "X_reply" for "X_request" (the part before the last '_', at most 100 bytes of
  * it, then "_reply"), into out (at least 128 bytes). */
 void pyc__reply_type(const char *msg_type, char *out, size_t cap);

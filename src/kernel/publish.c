@@ -33,6 +33,15 @@ pyc__send_frames(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_
                  const void *parent, size_t parent_len, const char *metadata, char *content, size_t content_len,
                  bool content_owned, pyc_outframe_t *buffers, size_t nbuf)
 {
+    return pyc__send_frames_id(k, chan, idents, n_idents, msg_type, parent, parent_len, metadata, content,
+                               content_len, content_owned, buffers, nbuf, NULL);
+}
+
+int
+pyc__send_frames_id(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_idents, const char *msg_type,
+                    const void *parent, size_t parent_len, const char *metadata, char *content, size_t content_len,
+                    bool content_owned, pyc_outframe_t *buffers, size_t nbuf, char *msg_id_out)
+{
     pyc_buf_t hdr;
     char sig[PYC_AUTH_MAX_HEX + 1];
     pyc_outframe_t stack_frames[16];
@@ -46,7 +55,7 @@ pyc__send_frames(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_
         if (f == NULL)
             goto out;
     }
-    if (pyc_msg_header(&hdr, msg_type, k->session, k->username_json, NULL) < 0)
+    if (pyc_msg_header(&hdr, msg_type, k->session, k->username_json, msg_id_out) < 0)
         goto out;
     if (metadata == NULL)
         metadata = "{}";

@@ -67,6 +67,13 @@ void pyc_py_leave(void);
  * reference).  Any thread, after pyc_py_init. */
 json_t *pyc_py_environment(void);
 
+/* Runs the start-up files an IPython kernel runs (PYTHONSTARTUP, then the .py and .ipy files of the
+ * profile's and the system's startup directories; startup.c) in the user namespace, unless PYC_NO_STARTUP
+ * is set to anything but 0.  Main thread, GIL released, after pyc_py_init and before the first request.
+ * What the files print, and each failing file's traceback, go to log_fd; a failing file is not an error of
+ * this function.  Returns 0, or -1 with err when the files could not be run at all. */
+int pyc_py_run_startup(int log_fd, pyc_error_t *err);
+
 /* The version of the embedded interpreter, "3.11.2".  Valid after pyc_py_init, from any thread. */
 const char *pyc_py_version(void);
 

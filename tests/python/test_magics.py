@@ -316,8 +316,10 @@ def test_unknown_magic_without_ipython(cell, no_ipython):
 
 
 def test_unknown_and_misplaced_cell_magics(cell, no_ipython):
-    with pytest.raises(_magics.UnknownMagic, match="%%bash is an IPython magic"):
-        cell("%%bash\necho hi")
+    with pytest.raises(_magics.UnknownMagic, match="%%html is an IPython magic"):
+        cell("%%html\n<b>hi</b>")
+    with pytest.raises(_magics.UsageError, match="only --no-raise-error without IPython"):
+        cell("%%bash --bg\necho hi")
     with pytest.raises(_magics.UsageError, match="first line"):
         cell("x = 1\n%%time\ny = 2")
 

@@ -176,5 +176,9 @@ def attach():
     hook = shell.displayhook
     hook._, hook.__, hook.___ = (ns.get(name, "") for name in ("_", "__", "___"))
     sys.displayhook = hook
+    # IPython's run_cell (a .ipy start-up file, user code calling it) enters the display trap, which keeps
+    # the hook it replaces only when sys.displayhook is not already the shell's, and puts that back on exit:
+    # None here, unless the trap starts out knowing the hook.
+    shell.display_trap.old_hook = hook
     _shell.host = shell
     return shell

@@ -2,8 +2,8 @@
 
   !cmd, x = !cmd, !!cmd    system(cmd), getoutput(cmd)   (a shell command; its output, or its lines)
   obj?, obj??, ?obj        page(expr, level)             (pyc._inspect's text as a "page" payload)
-  %name args, x = %name    line_magic(name, args)        (%cd %env %matplotlib %pwd %time %timeit)
-  %%name line              cell_magic(name, line, body)  (%%time %%timeit; on the first line of a cell)
+  %name args, x = %name    line_magic(name, args)        (%cd %colors %env %matplotlib %pip %pwd %time %timeit)
+  %%name line              cell_magic(name, line, body)  (%%bash %%sh %%time %%timeit; on a cell's first line)
 
 The helpers run in the cell's frame's namespace (found with sys._getframe, so the generated code stays
 short).  As in IPython, `!`, %cd and %env expand {expr} and $name from the namespace (all or nothing: if one
@@ -17,14 +17,15 @@ import sys
 
 from pyc import _system
 
-LINE_MAGICS = ("cd", "env", "matplotlib", "pip", "pwd", "time", "timeit")
-CELL_MAGICS = ("time", "timeit")
+LINE_MAGICS = ("cd", "colors", "env", "matplotlib", "pip", "pwd", "time", "timeit")
+CELL_MAGICS = ("bash", "sh", "time", "timeit")
 
 BACKEND = _system.BACKEND
 
 SUPPORTED = (
     "pyc supports by itself: !cmd, x = !cmd, obj? and obj?? (help), "
-    "%cd, %env, %matplotlib inline, %pip, %pwd, %time, %timeit, and %%time, %%timeit on a cell's first line."
+    "%cd, %colors, %env, %matplotlib inline, %pip, %pwd, %time, %timeit, and %%bash, %%sh, %%time, %%timeit "
+    "on a cell's first line."
 )
 
 
@@ -630,8 +631,57 @@ def _magic_pip(line, frame):
     return None
 
 
+_SCHEMES = {"nocolor": False, "neutral": True, "linux": True, "lightbg": True}
+
+
+def _magic_colors(line, frame):
+    """%colors SCHEME, as IPython's: NoColor makes tracebacks plain (OpenHands sends `%colors nocolor`
+    before its first cell, to read them), Linux, LightBG and Neutral colored (pyc colors them as IPython's
+    Linux).  An IPython shell that exists already is told too; none is made for it."""
+    from pyc import _shell, _traceback
+
+    scheme = line.strip()
+    if not scheme:
+        raise UsageError("%colors: you must specify a color scheme: NoColor, Neutral, Linux or LightBG")
+    if scheme.lower() not in _SCHEMES:
+        raise UsageError("%%colors: unknown color scheme %r: NoColor, Neutral, Linux or LightBG" % scheme)
+    _traceback.colors_off = not _SCHEMES[scheme.lower()]
+    if _shell.host is not None:
+        _shell.host.run_line_magic("colors", scheme)
+    return None
+
+
+def _script_magic(name, program):
+    """%%bash and %%sh: the cell is the program's script, given on its stdin, its output streamed as it
+    comes, as IPython's script magics do.  As in IPython 8, a non-zero exit raises CalledProcessError
+    (after the output), unless --no-raise-error is given.  IPython's other options (--bg, --out, --err,
+    --proc) are IPython's: the cell then runs there, and without IPython they are a UsageError."""
+
+    def magic(line, frame, body):
+        import shlex
+        from subprocess import CalledProcessError
+
+        args = shlex.split(line)
+        options = [a for a in args if a != "--no-raise-error"]
+        script = body if body.endswith("\n") else body + "\n"
+        if options:
+            from pyc import _shell
+
+            if _shell.get_ipython() is None:
+                raise UsageError("%%%%%s: pyc supports only --no-raise-error without IPython, not %s"
+                                 % (name, " ".join(options)))
+            return _ipython_shell("%%", name).run_cell_magic(name, line, script)
+        rc = _system.run_script([program], script)
+        if rc != 0 and "--no-raise-error" not in args:
+            raise CalledProcessError(rc, script)
+        return None
+
+    return magic
+
+
 _LINE = {
     "cd": _magic_cd,
+    "colors": _magic_colors,
     "env": _magic_env,
     "matplotlib": _magic_matplotlib,
     "pip": _magic_pip,
@@ -639,4 +689,5 @@ _LINE = {
     "time": _magic_time,
     "timeit": _magic_timeit,
 }
-_CELL = {"time": _magic_time, "timeit": _magic_timeit}
+_CELL = {"time": _magic_time, "timeit": _magic_timeit, "bash": _script_magic("bash", "bash"),
+         "sh": _script_magic("sh", "sh")}

@@ -1,9 +1,10 @@
 """Shell commands for a cell: what !cmd, x = !cmd and IPython's shell.system run, once the command is expanded.
 
 run(cmd) streams the command's stdout and stderr into the cell as they come (through the kernel's own
-runner, _pyc.system, when there is one) and returns its exit status; output(cmd) returns its output as an
-SList of lines.  Neither expands $name or {expr}: pyc._magics does that from the cell's namespace, and
-IPython's shell with its own var_expand.  The child never inherits the MPLBACKEND that selects pyc's
+runner, _pyc.system, when there is one) and returns its exit status; run_script(argv, script) does the
+same for a program given a script on stdin (%%bash); output(cmd) returns its output as an SList of
+lines.  Neither expands $name or {expr}: pyc._magics does that from the cell's namespace, and IPython's
+shell with its own var_expand.  The child never inherits the MPLBACKEND that selects pyc's
 matplotlib backend (a child Python cannot import pyc).
 """
 
@@ -75,7 +76,18 @@ def run(cmd):
     return rc
 
 
-def _run_streaming(cmd):
+def run_script(argv, script):
+    """Runs argv (a program that reads a script on its stdin: bash, sh) with script on its stdin, as
+    IPython's %%bash does, its output going to the cell's stdout and stderr as it comes; returns its exit
+    status (-N for a signal)."""
+    flush()
+    return _run_streaming(argv, shell=False, stdin_data=script.encode("utf-8", "replace"))
+
+
+def _run_streaming(cmd, shell=True, stdin_data=None):
+    """Runs cmd, copying its output to sys.stdout and sys.stderr as it comes; stdin_data (bytes), when
+    given, is written to its stdin as it reads it (a script longer than a pipe holds cannot deadlock with
+    the output it makes), and stdin is closed after it."""
     import codecs
     import selectors
     import signal
@@ -83,8 +95,8 @@ def _run_streaming(cmd):
 
     p = subprocess.Popen(
         cmd,
-        shell=True,
-        stdin=subprocess.DEVNULL,
+        shell=shell,
+        stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=_child_env(),
@@ -96,10 +108,26 @@ def _run_streaming(cmd):
     }
     for fd in outs:
         sel.register(fd, selectors.EVENT_READ)
+    pending = memoryview(stdin_data) if stdin_data is not None else None
+    if pending is not None:
+        os.set_blocking(p.stdin.fileno(), False)
+        sel.register(p.stdin.fileno(), selectors.EVENT_WRITE)
     try:
         while outs:
             for key, _ in sel.select():
                 fd = key.fd
+                if pending is not None and fd == p.stdin.fileno():
+                    try:
+                        pending = pending[os.write(fd, pending[:65536]):]
+                    except BlockingIOError:
+                        continue
+                    except BrokenPipeError:      # the program ended without reading it all
+                        pending = pending[:0]
+                    if not pending:
+                        sel.unregister(fd)
+                        p.stdin.close()
+                        pending = None
+                    continue
                 data = os.read(fd, 65536)
                 stream, dec = outs[fd]
                 if not data:
@@ -125,6 +153,8 @@ def _run_streaming(cmd):
         sel.close()
         p.stdout.close()
         p.stderr.close()
+        if p.stdin is not None:
+            p.stdin.close()
 
 
 def output(cmd):

@@ -29,6 +29,10 @@ _COLORS = {
 }
 _NO_COLORS = dict.fromkeys(_COLORS, "")
 
+# True after `%colors nocolor` (pyc._magics): tracebacks are plain whatever the request asks, until another
+# scheme is chosen.
+colors_off = False
+
 
 def _cell_label(filename, lineno, cells, c):
     count = cells.get(filename)
@@ -127,7 +131,7 @@ def _one(etype, value, tb, cells, c):
 
 def format(etype, value, tb, cells, color=True):
     """The traceback entries of an error, for the `traceback` field of an error message."""
-    c = _COLORS if color else _NO_COLORS
+    c = _COLORS if color and not colors_off else _NO_COLORS
     chain = []
     seen = set()
     while value is not None and id(value) not in seen:
