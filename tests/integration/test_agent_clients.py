@@ -343,3 +343,49 @@ def test_magics_leave_ipython_unimported(fresh_kernel):
         reply, _ = execute(kc, code)
         assert reply["content"]["status"] == "ok", (code, reply["content"])
     assert eval_value(kc, "'IPython' in __import__('sys').modules") == "False"
+
+
+# ---- a client that stops at the first idle -------------------------------------------------------------------
+
+
+def test_a_client_that_stops_at_the_first_idle_gets_everything(kc):
+    """Open Interpreter and CAMEL read iopub until the first idle whose parent is their request, then stop: every
+    output of the request (also of a cell that printed from a thread and a subprocess, and of other request
+    types) must have come before that idle, and the reply must come (before or after it)."""
+    cells = [
+        "print('a'); display({'text/plain': 'b'}, raw=True); 'c'",
+        "import threading\nt = threading.Thread(target=lambda: print('from a thread'))\nt.start(); t.join()",
+        "import subprocess\nsubprocess.run(['echo', 'from a subprocess'])\nNone",
+        "import sys\nsys.stderr.write('err\\n'); 1/0",
+    ]
+    expected = [["stream:a\n", "display_data:b", "execute_result:'c'"], ["stream:from a thread\n"],
+                ["stream:from a subprocess\n"], ["stream:err\n", "error:ZeroDivisionError"]]
+    for code, want in zip(cells, expected):
+        msg_id = kc.execute(code, stop_on_error=False)
+        got = []
+        while True:
+            m = kc.get_iopub_msg(timeout=TIMEOUT)
+            if m["parent_header"].get("msg_id") != msg_id:
+                continue
+            t = m["msg_type"]
+            if t == "status" and m["content"]["execution_state"] == "idle":
+                break
+            if t == "stream":
+                got.append("stream:" + m["content"]["text"])
+            elif t in ("display_data", "execute_result"):
+                got.append("%s:%s" % (t, m["content"]["data"]["text/plain"]))
+            elif t == "error":
+                got.append("error:" + m["content"]["ename"])
+        assert got == want, (code, got)
+        assert get_reply(kc, msg_id)["content"]["status"] in ("ok", "error")
+    for msg_type, content in (("complete_request", {"code": "pri", "cursor_pos": 3}),
+                              ("inspect_request", {"code": "print", "cursor_pos": 5, "detail_level": 0}),
+                              ("kernel_info_request", {})):
+        msg = kc.session.msg(msg_type, content)
+        kc.shell_channel.send(msg)
+        while True:
+            m = kc.get_iopub_msg(timeout=TIMEOUT)
+            if (m["parent_header"].get("msg_id") == msg["header"]["msg_id"] and m["msg_type"] == "status" and
+                    m["content"]["execution_state"] == "idle"):
+                break
+        assert get_reply(kc, msg["header"]["msg_id"])["content"]["status"] == "ok"
