@@ -29,6 +29,7 @@
 #include "events.h"
 #include "guard.h"
 #include "history.h"
+#include "persist.h"
 #include "journal.h"
 #include "kernel.h"
 #include "limit.h"
@@ -106,6 +107,7 @@ struct pyc_kernel {
     char *kernel_info;           /* owned: the kernel_info_reply content, made by pyc_kernel_starting */
     pyc_history_t *history;      /* owned; opened on first use (pyc__history); NULL when it could not be */
     bool history_tried;
+    pyc_persist_t *persist;      /* owned: the thread that writes history and checkpoint (persist.h) */
     pyc__child_t *children;      /* owned: live forked sessions, reaped when idle */
     int n_children;
     bool just_forked;            /* this process is a child that has not finished the fork request */
@@ -157,8 +159,8 @@ enum { ISO_STOP_INTERRUPT = 1, ISO_STOP_DEADLINE = 2 };
 
 /* The pace of an execute_reply after output (pyc__pace_reply): REPLY_PACE_BASE_US, and PYC_REPLY_PACE_US
  * microseconds (default REPLY_PACE_US; 0 turns pacing off) per iopub message the cell caused, counting at
- * most REPLY_PACE_MAX_MSGS of them (3.5 ms in all by default), from the cell's last output (the relay gets its messages from the first
- * one on, and has forwarded them all at the latest that long after the last). */
+ * most REPLY_PACE_MAX_MSGS of them (3.5 ms in all by default), from the cell's last output (the relay gets its
+ * messages from the first one on, and has forwarded them all at the latest that long after the last). */
 #define REPLY_PACE_BASE_US 500
 #define REPLY_PACE_US 300
 #define REPLY_PACE_MAX_US 20000      /* the most PYC_REPLY_PACE_US may say */
