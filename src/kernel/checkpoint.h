@@ -40,15 +40,8 @@ typedef struct pyc_checkpoint pyc_checkpoint_t;
 pyc_checkpoint_t *pyc_checkpoint_new(const char *dir, const char *id, const char *python_version,
                                      pyc_error_t *err);
 
-/* Appends one cell to the text waiting for pyc_checkpoint_drain: no system call.  Returns 0, or -1 with err
- * (the file could not be created, or out of memory; the cell is then not kept). */
+/* Appends one cell.  Returns 0, or -1 with err (a full disk, say; the caller logs it once). */
 int pyc_checkpoint_add(pyc_checkpoint_t *c, int execution_count, const char *code, pyc_error_t *err);
-
-/* Writes the text of the cells added so far to the file (one write(2)).  May run in another thread than
- * pyc_checkpoint_add, and concurrently with it; two drains must not run at once, nor a drain with
- * pyc_checkpoint_fork.  Returns 0, or -1 with err (a full disk, say: that text is lost, and the caller logs it
- * once).  NULL-safe. */
-int pyc_checkpoint_drain(pyc_checkpoint_t *c, pyc_error_t *err);
 
 /* Sets the largest cell and the largest file (0: no bound). */
 void pyc_checkpoint_set_caps(pyc_checkpoint_t *c, size_t max_cell, size_t max_bytes);
@@ -61,13 +54,9 @@ int pyc_checkpoint_expire(const char *dir, double max_age, pyc_error_t *err);
 const char *pyc_checkpoint_path(const pyc_checkpoint_t *c);
 
 /* In a forked session: makes c a new session's checkpoint at dir/id that starts with every cell the parent's
- * file held at the fork (copied now) followed by the cells that were still waiting to be drained (written by
- * the next drain), and closes the inherited descriptor.  No drain may have been under way at the fork (the
- * kernel's fork handlers hold its writer off).  Returns 0, or -1 with err. */
+ * file held at the fork (copied now), and closes the inherited descriptor.  Returns 0, or -1 with err. */
 int pyc_checkpoint_fork(pyc_checkpoint_t *c, const char *dir, const char *id, pyc_error_t *err);
 
-/* Drains what is left (a failure is not reported: the kernel drains through its writer first, which reports
- * it) and frees c.  NULL-safe; clears *c_p. */
 void pyc_checkpoint_destroy(pyc_checkpoint_t **c_p);
 
 /* Splits the text of a checkpoint file into its cells' code (trailing blank lines removed).  Returns 0 with

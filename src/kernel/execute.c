@@ -53,7 +53,6 @@ pyc__checkpoint(pyc_kernel_t *k)
         if (gone > 0)
             pyc_log("removed %d checkpoint file%s older than %g days", gone, gone == 1 ? "" : "s", age / 86400);
         k->checkpoint = pyc_checkpoint_new(k->checkpoint_dir, k->session_id, pyc_py_version(), &err);
-        pyc_persist_attach(k->persist, k->history, k->checkpoint);
         if (k->checkpoint != NULL) {
             size_t cell = PYC_CHECKPOINT_MAX_CELL, bytes = PYC_CHECKPOINT_MAX_BYTES;
             v = getenv("PYC_CHECKPOINT_MAX_CELL");
@@ -73,8 +72,7 @@ pyc__checkpoint(pyc_kernel_t *k)
     return k->checkpoint;
 }
 
-/* Appends a successful cell to the session's checkpoint, in memory: the writer thread writes it after the reply
- * (persist.h).  A failure is logged once. */
+/* Appends a successful cell to the session's checkpoint; a failure is logged once. */
 static void
 checkpoint_cell(pyc_kernel_t *k, int count, const char *code)
 {
@@ -139,8 +137,13 @@ static void
 history_add(pyc_kernel_t *k, int count, const char *code)
 {
     pyc_error_t err;
-    if (pyc__history(k) != NULL && pyc_history_queue(k->history, count, code, &err) < 0)
+    if (pyc__history(k) == NULL)
+        return;
+    if (pyc_history_queue(k->history, count, code, &err) < 0) {
         pyc_log("%s", err.text);
+        return;
+    }
+    k->history_unkicked++;
 }
 
 void
@@ -291,8 +294,6 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
             pyc__pace_reply(atomic_load(&k->last_output_ns), o.output.msgs, o.output.bytes);
     }
     pyc__reply(k, chan, msg, "execute_reply", md, content);
-    if (store_history)
-        pyc_persist_kick(k->persist);    /* the history row and checkpoint text, now that the reply is out */
     json_decref(res.error);
     json_decref(res.user_expressions);
     json_decref(res.payload);
@@ -335,7 +336,6 @@ pyc_kernel_replay(pyc_kernel_t *k, const char *path, pyc_error_t *err)
     }
     pyc_streams_flush(k->streams);
     pyc_streams_set_discard(k->streams, false);
-    pyc_persist_kick(k->persist);      /* the replayed cells into the new checkpoint */
     pyc_guard_activity(k->guard);      /* the idle clock starts when the kernel can first be asked */
     json_decref(k->replayed);
     k->replayed = json_pack("{s:s, s:I, s:I, s:o}", "file", path, "cells", (json_int_t)n, "ran",

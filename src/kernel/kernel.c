@@ -348,6 +348,7 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     k->history = NULL;
     k->history_tried = false;
     pyc_fork_keep_inherited(k->persist);
+    k->history_unkicked = 0;     /* those rows are the parent's */
     k->persist = pyc_persist_new(err);
     if (k->persist == NULL)
         return -1;
@@ -364,8 +365,6 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
         if (k->checkpoint != NULL && pyc_checkpoint_fork(k->checkpoint, k->checkpoint_dir, id, &cerr) < 0)
             pyc_log("%s", cerr.text);
     }
-    pyc_persist_attach(k->persist, NULL, k->checkpoint);
-    pyc_persist_kick(k->persist);        /* the parent's cells that were still waiting at the fork */
     pyc_streams_abandon(&k->streams);
     k->streams = pyc_streams_new(pyc__stream_publish, k, err);
     if (k->streams == NULL)
@@ -387,7 +386,7 @@ pyc__history(pyc_kernel_t *k)
         k->history = pyc_history_open_default(&herr);
         if (k->history == NULL)
             pyc_log("history is off: %s", herr.text);
-        pyc_persist_attach(k->persist, k->history, k->checkpoint);
+        pyc_persist_attach(k->persist, k->history);
     }
     return k->history;
 }
@@ -398,8 +397,20 @@ pyc_kernel_idle(pyc_kernel_t *k)
     if (k->n_children > 0)
         pyc__reap_children(k);
     pyc__reap_subshells(k);
-    /* History and checkpoint are the writer thread's (kicked after each cell's reply; it retries a locked
-     * history file by itself): nothing to write here. */
+    pyc__history_kick(k, true);   /* the writer thread retries a locked history file by itself */
+}
+
+void
+pyc__history_kick(pyc_kernel_t *k, bool idle)
+{
+    if (k->history_unkicked == 0)
+        return;
+    if (!idle && k->history_unkicked < PYC__HISTORY_BATCH_CELLS) {
+        pyc_persist_kick_lazy(k->persist);
+        return;
+    }
+    k->history_unkicked = 0;
+    pyc_persist_kick(k->persist);
 }
 
 bool

@@ -1,9 +1,11 @@
 /*
  * persist.c -- the kernel's writer thread; see persist.h for what it writes, when, and why a thread.
  *
- * The thread sleeps on a condition variable until kicked (or, while history rows wait for a locked file, for
- * PYC_PERSIST_RETRY_MS), then takes the work lock and writes one batch.  `kicked` is set under `lock` by every
- * kick, so a kick that comes while a batch is being written makes one more batch, and none is missed.
+ * The thread sleeps on a condition variable until kicked, then takes the work lock and writes one batch.
+ * `kicked` is set under `lock` by every kick, so a kick that comes while a batch is being written makes one
+ * more batch, and none is missed.  A lazy kick (`due`) and a locked file (`retry`) make the sleep a timed one
+ * instead, whose end counts as a kick: PYC_PERSIST_BATCH_MS, PYC_PERSIST_RETRY_MS after it began.  A lazy kick
+ * signals only a thread in an untimed sleep, so a pipelined burst costs one wake per batch.
  */
 #include "persist.h"
 
@@ -25,13 +27,14 @@ struct pyc_persist {
     pthread_mutex_t lock;        /* guards the fields down to `stop` */
     pthread_cond_t cond;
     bool kicked;                 /* work was asked for since the last batch began */
+    bool due;                    /* a lazy kick since the last batch began: a batch within PYC_PERSIST_BATCH_MS */
     bool sleeping;               /* the thread waits on cond: a kick must signal */
+    bool timed;                  /* ... and will wake by itself at `until` */
+    struct timespec until;
     bool stop;
     bool no_thread;              /* a forked child: the thread is the parent's */
     pthread_mutex_t work;        /* held while writing (pyc_persist_hold) */
     pyc_history_t *history;      /* borrowed; guarded by work */
-    pyc_checkpoint_t *checkpoint;/* borrowed; guarded by work */
-    bool checkpoint_failed;      /* guarded by work: a failure is logged once until a write works again */
 };
 
 /* Writes one batch; the caller holds p->work.  Returns true when history rows are left for a retry (the file
@@ -40,15 +43,6 @@ static bool
 write_batch(pyc_persist_t *p, int wait_ms)
 {
     pyc_error_t err;
-    if (p->checkpoint != NULL) {
-        if (pyc_checkpoint_drain(p->checkpoint, &err) < 0) {
-            if (!p->checkpoint_failed)
-                pyc_log("%s (checkpoints are off until it works)", err.text);
-            p->checkpoint_failed = true;
-        } else {
-            p->checkpoint_failed = false;
-        }
-    }
     if (pyc_history_pending(p->history) == 0)
         return false;
     if (pyc_history_flush(p->history, wait_ms, &err) == 0)
@@ -57,6 +51,18 @@ write_batch(pyc_persist_t *p, int wait_ms)
         return true;
     pyc_log("%s", err.text);
     return pyc_history_pending(p->history) > 0;
+}
+
+/* The CLOCK_REALTIME time ms from now, for pthread_cond_timedwait. */
+static struct timespec
+after_ms(long ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_nsec += ms * 1000000L;
+    t.tv_sec += t.tv_nsec / 1000000000L;
+    t.tv_nsec %= 1000000000L;
+    return t;
 }
 
 static void *
@@ -68,14 +74,12 @@ writer_main(void *arg)
     while (!p->stop) {
         if (!p->kicked) {
             p->sleeping = true;
-            if (retry) {
-                struct timespec until;
-                clock_gettime(CLOCK_REALTIME, &until);
-                until.tv_nsec += (long)PYC_PERSIST_RETRY_MS * 1000000L;
-                until.tv_sec += until.tv_nsec / 1000000000L;
-                until.tv_nsec %= 1000000000L;
-                int rc = pthread_cond_timedwait(&p->cond, &p->lock, &until);
-                if (rc == ETIMEDOUT)
+            if (p->due || retry) {
+                if (!p->timed) {
+                    p->timed = true;
+                    p->until = after_ms(p->due ? PYC_PERSIST_BATCH_MS : PYC_PERSIST_RETRY_MS);
+                }
+                if (pthread_cond_timedwait(&p->cond, &p->lock, &p->until) == ETIMEDOUT)
                     p->kicked = true;
             } else {
                 pthread_cond_wait(&p->cond, &p->lock);
@@ -83,7 +87,7 @@ writer_main(void *arg)
             p->sleeping = false;
             continue;            /* look at stop and kicked again */
         }
-        p->kicked = false;
+        p->kicked = p->due = p->timed = false;
         pthread_mutex_unlock(&p->lock);
         pthread_mutex_lock(&p->work);
         retry = write_batch(p, PYC_PERSIST_LOCK_WAIT_MS);
@@ -113,7 +117,7 @@ pyc_persist_new(pyc_error_t *err)
     int rc = pthread_create(&p->thread, NULL, writer_main, p);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        pyc_error_set(err, "cannot start the history and checkpoint writer thread");
+        pyc_error_set(err, "cannot start the history writer thread");
         pyc_persist_destroy(&p);
         return NULL;
     }
@@ -122,13 +126,12 @@ pyc_persist_new(pyc_error_t *err)
 }
 
 void
-pyc_persist_attach(pyc_persist_t *p, pyc_history_t *history, pyc_checkpoint_t *checkpoint)
+pyc_persist_attach(pyc_persist_t *p, pyc_history_t *history)
 {
     if (p == NULL)
         return;
     pthread_mutex_lock(&p->work);
     p->history = history;
-    p->checkpoint = checkpoint;
     pthread_mutex_unlock(&p->work);
 }
 
@@ -141,6 +144,20 @@ pyc_persist_kick(pyc_persist_t *p)
     p->kicked = true;
     if (p->sleeping && !p->no_thread)
         pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void
+pyc_persist_kick_lazy(pyc_persist_t *p)
+{
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->lock);
+    if (!p->kicked && !p->due) {
+        p->due = true;
+        if (p->sleeping && !p->timed && !p->no_thread)
+            pthread_cond_signal(&p->cond);   /* to turn its sleep into a timed one */
+    }
     pthread_mutex_unlock(&p->lock);
 }
 
