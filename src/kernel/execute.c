@@ -131,14 +131,19 @@ reply_bad_request(pyc_kernel_t *k, int chan, const pyc_msg_t *msg, const char *w
     json_decref(error);
 }
 
-/* Records the cell in the history: queued in memory now, written when the kernel is idle (pyc_kernel_idle),
- * so that no database lock is held while the cell runs. */
+/* Records the cell in the history: queued in memory now, committed by the writer thread after the reply
+ * (persist.h), so that no database work is on the request path and no lock is held while the cell runs. */
 static void
 history_add(pyc_kernel_t *k, int count, const char *code)
 {
     pyc_error_t err;
-    if (pyc__history(k) != NULL && pyc_history_queue(k->history, count, code, &err) < 0)
+    if (pyc__history(k) == NULL)
+        return;
+    if (pyc_history_queue(k->history, count, code, &err) < 0) {
         pyc_log("%s", err.text);
+        return;
+    }
+    k->history_unkicked++;
 }
 
 void

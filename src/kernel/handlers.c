@@ -182,12 +182,16 @@ pyc__on_comm_info(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 void
 pyc__on_history(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
-    /* The answer includes the cells still queued: the client asked, so a lock is worth waiting for. */
+    /* The answer includes the cells still queued: the client asked, so a lock is worth waiting for.  The
+     * writer thread is held off meanwhile: the connection is one thread's at a time. */
     pyc_error_t err;
     pyc_history_t *h = pyc__history(k);
+    pyc_persist_hold(k->persist);
     if (pyc_history_flush(h, 200, &err) < 0)
         pyc_log("%s", err.text);
-    pyc__reply(k, chan, msg, "history_reply", NULL, pyc_history_request(h, msg->content));
+    json_t *content = pyc_history_request(h, msg->content);
+    pyc_persist_release(k->persist);
+    pyc__reply(k, chan, msg, "history_reply", NULL, content);
 }
 
 void

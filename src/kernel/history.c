@@ -18,10 +18,12 @@
  * tests/unit/kernel/test_history.c on a 2-core VM with ext4; the same inserts with synchronous=FULL, a sync
  * per commit, cost 420 us).  All the kernels of a user share one file, so no write transaction is ever held
  * while user code runs: the kernel queues each cell in memory (pyc_history_queue, no database work at all)
- * and writes the queue in one short transaction when it is idle (pyc_history_flush), waiting for another
- * kernel's lock only a few milliseconds; when the file stays locked the cells stay queued for the next idle
- * moment, so a locked database never delays a cell nor loses its row.  A file where WAL is unavailable (some
- * network file systems) keeps its rollback journal and works, at the price of a sync per flush.
+ * and its writer thread (persist.h) writes the queue in one short transaction after the cell's reply
+ * (pyc_history_flush), waiting for another kernel's lock only a few milliseconds; when the file stays locked
+ * the cells stay queued for the next try, so a locked database never delays a cell nor loses its row while the
+ * kernel lives.  Neither the commit nor the WAL checkpoint's sync runs on the main thread.  A file where WAL is
+ * unavailable (some network file systems) keeps its rollback journal and works, at the price of a sync per
+ * flush.
  *
  * Queries (history_query.c) follow IPython 8 (HistoryManager.get_tail, HistoryAccessor.get_range and search)
  * with three deliberate differences: entries of the current session carry its real number rather than 0,
@@ -35,6 +37,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -83,8 +86,12 @@ struct pyc_history {
     sqlite3 *db;
     int session;
     sqlite3_stmt *stmt[ST_COUNT];
+    pthread_mutex_t qlock;       /* guards pending, n_pending and cap_pending: the queue is filled by the main
+                                  * thread while the writer thread (persist.c) flushes */
     pending_t *pending;          /* owned: cells queued, oldest first */
     size_t n_pending, cap_pending;
+    pending_t *batch;            /* owned by the flusher: a copy of the queue's head while it is written */
+    size_t cap_batch;
 };
 
 /* ---- opening and closing ------------------------------------------------------------------------------ */
@@ -141,6 +148,7 @@ pyc_history_open(const char *path, pyc_error_t *err)
         pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
     }
+    pthread_mutex_init(&self->qlock, NULL);
     int rc = sqlite3_open_v2(path, &self->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                              NULL);
     if (rc != SQLITE_OK) {
@@ -186,6 +194,7 @@ fail:
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(self->stmt[i]);
     sqlite3_close(self->db);
+    pthread_mutex_destroy(&self->qlock);
     free(self);
     return NULL;
 }
@@ -200,6 +209,7 @@ pyc_history_close(pyc_history_t **self_p)
     for (size_t i = 0; i < self->n_pending; i++)
         free(self->pending[i].source);
     free(self->pending);
+    free(self->batch);
     sqlite3_stmt *end = NULL;
     if (sqlite3_prepare_v2(self->db,
                            "UPDATE sessions SET end = datetime('now', 'localtime'),"
@@ -212,6 +222,7 @@ pyc_history_close(pyc_history_t **self_p)
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(self->stmt[i]);
     sqlite3_close(self->db);
+    pthread_mutex_destroy(&self->qlock);
     free(self);
     *self_p = NULL;
 }
@@ -306,35 +317,88 @@ pyc_history_queue(pyc_history_t *self, int line, const char *source, pyc_error_t
     size_t len = 0;
     if (source_length(source, line, &len, err) < 0)
         return -1;
-    if (self->n_pending == MAX_PENDING)
-        return pyc_error_code(err, PYC_EIO, "history: %d cells are waiting for the locked history file; cell %d "
-                              "is not recorded", MAX_PENDING, line);
+    char *copy = strndup(source, len);  /* before the lock: a flush in progress waits for it only briefly */
+    if (copy == NULL)
+        return pyc_error_code(err, PYC_ENOMEM, "out of memory");
+    int status = 0;
+    pthread_mutex_lock(&self->qlock);
+    if (self->n_pending == MAX_PENDING) {
+        status = pyc_error_code(err, PYC_EIO, "history: %d cells are waiting for the locked history file; cell "
+                                "%d is not recorded", MAX_PENDING, line);
+        goto out;
+    }
     if (self->n_pending == self->cap_pending) {
         size_t cap = self->cap_pending ? self->cap_pending * 2 : 16;
         pending_t *grown = realloc(self->pending, cap * sizeof *grown);
-        if (grown == NULL)
-            return pyc_error_code(err, PYC_ENOMEM, "out of memory");
+        if (grown == NULL) {
+            status = pyc_error_code(err, PYC_ENOMEM, "out of memory");
+            goto out;
+        }
         self->pending = grown;
         self->cap_pending = cap;
     }
-    char *copy = strndup(source, len);
-    if (copy == NULL)
-        return pyc_error_code(err, PYC_ENOMEM, "out of memory");
     self->pending[self->n_pending++] = (pending_t){line, copy};
-    return 0;
+    copy = NULL;
+out:
+    pthread_mutex_unlock(&self->qlock);
+    free(copy);
+    return status;
 }
 
 size_t
-pyc_history_pending(const pyc_history_t *self)
+pyc_history_pending(pyc_history_t *self)
 {
-    return self != NULL ? self->n_pending : 0;
+    if (self == NULL)
+        return 0;
+    pthread_mutex_lock(&self->qlock);
+    size_t n = self->n_pending;
+    pthread_mutex_unlock(&self->qlock);
+    return n;
+}
+
+/* Copies the head of the queue (every cell queued now) into self->batch, so that the flusher can write it
+ * without holding qlock: the main thread goes on queueing, which may move the array.  Only the flusher removes
+ * cells, so the head stays as copied.  Returns how many, or 0 when out of memory (then nothing is written). */
+static size_t
+take_batch(pyc_history_t *self)
+{
+    pthread_mutex_lock(&self->qlock);
+    size_t n = self->n_pending;
+    if (n > self->cap_batch) {
+        pending_t *grown = realloc(self->batch, self->cap_pending * sizeof *grown);
+        if (grown == NULL) {
+            n = 0;
+        } else {
+            self->batch = grown;
+            self->cap_batch = self->cap_pending;
+        }
+    }
+    if (n > 0)
+        memcpy(self->batch, self->pending, n * sizeof *self->batch);
+    pthread_mutex_unlock(&self->qlock);
+    return n;
+}
+
+/* Removes the first n cells of the queue, which were written (or dropped as duplicates). */
+static void
+drop_batch(pyc_history_t *self, size_t n)
+{
+    pthread_mutex_lock(&self->qlock);
+    for (size_t i = 0; i < n; i++)
+        free(self->pending[i].source);
+    memmove(self->pending, self->pending + n, (self->n_pending - n) * sizeof *self->pending);
+    self->n_pending -= n;
+    pthread_mutex_unlock(&self->qlock);
 }
 
 int
 pyc_history_flush(pyc_history_t *self, int wait_ms, pyc_error_t *err)
 {
-    if (self == NULL || self->n_pending == 0)
+    if (self == NULL)
         return 0;
+    size_t n = take_batch(self);
+    if (n == 0)
+        return pyc_history_pending(self) > 0 ? pyc_error_code(err, PYC_ENOMEM, "out of memory") : 0;
     int status = 0;
     size_t done = 0;
     sqlite3_busy_timeout(self->db, wait_ms);
@@ -342,13 +406,13 @@ pyc_history_flush(pyc_history_t *self, int wait_ms, pyc_error_t *err)
     if (rc != SQLITE_OK) {
         bool busy = sqlite3_errcode(self->db) == SQLITE_BUSY;
         status = busy ? pyc_error_code(err, PYC_ETIMEDOUT, "history: the file stayed locked for %d ms by another "
-                                       "kernel; %zu cells wait for the next try", wait_ms, self->n_pending)
+                                       "kernel; %zu cells wait for the next try", wait_ms, n)
                       : db_error(self, "cannot start a transaction", err);
         goto out;
     }
     sqlite3_stmt *st = self->stmt[ST_ADD];
-    for (; done < self->n_pending; done++) {
-        const pending_t *p = &self->pending[done];
+    for (; done < n; done++) {
+        const pending_t *p = &self->batch[done];
         sqlite3_bind_int(st, 1, self->session);
         sqlite3_bind_int(st, 2, p->line);
         sqlite3_bind_text(st, 3, p->source, -1, SQLITE_STATIC);
@@ -362,16 +426,12 @@ pyc_history_flush(pyc_history_t *self, int wait_ms, pyc_error_t *err)
         else if (rc != SQLITE_DONE && rc != SQLITE_CONSTRAINT)
             break;
     }
-    if (done < self->n_pending || sqlite3_exec(self->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+    if (done < n || sqlite3_exec(self->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
         status = db_error(self, "cannot record the queued cells", err);
         sqlite3_exec(self->db, "ROLLBACK", NULL, NULL, NULL);
-        done = 0;                /* nothing was written: all stay queued */
-        goto out;
+        goto out;                /* nothing was written: all stay queued */
     }
-    for (size_t i = 0; i < done; i++)
-        free(self->pending[i].source);
-    memmove(self->pending, self->pending + done, (self->n_pending - done) * sizeof *self->pending);
-    self->n_pending -= done;
+    drop_batch(self, n);
 out:
     sqlite3_busy_timeout(self->db, BUSY_TIMEOUT_MS);
     return status;

@@ -7,9 +7,13 @@
  * semantics of ipykernel: "tail", "range" and "search".  The storage layout, the query semantics and the
  * numbers behind them are described at the top of history.c.
  *
- * Thread-safety: none.  A pyc_history_t belongs to the kernel's main thread, which makes every call.  Two
- * kernels (two processes) may share one file: SQLite's locking arbitrates between them, and no write
- * transaction is held between calls (history.c says how cells are queued and written when idle).
+ * Thread-safety.  pyc_history_queue and pyc_history_pending may be called from any thread at any time (the
+ * main thread queues each cell); every other call must be made by one thread at a time, which the kernel
+ * ensures with its writer's work lock (persist.h): the writer thread flushes, the main thread answers
+ * history_request while holding it.  The object must not be used in a process forked from the one that opened
+ * it (a SQLite connection must not cross fork()).  Two kernels (two processes) may share one file: SQLite's
+ * locking arbitrates between them, and no write transaction is held between calls (history.c says how cells are
+ * queued and written off the request path).
  */
 #ifndef PYC_HISTORY_H
 #define PYC_HISTORY_H
@@ -47,18 +51,20 @@ int pyc_history_session(const pyc_history_t *self);
 int pyc_history_add(pyc_history_t *self, int line, const char *source, const char *output, pyc_error_t *err);
 
 /* Queues cell `line` (the execution_count) of the current session, copied, for the next pyc_history_flush.
- * Touches no database and takes no lock, so that recording a cell never waits for another kernel that shares
- * the file.  Returns 0, or -1 with err (out of memory, or PYC_EIO when 65536 cells already wait). */
+ * Touches no database and takes no file lock, so that recording a cell never waits for another kernel that
+ * shares the file; it waits for a flush in another thread only while that copies the queue's head.  Returns 0,
+ * or -1 with err (out of memory, or PYC_EIO when 65536 cells already wait). */
 int pyc_history_queue(pyc_history_t *self, int line, const char *source, pyc_error_t *err);
 
-/* Writes the queued cells in one transaction, waiting at most wait_ms for another kernel's lock on the
- * file.  Returns 0 when nothing waits any more; -1 with err otherwise: PYC_ETIMEDOUT when the file stayed
- * locked (every cell stays queued for the next call), or a database error.  A cell whose line is already
+/* Writes the cells queued when it starts in one transaction, waiting at most wait_ms for another kernel's lock
+ * on the file; cells queued meanwhile wait for the next call.  Returns 0 when those were written; -1 with err
+ * otherwise: PYC_ETIMEDOUT when the file stayed locked (every cell stays queued for the next call), or a
+ * database error.  A cell whose line is already
  * recorded is dropped with an error.  NULL-safe. */
 int pyc_history_flush(pyc_history_t *self, int wait_ms, pyc_error_t *err);
 
 /* How many queued cells wait to be written.  NULL-safe. */
-size_t pyc_history_pending(const pyc_history_t *self);
+size_t pyc_history_pending(pyc_history_t *self);
 
 /* Sets the output of an already-added line of the current session (result arrives after the source).
  * Replaces an earlier output of that line; output NULL removes it.  Returns 0, or -1 with err when the line

@@ -15,10 +15,6 @@
 #include "fork.h"
 #include "log.h"
 
-/* How long an idle kernel waits for another kernel's lock on the shared history file before it tries again
- * later: short, because a request may be arriving meanwhile. */
-#define HISTORY_IDLE_WAIT_MS 5
-
 /* ---- fork safety ----------------------------------------------------------------------------------- */
 
 /* The kernel of this process, for the fork handlers (a process has one kernel). */
@@ -90,7 +86,19 @@ atfork_prepare(void)
     pyc_journal_lock(k->journal);        /* after parent_lock, as the send path takes them */
     pyc_outgate_lock(&k->out);
     pthread_mutex_lock(&k->usage_lock);
+    pyc_persist_fork_prepare(k->persist);   /* the writer is not inside SQLite nor between buffer and file */
     sanitizer_lock();
+}
+
+/* Gives back the locks of atfork_prepare before the writer's, in reverse order. */
+static void
+unlock_kernel(pyc_kernel_t *k)
+{
+    pthread_mutex_unlock(&k->usage_lock);
+    pyc_outgate_unlock(&k->out);
+    pyc_journal_unlock(k->journal);
+    pthread_mutex_unlock(&k->parent_lock);
+    pyc_streams_unlock(k->streams);
 }
 
 static void
@@ -100,11 +108,8 @@ atfork_parent(void)
     if (k == NULL)
         return;
     sanitizer_unlock();
-    pthread_mutex_unlock(&k->usage_lock);
-    pyc_outgate_unlock(&k->out);
-    pyc_journal_unlock(k->journal);
-    pthread_mutex_unlock(&k->parent_lock);
-    pyc_streams_unlock(k->streams);
+    pyc_persist_fork_parent(k->persist);
+    unlock_kernel(k);
 }
 
 /* In the child.  A child of user code (a multiprocessing worker, os.fork in a cell) is not a kernel: its
@@ -114,9 +119,13 @@ atfork_parent(void)
 static void
 atfork_child(void)
 {
-    atfork_parent();
     pyc_kernel_t *k = fork_kernel;
-    if (k != NULL && !kernel_forking) {
+    if (k == NULL)
+        return;
+    sanitizer_unlock();
+    pyc_persist_after_fork_child(k->persist);   /* its thread is the parent's: kicks do nothing here */
+    unlock_kernel(k);
+    if (!kernel_forking) {
         k->user_forked = true;
         pyc_streams_set_passthrough(k->streams);
     }
@@ -199,7 +208,9 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     k->flush_io_ctx = cfg->flush_io_ctx;
     pyc_guard_callbacks_t gcb = pyc__guard_callbacks(k);
     k->guard = pyc_guard_new(&k->limits, &gcb, err);
-    if (k->guard == NULL) {
+    if (k->guard != NULL)
+        k->persist = pyc_persist_new(err);
+    if (k->guard == NULL || k->persist == NULL) {
         pyc_kernel_destroy(&k);
         return NULL;
     }
@@ -243,6 +254,7 @@ pyc_kernel_destroy(pyc_kernel_t **k_p)
     pyc_guard_destroy(&k->guard);
     pyc_streams_destroy(&k->streams);
     pyc_kernel_idle(k);
+    pyc_persist_destroy(&k->persist);   /* its last batch first: it writes into the two below */
     pyc_history_close(&k->history);
     pyc__end_children(k);
     pyc__forget_children(k);
@@ -330,10 +342,16 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     pthread_mutex_init(&k->subshells_lock, NULL);
     pthread_mutex_init(&k->stdin_lock, NULL);
     pyc_journal_after_fork(k->journal);   /* it keeps the parent's done cells, which this session also ran */
-    /* The SQLite connection must not cross fork(): forget it and start a session of our own. */
+    /* The SQLite connection must not cross fork(): forget it and start a session of our own.  The writer's
+     * thread is the parent's (what it had not written yet is the parent's to write); this session has its own. */
     pyc_fork_keep_inherited(k->history);
     k->history = NULL;
     k->history_tried = false;
+    pyc_fork_keep_inherited(k->persist);
+    k->history_unkicked = 0;     /* those rows are the parent's */
+    k->persist = pyc_persist_new(err);
+    if (k->persist == NULL)
+        return -1;
     if (pyc_guard_restart_in_child(k->guard, err) < 0)
         return -1;
     /* A forked session checkpoints on its own, starting from every cell of its parent's. */
@@ -368,6 +386,7 @@ pyc__history(pyc_kernel_t *k)
         k->history = pyc_history_open_default(&herr);
         if (k->history == NULL)
             pyc_log("history is off: %s", herr.text);
+        pyc_persist_attach(k->persist, k->history);
     }
     return k->history;
 }
@@ -378,12 +397,20 @@ pyc_kernel_idle(pyc_kernel_t *k)
     if (k->n_children > 0)
         pyc__reap_children(k);
     pyc__reap_subshells(k);
-    /* The history file is shared with the user's other kernels: wait for their lock only briefly, and
-     * try again at the next idle moment (at least once a second) when it is taken. */
-    pyc_error_t err;
-    if (pyc_history_pending(k->history) > 0 && pyc_history_flush(k->history, HISTORY_IDLE_WAIT_MS, &err) < 0 &&
-        err.code != PYC_ETIMEDOUT)
-        pyc_log("%s", err.text);
+    pyc__history_kick(k, true);   /* the writer thread retries a locked history file by itself */
+}
+
+void
+pyc__history_kick(pyc_kernel_t *k, bool idle)
+{
+    if (k->history_unkicked == 0)
+        return;
+    if (!idle && k->history_unkicked < PYC__HISTORY_BATCH_CELLS) {
+        pyc_persist_kick_lazy(k->persist);
+        return;
+    }
+    k->history_unkicked = 0;
+    pyc_persist_kick(k->persist);
 }
 
 bool

@@ -35,6 +35,7 @@
 #include "msg.h"
 #include "outcome.h"
 #include "outgate.h"
+#include "persist.h"
 #include "py.h"
 #include "usage.h"
 
@@ -106,6 +107,8 @@ struct pyc_kernel {
     char *kernel_info;           /* owned: the kernel_info_reply content, made by pyc_kernel_starting */
     pyc_history_t *history;      /* owned; opened on first use (pyc__history); NULL when it could not be */
     bool history_tried;
+    pyc_persist_t *persist;      /* owned: the thread that commits the history (persist.h) */
+    int history_unkicked;        /* rows queued since the writer was last kicked now (pyc__history_kick) */
     pyc__child_t *children;      /* owned: live forked sessions, reaped when idle */
     int n_children;
     bool just_forked;            /* this process is a child that has not finished the fork request */
@@ -406,6 +409,12 @@ int pyc__end_subshells(pyc_kernel_t *k);
 
 /* The history, opened on first use; NULL when it is off. */
 pyc_history_t *pyc__history(pyc_kernel_t *k);
+
+/* Asks the writer thread (persist.h) to commit the queued history rows: now when `idle` (no request waits for
+ * the main thread) or once PYC__HISTORY_BATCH_CELLS rows have gathered since the last kick; else lazily,
+ * within PYC_PERSIST_BATCH_MS, so that a pipelined burst wakes it once per batch rather than once per cell. */
+#define PYC__HISTORY_BATCH_CELLS 100
+void pyc__history_kick(pyc_kernel_t *k, bool idle);
 
 /* In a child of user code that returned from the cell: ends the process (it must not act as a kernel). */
 void pyc__user_fork_exit(pyc_kernel_t *k);
