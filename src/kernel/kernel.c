@@ -18,6 +18,10 @@
 /* How long an idle kernel waits for another kernel's lock on the shared history file before it tries again
  * later: short, because a request may be arriving meanwhile. */
 #define HISTORY_IDLE_WAIT_MS 5
+/* While the history file is locked by another kernel, how long an idle kernel waits before it tries again. */
+#define HISTORY_RETRY_MS 1000
+/* How often an idle kernel looks for forked sessions that ended, for those it has no pidfd of. */
+#define CHILDREN_LOOK_MS 30000
 
 /* ---- fork safety ----------------------------------------------------------------------------------- */
 
@@ -171,6 +175,7 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
         pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
     }
+    k->children_epfd = -1;
     k->io = cfg->io;
     k->auth = cfg->auth;
     k->cf = *cfg->cf;
@@ -372,18 +377,29 @@ pyc__history(pyc_kernel_t *k)
     return k->history;
 }
 
-void
+int
 pyc_kernel_idle(pyc_kernel_t *k)
 {
-    if (k->n_children > 0)
-        pyc__reap_children(k);
+    int again_ms = -1;
+    if (k->n_children > 0 && pyc__reap_children(k))
+        again_ms = CHILDREN_LOOK_MS;
     pyc__reap_subshells(k);
     /* The history file is shared with the user's other kernels: wait for their lock only briefly, and
-     * try again at the next idle moment (at least once a second) when it is taken. */
+     * try again a second later while it is taken. */
     pyc_error_t err;
-    if (pyc_history_pending(k->history) > 0 && pyc_history_flush(k->history, HISTORY_IDLE_WAIT_MS, &err) < 0 &&
-        err.code != PYC_ETIMEDOUT)
-        pyc_log("%s", err.text);
+    if (pyc_history_pending(k->history) > 0 && pyc_history_flush(k->history, HISTORY_IDLE_WAIT_MS, &err) < 0) {
+        if (err.code != PYC_ETIMEDOUT)
+            pyc_log("%s", err.text);
+        else
+            again_ms = HISTORY_RETRY_MS;
+    }
+    return again_ms;
+}
+
+int
+pyc_kernel_wait_fd(const pyc_kernel_t *k)
+{
+    return pyc__children_fd(k);
 }
 
 bool
