@@ -25,6 +25,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <malloc.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <stdio.h>
@@ -46,6 +47,7 @@
 #include "log.h"
 #include "pyenv.h"
 #include "paths.h"
+#include "proc.h"
 #include "py.h"
 #include "server.h"
 
@@ -106,35 +108,99 @@ take_traitlets_options(int argc, char **argv)
     return out;
 }
 
-/* True when the process named by JPY_PARENT_PID (or a forked session's parent kernel) no longer exists. */
-static bool
-parent_gone(pid_t parent)
+/* The process whose end ends this kernel (JPY_PARENT_PID, or a forked session's parent kernel): its pidfd,
+ * which the main loop's wait watches beside the sockets, so that an idle kernel learns of the end without
+ * waking for it.  Where pidfd_open fails (Linux before 5.3), the wait is cut every PARENT_LOOK_MS to ask
+ * kill(2) instead. */
+typedef struct parent_watch {
+    pid_t pid;                   /* 0: none */
+    int fd;                      /* its pidfd, or -1 */
+    bool gone;                   /* it had ended before it could be watched */
+} parent_watch_t;
+
+#define PARENT_LOOK_MS 30000
+
+/* Watches pid from now on (a forked session's parent changes at the fork). */
+static void
+watch_parent(parent_watch_t *w, pid_t pid)
 {
-    return parent > 1 && kill(parent, 0) < 0 && errno == ESRCH;
+    if (w->fd >= 0)
+        close(w->fd);
+    w->pid = pid;
+    w->fd = pid > 1 ? pyc_proc_pidfd(pid) : -1;
+    w->gone = pid > 1 && w->fd < 0 && errno == ESRCH;
+    if (pid > 1 && w->fd < 0 && !w->gone)
+        pyc_log("cannot watch the parent process %ld with a pidfd (%s); looking every %d s instead", (long)pid,
+                strerror(errno), PARENT_LOOK_MS / 1000);
+}
+
+/* True when the watched process no longer exists. */
+static bool
+parent_gone(const parent_watch_t *w)
+{
+    if (w->pid <= 1 || w->gone)
+        return w->gone;
+    if (w->fd >= 0) {
+        struct pollfd p = {.fd = w->fd, .events = POLLIN};
+        return poll(&p, 1, 0) > 0;
+    }
+    return kill(w->pid, 0) < 0 && errno == ESRCH;
 }
 
 /* The process's wiring; a forked session changes it in place (app.c). */
 static pyc_app_t app;
 
-/* Waits up to timeout_ms for the next request while the kernel's asyncio loop gets its turns: the loop's
- * selector is watched beside the sockets and its next timer bounds each wait, so tasks and callbacks run
- * between requests without polling, and a request is taken as soon as it comes. */
-static pyc_msg_t *
-wait_with_asyncio(pyc_server_t *srv, int timeout_ms, int *chan)
+static int
+min_timeout(int a, int b)
 {
-    double deadline = pyc_now_s() + timeout_ms / 1000.0;
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
+/* Waits for the next request while nothing else is due, and returns it; returns NULL when the main loop has
+ * something else to do: again_ms (pyc_kernel_idle's answer, -1: no limit) passed, the parent or a forked
+ * session ended, wake_main was called, or a signal came.  Nothing wakes an idle kernel otherwise: no timer
+ * runs.  Once user code has made the kernel's asyncio loop, the loop gets its turns here: its selector is
+ * watched beside the sockets and its next timer bounds the wait, so tasks and callbacks run between requests
+ * without polling, and a request is taken as soon as it comes. */
+static pyc_msg_t *
+wait_idle(pyc_server_t *srv, pyc_kernel_t *k, const parent_watch_t *w, int again_ms, int *chan)
+{
+    if (w->gone)
+        return NULL;
+    if (w->pid > 1 && w->fd < 0)
+        again_ms = min_timeout(again_ms, PARENT_LOOK_MS);
+    double deadline = again_ms >= 0 ? pyc_now_s() + again_ms / 1000.0 : 0;
     for (;;) {
-        int fd, due;
-        pyc_py_enter();
-        bool work = pyc_py_async_pending(&fd, &due);
-        pyc_py_leave();
-        int left = (int)((deadline - pyc_now_s()) * 1000);
-        if (!work || left <= 0)
-            return pyc_server_next(srv, left > 0 ? left : 0, chan);
-        bool fd_ready;
-        pyc_msg_t *msg = pyc_server_next_fd(srv, due >= 0 && due < left ? due : left, fd, chan, &fd_ready);
-        if (msg != NULL)
+        pyc_server_fd_t fds[3];
+        int n = 0, left = -1;
+        if (deadline > 0 && (left = (int)((deadline - pyc_now_s()) * 1000)) < 0)
+            left = 0;
+        if (w->fd >= 0)
+            fds[n++] = (pyc_server_fd_t){.fd = w->fd};
+        int cfd = pyc_kernel_wait_fd(k);
+        if (cfd >= 0)
+            fds[n++] = (pyc_server_fd_t){.fd = cfd};
+        int afd = -1, due = -1;
+        bool work = false;
+        if (pyc_py_async_active()) {
+            pyc_py_enter();
+            work = pyc_py_async_pending(&afd, &due);
+            pyc_py_leave();
+        }
+        int ai = work && afd >= 0 ? n : -1;
+        if (ai >= 0)
+            fds[n++] = (pyc_server_fd_t){.fd = afd};
+        bool timer_first = work && due >= 0 && (left < 0 || due < left);
+        double t0 = pyc_now_s();
+        pyc_msg_t *msg = pyc_server_next_fds(srv, timer_first ? due : left, fds, n, chan);
+        if (msg != NULL || !work)
             return msg;
+        bool other = false;
+        for (int i = 0; i < n; i++)
+            other = other || (i != ai && fds[i].ready);
+        bool timer_due = timer_first && (pyc_now_s() - t0) * 1000 >= due;
+        if (other || !((ai >= 0 && fds[ai].ready) || timer_due))
+            return NULL;
         pyc_py_enter();
         pyc_py_async_step();
         pyc_py_leave();
@@ -355,25 +421,29 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
     pyc_kernel_ready(app.kernel);
 
     bool restart = false;
+    parent_watch_t parent = {.pid = 0, .fd = -1, .gone = false};
     while (!pyc_kernel_quitting(app.kernel, &restart)) {
         int chan;
+        if (parent.pid != app.watch_parent)
+            watch_parent(&parent, app.watch_parent);
         pyc_msg_t *msg = pyc_server_next(app.srv, 0, &chan);
         if (msg == NULL) {
-            pyc_kernel_idle(app.kernel);     /* nothing queued: finish deferred work before waiting */
-            msg = pyc_py_async_active() ? wait_with_asyncio(app.srv, 1000, &chan)
-                                        : pyc_server_next(app.srv, 1000, &chan);
+            /* Nothing queued: deferred work first, then the wait. */
+            int again_ms = pyc_kernel_idle(app.kernel);
+            msg = wait_idle(app.srv, app.kernel, &parent, again_ms, &chan);
         }
         if (msg != NULL) {
             pyc_kernel_handle(app.kernel, chan, msg);
             continue;
         }
-        pyc_kernel_idle(app.kernel);         /* a second passed: reap children, commit history */
-        if (parent_gone(app.watch_parent)) {
-            pyc_log("parent process %ld is gone; exiting", (long)app.watch_parent);
+        if (parent_gone(&parent)) {
+            pyc_log("parent process %ld is gone; exiting", (long)parent.pid);
             pyc_kernel_parent_gone(app.kernel);
             break;
         }
     }
+    if (parent.fd >= 0)
+        close(parent.fd);
     /* atexit handlers and finalizers run with output still captured and published, within the grace. */
     pyc_kernel_closing(app.kernel);
     pyc_py_enter();

@@ -11,7 +11,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+/* Linux's number for pidfd_open on every architecture (a new-style syscall), for C libraries older than the
+ * call. */
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
 
 long
 pyc_proc_read_small(const char *path, char *buf, unsigned long cap)
@@ -170,4 +177,14 @@ pyc_proc_memory(long pid, unsigned long long *rss, unsigned long long *pss)
         return -1;
     *rss = *pss = res * (unsigned long long)sysconf(_SC_PAGESIZE);
     return 0;
+}
+
+int
+pyc_proc_pidfd(long pid)
+{
+    if (pid <= 0) {
+        errno = ESRCH;
+        return -1;
+    }
+    return (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
 }

@@ -4,7 +4,8 @@
  *
  * The `pyc` command uses it to tell whether a session's kernel is still the very process it recorded (a pid
  * with a different start tick is another process, never killed); the kernel uses it for usage_request.
- * Nothing here allocates; every call reads one small file.
+ * Nothing here allocates; every call reads one small file.  Beside the readers, pyc_proc_pidfd: a descriptor
+ * that tells when a process ends, for the kernel's waits (no polling of /proc or kill(2) while idle).
  */
 #ifndef PYC_PROC_H
 #define PYC_PROC_H
@@ -40,5 +41,10 @@ int pyc_proc_memory(long pid, unsigned long long *rss, unsigned long long *pss);
 
 /* Reads a small file (most of /proc) into buf, NUL-terminated.  Returns the length, or -1. */
 long pyc_proc_read_small(const char *path, char *buf, unsigned long cap);
+
+/* pidfd_open(2) of pid (Linux 5.3 and later; close-on-exec): a descriptor that poll(2) finds readable once
+ * the process has ended (exited or been killed, reaped or not).  Returns it, or -1 with errno (ENOSYS on an
+ * older kernel, ESRCH when there is no such process). */
+int pyc_proc_pidfd(long pid);
 
 #endif

@@ -1,6 +1,9 @@
 /*
  * children.c -- forked sessions (README, "Session fork"): the comm target pyc.fork, and the table of live
  * children, which the kernel reaps when idle and ends with itself unless they were asked to outlive it.
+ * Each child's pidfd is in one epoll set, which the main loop watches beside the sockets (pyc_kernel_wait_fd),
+ * so that a child that ends is reaped at once and an idle kernel wakes for nothing else; where pidfd_open
+ * fails (Linux before 5.3), the main loop looks every 30 s instead (pyc_kernel_idle's answer).
  *
  * The fork itself is fork.c's (through the fork_child callback of the kernel's config); a child returns from
  * it as a kernel of its own, and leaves the fork request, which was its parent's, unanswered.
@@ -11,25 +14,53 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "proc.h"
 
-void
+bool
 pyc__reap_children(pyc_kernel_t *k)
 {
     int live = 0;
+    bool unwatched = false;
     for (int i = 0; i < k->n_children; i++) {
         if (waitpid(k->children[i].pid, NULL, WNOHANG) == 0) {
+            unwatched = unwatched || k->children[i].pidfd < 0;
             k->children[live++] = k->children[i];
         } else {
             /* A child that ended by a signal could not remove its connection file. */
             unlink(k->children[i].file);
             free(k->children[i].file);
+            if (k->children[i].pidfd >= 0)
+                close(k->children[i].pidfd);     /* which also takes it out of the epoll set */
         }
     }
     k->n_children = live;
+    return unwatched;
+}
+
+int
+pyc__children_fd(const pyc_kernel_t *k)
+{
+    return k->n_children > 0 ? k->children_epfd : -1;
+}
+
+/* A pidfd for a new child, in the epoll set (made on first use); -1 when either cannot be had. */
+static int
+watch_child(pyc_kernel_t *k, pid_t pid)
+{
+    if (k->children_epfd < 0)
+        k->children_epfd = epoll_create1(EPOLL_CLOEXEC);
+    int fd = k->children_epfd >= 0 ? pyc_proc_pidfd(pid) : -1;
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    if (fd >= 0 && epoll_ctl(k->children_epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
 }
 
 /* Records a new child and its connection file. */
@@ -44,7 +75,7 @@ add_child(pyc_kernel_t *k, pid_t pid, const char *file, bool outlive)
         return;
     }
     k->children = grown;
-    k->children[k->n_children++] = (pyc__child_t){pid, f, outlive};
+    k->children[k->n_children++] = (pyc__child_t){pid, f, outlive, watch_child(k, pid)};
 }
 
 void
@@ -61,8 +92,14 @@ pyc__end_children(pyc_kernel_t *k)
 void
 pyc__forget_children(pyc_kernel_t *k)
 {
-    for (int i = 0; i < k->n_children; i++)
+    for (int i = 0; i < k->n_children; i++) {
         free(k->children[i].file);
+        if (k->children[i].pidfd >= 0)
+            close(k->children[i].pidfd);
+    }
+    if (k->children_epfd >= 0)
+        close(k->children_epfd);
+    k->children_epfd = -1;
     free(k->children);
     k->children = NULL;
     k->n_children = 0;

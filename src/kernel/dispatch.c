@@ -90,7 +90,9 @@ dispatch(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
                 msg->msg_type);
     if (k->just_forked)
         return;                  /* a new child: the request was its parent's, and so is its idle */
-    pyc_streams_flush(k->streams);
+    if (!k->flushed_at_end)
+        pyc_streams_flush(k->streams);
+    k->flushed_at_end = false;
     pyc__status(k, msg, "idle");
 }
 

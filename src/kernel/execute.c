@@ -197,9 +197,13 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     };
     pyc_py_exec_result_t res = {0};
     k->allow_stdin = opts.allow_stdin;
-    pyc_streams_flush(k->streams);
-    if (silent)
+    /* Output since the request came (pyc__set_parent flushed what came before) goes out under this request
+     * with the cell's own, in order; only a silent cell, whose own output is discarded, must let it out
+     * first. */
+    if (silent) {
+        pyc_streams_flush(k->streams);
         pyc_streams_set_discard(k->streams, true);
+    }
     json_t *iso_md = NULL;
     k->cell.chan = chan;
     k->cell.count = count;
@@ -211,6 +215,10 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     unsigned irq0 = pyc_py_interrupt_count();
     int why = run_cell(k, code, &opts, &res, &iso_md);
     pyc_streams_flush(k->streams);
+    /* No user code runs from here to idle: dispatch need not flush again.  (A subshell's thread publishes
+     * its own idle.) */
+    if (pthread_equal(pthread_self(), k->main_thread))
+        k->flushed_at_end = true;
     pyc_outgate_set(&k->out, false, 0, 0);
     if (silent)
         pyc_streams_set_discard(k->streams, false);

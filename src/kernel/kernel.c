@@ -15,6 +15,9 @@
 #include "fork.h"
 #include "log.h"
 
+/* How often an idle kernel looks for forked sessions that ended, for those it has no pidfd of. */
+#define CHILDREN_LOOK_MS 30000
+
 /* ---- fork safety ----------------------------------------------------------------------------------- */
 
 /* The kernel of this process, for the fork handlers (a process has one kernel). */
@@ -180,6 +183,7 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
         pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
     }
+    k->children_epfd = -1;
     k->io = cfg->io;
     k->auth = cfg->auth;
     k->cf = *cfg->cf;
@@ -391,13 +395,21 @@ pyc__history(pyc_kernel_t *k)
     return k->history;
 }
 
-void
+int
 pyc_kernel_idle(pyc_kernel_t *k)
 {
-    if (k->n_children > 0)
-        pyc__reap_children(k);
+    int again_ms = -1;
+    if (k->n_children > 0 && pyc__reap_children(k))
+        again_ms = CHILDREN_LOOK_MS;
     pyc__reap_subshells(k);
     pyc__history_kick(k, true);   /* the writer thread retries a locked history file by itself */
+    return again_ms;
+}
+
+int
+pyc_kernel_wait_fd(const pyc_kernel_t *k)
+{
+    return pyc__children_fd(k);
 }
 
 void

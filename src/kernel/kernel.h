@@ -74,7 +74,8 @@ typedef struct pyc_kernel_config {
     pyc_io_t *io;                /* borrowed */
     pyc_auth_t *auth;            /* borrowed */
     const pyc_connfile_t *cf;    /* borrowed; ports are those actually bound */
-    void (*wake_main)(void *ctx);/* makes the main loop look at pyc_kernel_quitting */
+    void (*wake_main)(void *ctx);/* makes the main loop leave its wait, to look at pyc_kernel_quitting and run
+                                  * pyc_kernel_idle */
     void *wake_ctx;
     /* Forks one child kernel (see fork.h): the child's pid and its report in the parent, 0 in the child,
      * -1 with err.  NULL disables the pyc.fork comm target. */
@@ -128,8 +129,16 @@ void pyc_kernel_subscribed(void *k, const char *topic, size_t len);
 /* Main thread, GIL released: handles one request from shell or control and destroys it. */
 void pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg);
 
-/* Main thread: the kernel is about to wait for requests (none is queued): commits the history batch. */
-void pyc_kernel_idle(pyc_kernel_t *k);
+/* Main thread: the kernel is about to wait for requests (none is queued): commits the history batch, reaps
+ * forked sessions that ended and joins deleted subshells.  Returns how long the wait may last before this
+ * is called again, in ms (a history file locked by another kernel is tried again; a forked session without
+ * a pidfd is looked at now and then), or -1: until a request comes, or pyc_kernel_wait_fd is readable, or
+ * wake_main is called. */
+int pyc_kernel_idle(pyc_kernel_t *k);
+
+/* Main thread: a descriptor to watch while waiting for requests, readable when pyc_kernel_idle has work (a
+ * forked session ended), or -1. */
+int pyc_kernel_wait_fd(const pyc_kernel_t *k);
 
 /* fork(2) of the kernel process, from the main thread without the GIL: CPython's fork handling, with the
  * locks a child must not inherit held by another thread (streams, parent) taken across the call.  Returns

@@ -54,11 +54,13 @@ enum {
 };
 typedef struct pyc__subshell pyc__subshell_t;
 
-/* A forked session: its pid, its connection file (removed when it ends), and whether it outlives us. */
+/* A forked session: its pid, its connection file (removed when it ends), whether it outlives us, and the
+ * pidfd that tells when it ends (-1 where pidfd_open failed). */
 typedef struct pyc__child {
     pid_t pid;
     char *file;                  /* owned */
     bool outlive;
+    int pidfd;                   /* owned; in children_epfd */
 } pyc__child_t;
 
 /* The cell being run.  Written by the main thread before pyc_guard_cell_begin takes the guard's lock and
@@ -111,7 +113,10 @@ struct pyc_kernel {
     int history_unkicked;        /* rows queued since the writer was last kicked now (pyc__history_kick) */
     pyc__child_t *children;      /* owned: live forked sessions, reaped when idle */
     int n_children;
+    int children_epfd;           /* owned: an epoll set of the children's pidfds (-1 until the first) */
     bool just_forked;            /* this process is a child that has not finished the fork request */
+    bool flushed_at_end;         /* the handler published the output streams after the last user code it
+                                  * ran (execute): the flush before idle is not needed */
     bool user_forked;            /* this process is a child of user code (os.fork): not a kernel */
     pyc__cell_t cell;
     void *mem_reserve;           /* address space kept back for the kernel's own C work under a memory cap */
@@ -267,14 +272,19 @@ void pyc__run_isolated(pyc_kernel_t *k, const char *code, const pyc_py_exec_opts
 
 /* ---- children.c ----------------------------------------------------------------------------------------- */
 
-/* Reaps the forked sessions that ended and removes their connection files. */
-void pyc__reap_children(pyc_kernel_t *k);
+/* Reaps the forked sessions that ended and removes their connection files.  Returns true when a child is
+ * left that has no pidfd, whose end only a later look can find. */
+bool pyc__reap_children(pyc_kernel_t *k);
+
+/* A descriptor that is readable once a forked session has ended (the epoll set of their pidfds), or -1 when
+ * no child is watched that way. */
+int pyc__children_fd(const pyc_kernel_t *k);
 
 /* The kernel is ending: children not asked to outlive it end now, and their connection files go.  Safe on
  * the guard thread (signals and unlink only). */
 void pyc__end_children(pyc_kernel_t *k);
 
-/* Forgets every child (a forked child: its parent's children are not its own). */
+/* Forgets every child (a forked child: its parent's children are not its own), closing their pidfds. */
 void pyc__forget_children(pyc_kernel_t *k);
 
 /* The comm target pyc.fork. */

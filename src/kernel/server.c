@@ -93,7 +93,7 @@ frameset_free(void *p)
 }
 
 pyc_msg_t *
-pyc__server_recv(pyc_server_t *srv, int chan)
+pyc__server_recv(pyc_server_t *srv, int chan, bool *nothing)
 {
     void *sock = srv->sock[chan];
     size_t cap = 8, n = 0, total_big = 0;  /* 8 frames cover a request with one identity */
@@ -136,6 +136,8 @@ pyc__server_recv(pyc_server_t *srv, int chan)
         n++;
         fs->n = n;
     }
+    if (nothing != NULL)
+        *nothing = n == 0 && why == NULL;
     if (n == 0 && why == NULL) {
         frameset_free(fs);
         return NULL;
@@ -185,7 +187,7 @@ io_recv_stdin(pyc_io_t *io, int timeout_ms)
     zmq_pollitem_t it = {.socket = srv->sock[PYC_CHAN_STDIN], .events = ZMQ_POLLIN};
     if (zmq_poll(&it, 1, timeout_ms) <= 0)
         return NULL;
-    return pyc__server_recv(srv, PYC_CHAN_STDIN);
+    return pyc__server_recv(srv, PYC_CHAN_STDIN, NULL);
 }
 
 /* ---- threads --------------------------------------------------------------------------------------- */
@@ -259,7 +261,7 @@ control_main(void *arg)
             break;
         if (items[0].revents & ZMQ_POLLIN) {
             pyc_msg_t *msg;
-            while ((msg = pyc__server_recv(srv, PYC_CHAN_CONTROL)) != NULL) {
+            while ((msg = pyc__server_recv(srv, PYC_CHAN_CONTROL, NULL)) != NULL) {
                 if (srv->cb.on_control == NULL || !srv->cb.on_control(srv->cb.ctx, msg))
                     pyc_zqueue_push_msg(&srv->inbox_q, PYC_CHAN_CONTROL, msg, "control");
             }
@@ -396,6 +398,12 @@ pyc_server_new(pyc_connfile_t *cf, pyc_auth_t *auth, pyc_error_t *err)
         if (bind_channel(srv, cf, c, types[c], err) < 0)
             goto fail;
     }
+    size_t fd_size = sizeof srv->shell_fd;
+    if (zmq_getsockopt(srv->sock[PYC_CHAN_SHELL], ZMQ_FD, &srv->shell_fd, &fd_size) < 0) {
+        pyc_error_set(err, "cannot get the shell socket's descriptor: %s", zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    srv->shell_unread = true;
     char ep[64];
     snprintf(ep, sizeof ep, "inproc://pyc-hb-%p", (void *)srv);
     srv->hb_ctl[0] = zmq_socket(srv->zctx, ZMQ_PAIR);
@@ -436,6 +444,7 @@ pyc_server_io(pyc_server_t *srv)
 void
 pyc_server_wake(pyc_server_t *srv)
 {
+    atomic_store(&srv->woken, 1);
     pyc_zqueue_signal(&srv->inbox_q);
 }
 

@@ -57,12 +57,19 @@ pyc_io_t *pyc_server_io(pyc_server_t *srv);
 
 /* Main thread: returns the next request (control requests forwarded by the control thread come before
  * shell requests), with *chan set to PYC_CHAN_SHELL or PYC_CHAN_CONTROL.  Returns NULL when timeout_ms
- * (-1: no limit) passes or pyc_server_wake is called. */
+ * (-1: no limit) passes, a signal interrupts the wait, or pyc_server_wake is called. */
 pyc_msg_t *pyc_server_next(pyc_server_t *srv, int timeout_ms, int *chan);
 
-/* As pyc_server_next, watching one more file descriptor too (fd < 0: none): when it becomes readable first,
- * returns NULL with *fd_ready true. */
-pyc_msg_t *pyc_server_next_fd(pyc_server_t *srv, int timeout_ms, int fd, int *chan, bool *fd_ready);
+/* One more file descriptor for pyc_server_next_fds to watch, and whether it was found readable (or hung up,
+ * or in error). */
+typedef struct pyc_server_fd {
+    int fd;
+    bool ready;
+} pyc_server_fd_t;
+
+/* As pyc_server_next, watching fds[0..nfds) too (at most 8): when one becomes readable before a request
+ * comes, returns NULL with its ready set (requests waiting go first). */
+pyc_msg_t *pyc_server_next_fds(pyc_server_t *srv, int timeout_ms, pyc_server_fd_t *fds, int nfds, int *chan);
 
 /* Any thread: makes a waiting pyc_server_next return NULL. */
 void pyc_server_wake(pyc_server_t *srv);

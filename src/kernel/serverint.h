@@ -27,11 +27,18 @@ struct pyc_server {
     pthread_mutex_t iopub_lock;  /* whoever holds it may send on iopub */
     int closed;                  /* pyc_server_close has run */
     pyc_zqueue_t control_q, inbox_q;
+    atomic_int woken;            /* pyc_server_wake was called: the inbox's next signal returns the wait */
 
     /* The shell socket (shell.c): the main thread's until the first subshell, then the shell thread's. */
     pthread_mutex_t shell_lock;  /* whoever holds it may use the shell socket, while it is not routed */
     atomic_int want_route;       /* the control thread is handing the socket over: main keeps off it */
     atomic_int routed;           /* the shell thread owns the socket */
+    int shell_fd;                /* the socket's ZMQ_FD: readable when its state may have changed */
+    /* Under shell_lock: the socket may hold a message that shell_fd will not announce, because the last
+     * operation on it (a message received, any send, which also processes the socket's pending commands
+     * and so may consume the signal of a message arriving) was not a receive that found nothing.  While
+     * it is false, shell_fd alone tells of the next request: waits poll it without asking libzmq first. */
+    bool shell_unread;
     pyc_zqueue_t shell_in;       /* requests for the main shell, read by the shell thread */
     pyc_zqueue_t shell_out;      /* replies on shell, for the shell thread to send */
     pthread_t th_shell;
@@ -49,8 +56,9 @@ struct pyc_server {
 };
 
 /* Receives one whole multipart message on chan without waiting and decodes it.  Returns the message, or
- * NULL when nothing was waiting or the message was dropped (with a log line).  By the socket's owner. */
-pyc_msg_t *pyc__server_recv(pyc_server_t *srv, int chan);
+ * NULL when nothing was waiting or the message was dropped (with a log line); *nothing (may be NULL) tells
+ * which: true when nothing was waiting.  By the socket's owner. */
+pyc_msg_t *pyc__server_recv(pyc_server_t *srv, int chan, bool *nothing);
 
 /* ---- shell.c ---- */
 

@@ -13,7 +13,9 @@
  */
 #include "serverint.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,6 +45,7 @@ pyc__shell_send(pyc_server_t *srv, pyc_zqitem_t *it)
         return 0;
     }
     int rc = pyc_zqueue_item_send(srv->sock[PYC_CHAN_SHELL], it);
+    srv->shell_unread = true;
     pthread_mutex_unlock(&srv->shell_lock);
     if (rc < 0)
         pyc_log("shell: send failed: %s", zmq_strerror(zmq_errno()));
@@ -70,7 +73,7 @@ shell_main(void *arg)
         if (!(items[0].revents & ZMQ_POLLIN))
             continue;
         pyc_msg_t *msg;
-        while ((msg = pyc__server_recv(srv, PYC_CHAN_SHELL)) != NULL) {
+        while ((msg = pyc__server_recv(srv, PYC_CHAN_SHELL, NULL)) != NULL) {
             if (!srv->take(srv->take_ctx, msg))
                 pyc_zqueue_push_msg(&srv->shell_in, PYC_CHAN_SHELL, msg, "shell");
         }
@@ -143,9 +146,10 @@ pyc__shell_next_pending(pyc_io_t *io)
         zmq_pollitem_t it = {.socket = srv->sock[PYC_CHAN_SHELL], .events = ZMQ_POLLIN};
         if (atomic_load(&srv->routed) || zmq_poll(&it, 1, 0) <= 0)
             break;
-        if ((msg = pyc__server_recv(srv, PYC_CHAN_SHELL)) != NULL)
+        if ((msg = pyc__server_recv(srv, PYC_CHAN_SHELL, NULL)) != NULL)
             break;
     }
+    srv->shell_unread = true;
     pthread_mutex_unlock(&srv->shell_lock);
     return msg;
 }
@@ -153,15 +157,15 @@ pyc__shell_next_pending(pyc_io_t *io)
 pyc_msg_t *
 pyc_server_next(pyc_server_t *srv, int timeout_ms, int *chan)
 {
-    bool fd_ready;
-    return pyc_server_next_fd(srv, timeout_ms, -1, chan, &fd_ready);
+    return pyc_server_next_fds(srv, timeout_ms, NULL, 0, chan);
 }
 
-/* Pops an item's message, or NULL when the queue is empty. */
+/* Pops an item's message, or NULL when the queue is empty.  The inbox's eventfd is read only when poll says
+ * it was signalled (pyc_zqueue_try_pop); the shell thread's queue is emptied with its signal. */
 static pyc_msg_t *
-pop_msg(pyc_zqueue_t *q, int *chan)
+pop_msg(pyc_zqueue_t *q, bool try, int *chan)
 {
-    pyc_zqitem_t *it = pyc_zqueue_pop(q);
+    pyc_zqitem_t *it = try ? pyc_zqueue_try_pop(q) : pyc_zqueue_pop(q);
     if (it == NULL)
         return NULL;
     pyc_msg_t *msg = it->msg;
@@ -171,16 +175,40 @@ pop_msg(pyc_zqueue_t *q, int *chan)
     return msg;
 }
 
-pyc_msg_t *
-pyc_server_next_fd(pyc_server_t *srv, int timeout_ms, int fd, int *chan, bool *fd_ready)
+/* Under shell_lock, while the main thread owns the socket: a request the socket holds, unless shell_fd has
+ * said nothing since a receive found nothing (shell_unread).  Sets *again when a message was dropped (there
+ * may be another). */
+static pyc_msg_t *
+shell_take(pyc_server_t *srv, bool *again)
 {
-    *fd_ready = false;
+    *again = false;
+    if (!srv->shell_unread)
+        return NULL;
+    bool nothing;
+    pyc_msg_t *msg = pyc__server_recv(srv, PYC_CHAN_SHELL, &nothing);
+    if (msg == NULL && nothing)
+        srv->shell_unread = false;
+    *again = msg == NULL && !nothing;
+    return msg;
+}
+
+/* The wait, in one poll(2): the inbox's eventfd, the shell socket's descriptor (or the shell thread's queue),
+ * and the caller's.  The shell socket is not polled through zmq_poll, which asks libzmq for the socket's
+ * state before and after every wait (each a getpid and a poll of its mailbox): a receive that found nothing
+ * leaves ZMQ_FD to announce the next message, and shell_unread says when that does not hold. */
+pyc_msg_t *
+pyc_server_next_fds(pyc_server_t *srv, int timeout_ms, pyc_server_fd_t *fds, int nfds, int *chan)
+{
+    enum { MAX_FDS = 8 };
+    assert(nfds >= 0 && nfds <= MAX_FDS);
+    for (int i = 0; i < nfds; i++)
+        fds[i].ready = false;
     for (;;) {
-        pyc_msg_t *msg = pop_msg(&srv->inbox_q, chan);
+        pyc_msg_t *msg = pop_msg(&srv->inbox_q, true, chan);
         if (msg != NULL)
             return msg;
         bool routed = atomic_load(&srv->want_route);
-        if (routed && (msg = pop_msg(&srv->shell_in, chan)) != NULL)
+        if (routed && (msg = pop_msg(&srv->shell_in, false, chan)) != NULL)
             return msg;
         if (!routed) {
             pthread_mutex_lock(&srv->shell_lock);
@@ -188,41 +216,51 @@ pyc_server_next_fd(pyc_server_t *srv, int timeout_ms, int fd, int *chan, bool *f
                 pthread_mutex_unlock(&srv->shell_lock);
                 continue;
             }
-        }
-        zmq_pollitem_t items[3] = {
-            {.fd = srv->inbox_q.efd, .events = ZMQ_POLLIN},
-            routed ? (zmq_pollitem_t){.fd = srv->shell_in.efd, .events = ZMQ_POLLIN}
-                   : (zmq_pollitem_t){.socket = srv->sock[PYC_CHAN_SHELL], .events = ZMQ_POLLIN},
-            {.fd = fd, .events = ZMQ_POLLIN},
-        };
-        int rc = zmq_poll(items, fd >= 0 ? 3 : 2, timeout_ms);
-        if (rc > 0 && !routed && (items[1].revents & ZMQ_POLLIN) && !(items[0].revents & ZMQ_POLLIN)) {
-            msg = pyc__server_recv(srv, PYC_CHAN_SHELL);
-            pthread_mutex_unlock(&srv->shell_lock);
-            if (msg != NULL) {
+            bool again;
+            msg = shell_take(srv, &again);
+            if (msg != NULL || again) {
+                pthread_mutex_unlock(&srv->shell_lock);
+                if (msg == NULL)
+                    continue;
                 *chan = PYC_CHAN_SHELL;
                 return msg;
             }
-            continue;
         }
-        if (!routed)
+        if (timeout_ms == 0 && nfds == 0) {
+            /* Nothing queued, nothing on the socket: a wake-up pending on the inbox waits for the next wait. */
+            if (!routed)
+                pthread_mutex_unlock(&srv->shell_lock);
+            return NULL;
+        }
+        struct pollfd pfd[2 + MAX_FDS] = {
+            {.fd = srv->inbox_q.efd, .events = POLLIN},
+            {.fd = routed ? srv->shell_in.efd : srv->shell_fd, .events = POLLIN},
+        };
+        for (int i = 0; i < nfds; i++)
+            pfd[2 + i] = (struct pollfd){.fd = fds[i].fd, .events = POLLIN};
+        int rc = poll(pfd, (nfds_t)(2 + nfds), timeout_ms);
+        if (!routed) {
+            if (rc > 0 && (pfd[1].revents & POLLIN))
+                srv->shell_unread = true;
             pthread_mutex_unlock(&srv->shell_lock);
-        if (rc <= 0)
-            return NULL;
-        if (fd >= 0 && (items[2].revents & ZMQ_POLLIN) && !(items[0].revents & ZMQ_POLLIN) &&
-            !(items[1].revents & ZMQ_POLLIN)) {
-            *fd_ready = true;
-            return NULL;
         }
-        if (items[0].revents & ZMQ_POLLIN) {
+        if (rc <= 0)
+            return NULL;         /* the time is up, or a signal came */
+        if (pfd[0].revents & POLLIN) {
             uint64_t v;
             ssize_t r = read(srv->inbox_q.efd, &v, sizeof v);
             (void)r;
-            pthread_mutex_lock(&srv->inbox_q.lock);
-            bool queued = srv->inbox_q.head != NULL;
-            pthread_mutex_unlock(&srv->inbox_q.lock);
-            if (!queued)
-                return NULL;     /* a wake-up, not a request */
+            if (atomic_exchange(&srv->woken, 0))
+                return NULL;     /* pyc_server_wake; anything queued is taken by the next call */
         }
+        if ((pfd[0].revents | pfd[1].revents) & POLLIN)
+            continue;            /* a request may be waiting: it goes before the caller's descriptors */
+        bool any = false;
+        for (int i = 0; i < nfds; i++) {
+            fds[i].ready = (pfd[2 + i].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+            any = any || fds[i].ready;
+        }
+        if (any)
+            return NULL;
     }
 }

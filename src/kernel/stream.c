@@ -130,17 +130,40 @@ drain_pipe(pyc_streams_t *s, int which, bool from_flusher)
     }
 }
 
+/* Reads whatever both pipes hold right now: one poll(2) says which have anything, and only those are read
+ * (a flush of two empty pipes is one system call, not two failed reads).  Caller holds the lock. */
+static void
+drain_pipes(pyc_streams_t *s, bool from_flusher)
+{
+    struct pollfd pfd[2];
+    int which[2], n = 0;
+    for (int i = 0; i < 2; i++) {
+        if (s->s[i].pipe_rd >= 0) {
+            which[n] = i;
+            pfd[n++] = (struct pollfd){.fd = s->s[i].pipe_rd, .events = POLLIN};
+        }
+    }
+    if (n == 0 || poll(pfd, (nfds_t)n, 0) <= 0)
+        return;
+    for (int i = 0; i < n; i++) {
+        if (pfd[i].revents & POLLIN)
+            drain_pipe(s, which[i], from_flusher);
+    }
+}
+
 static void *
 flusher_main(void *arg)
 {
     pyc_streams_t *s = arg;
     while (!s->stop) {
         struct pollfd pfd[3];
-        int n = 0;
+        int n = 0, at[2] = {-1, -1};
         pfd[n++] = (struct pollfd){.fd = s->wake_fd, .events = POLLIN};
         for (int i = 0; i < 2; i++) {
-            if (s->s[i].pipe_rd >= 0)
+            if (s->s[i].pipe_rd >= 0) {
+                at[i] = n;
                 pfd[n++] = (struct pollfd){.fd = s->s[i].pipe_rd, .events = POLLIN};
+            }
         }
         int timeout = -1;
         pthread_mutex_lock(&s->lock);
@@ -155,7 +178,8 @@ flusher_main(void *arg)
         }
         pthread_mutex_unlock(&s->lock);
 
-        if (poll(pfd, (nfds_t)n, timeout) < 0 && errno != EINTR)
+        int rc = poll(pfd, (nfds_t)n, timeout);
+        if (rc < 0 && errno != EINTR)
             break;
         if (pfd[0].revents & POLLIN) {
             uint64_t v;
@@ -163,8 +187,11 @@ flusher_main(void *arg)
             (void)r;
         }
         pthread_mutex_lock(&s->lock);
-        for (int i = 0; i < 2; i++)
-            drain_pipe(s, i, true);
+        /* Only the pipes poll found readable (a pipe the main thread emptied meanwhile costs one EAGAIN). */
+        for (int i = 0; i < 2; i++) {
+            if (rc > 0 && at[i] >= 0 && (pfd[at[i]].revents & POLLIN))
+                drain_pipe(s, i, true);
+        }
         now = pyc_now_ns();
         for (int i = 0; i < 2; i++) {
             if (s->s[i].since_ns != 0 && now - s->s[i].since_ns >= (uint64_t)PYC_STREAM_FLUSH_MS * 1000000u)
@@ -283,8 +310,7 @@ pyc_streams_flush(pyc_streams_t *s)
         return;
     }
     pthread_mutex_lock(&s->lock);
-    drain_pipe(s, PYC_STDOUT, false);
-    drain_pipe(s, PYC_STDERR, false);
+    drain_pipes(s, false);
     /* The stream written last is published last, so that the order of the two is kept. */
     int first = 1 - s->last;
     publish_pending(s, first, true);

@@ -233,11 +233,17 @@ subshell_main(void *arg)
     /* Deleted: what was still queued is answered, so that no client waits for a reply that cannot come.  (At
      * the kernel's end the closer drops the queue instead.) */
     pyc_zqitem_t *it;
-    while (!s->k->subshells_closed && (it = pyc_zqueue_pop(&s->q)) != NULL) {
-        pyc__subshell_refuse(s->k, it->msg, "the subshell was deleted before it answered");
+    pyc_kernel_t *k = s->k;
+    bool deleted = !k->subshells_closed;
+    while (!k->subshells_closed && (it = pyc_zqueue_pop(&s->q)) != NULL) {
+        pyc__subshell_refuse(k, it->msg, "the subshell was deleted before it answered");
         pyc_zqueue_item_free(it);
     }
     atomic_store(&s->done, true);
+    /* A deleted subshell is joined by the main thread when idle, which sleeps until something happens: this
+     * is that something.  s may be freed from here on. */
+    if (deleted && k->wake_main != NULL)
+        k->wake_main(k->wake_ctx);
     return NULL;
 }
 

@@ -61,7 +61,7 @@ pyc_zqueue_take_all(pyc_zqueue_t *q)
 }
 
 pyc_zqitem_t *
-pyc_zqueue_pop(pyc_zqueue_t *q)
+pyc_zqueue_try_pop(pyc_zqueue_t *q)
 {
     pthread_mutex_lock(&q->lock);
     pyc_zqitem_t *it = q->head;
@@ -71,6 +71,13 @@ pyc_zqueue_pop(pyc_zqueue_t *q)
             q->tail = NULL;
     }
     pthread_mutex_unlock(&q->lock);
+    return it;
+}
+
+pyc_zqitem_t *
+pyc_zqueue_pop(pyc_zqueue_t *q)
+{
+    pyc_zqitem_t *it = pyc_zqueue_try_pop(q);
     if (it == NULL) {
         uint64_t v;
         ssize_t r = read(q->efd, &v, sizeof v);

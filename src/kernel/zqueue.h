@@ -59,6 +59,10 @@ pyc_zqitem_t *pyc_zqueue_take_if(pyc_zqueue_t *q, bool (*pred)(const pyc_zqitem_
 /* Pops one item, or returns NULL (and clears the eventfd) when the queue is empty. */
 pyc_zqitem_t *pyc_zqueue_pop(pyc_zqueue_t *q);
 
+/* Pops one item, or returns NULL, without touching the eventfd: for a waiter that reads the eventfd only when
+ * poll(2) says it was signalled (a signal left over from an item popped this way costs one wasted wake). */
+pyc_zqitem_t *pyc_zqueue_try_pop(pyc_zqueue_t *q);
+
 /* Frees the items left, closes the eventfd and destroys the lock. */
 void pyc_zqueue_clear(pyc_zqueue_t *q);
 

@@ -194,6 +194,23 @@ def test_parent_reaps_a_child_that_outlives_it_but_ends_first(fresh_kernel):
         kill_pid(child["pid"])
 
 
+def test_idle_parent_reaps_an_ended_child_at_once(fresh_kernel):
+    """A child that ends is reaped, and its connection file removed, while the parent gets no request: the
+    parent watches its children's pidfds (it used to look once a second)."""
+    kc = fresh_kernel.kc
+    child = fork(kc, n=1)["children"][0]
+    try:
+        time.sleep(0.3)
+        os.kill(child["pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 3
+        while state(child["pid"]) != "gone" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert state(child["pid"]) == "gone", "the ended child is left a %s" % state(child["pid"])
+        assert not os.path.exists(child["connection_file"])
+    finally:
+        kill_pid(child["pid"])
+
+
 def test_bad_requests_and_cap(kc):
     for n in (0, -1, 10_000, "three"):
         data = fork(kc, n=n)

@@ -1,6 +1,7 @@
 /*
  * test_proc.c -- cmocka tests for proc.c: parsing /proc/PID/stat (command names with spaces and parentheses,
- * truncated and malformed texts), this process's identity and start tick, and its memory.
+ * truncated and malformed texts), this process's identity and start tick, its memory, and the pidfd that
+ * tells when a process ends.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +9,11 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "proc.h"
@@ -82,6 +87,36 @@ test_memory(void **state)
     assert_int_equal(pyc_proc_memory(-5, &rss, &pss), -1);
 }
 
+/* A pidfd is quiet while its process lives, readable once it has ended (before it is reaped, too); no pidfd
+ * for a pid that is not a process.  Skipped where the running kernel lacks pidfd_open (before 5.3). */
+static void
+test_pidfd(void **state)
+{
+    (void)state;
+    assert_int_equal(pyc_proc_pidfd(0), -1);
+    assert_int_equal(errno, ESRCH);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        pause();
+        _exit(0);
+    }
+    int fd = pyc_proc_pidfd(pid);
+    if (fd < 0 && errno == ENOSYS) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        skip();
+    }
+    assert_true(fd >= 0);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 0), 0);
+    kill(pid, SIGKILL);
+    assert_int_equal(poll(&p, 1, 5000), 1);
+    assert_true(p.revents & POLLIN);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    close(fd);
+}
+
 int
 main(void)
 {
@@ -89,6 +124,7 @@ main(void)
         cmocka_unit_test(test_stat_parse),
         cmocka_unit_test(test_identity),
         cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_pidfd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
