@@ -157,8 +157,8 @@ enum { ISO_STOP_INTERRUPT = 1, ISO_STOP_DEADLINE = 2 };
 
 /* The pace of an execute_reply after output (pyc__pace_reply): REPLY_PACE_BASE_US, and PYC_REPLY_PACE_US
  * microseconds (default REPLY_PACE_US; 0 turns pacing off) per iopub message the cell caused, counting at
- * most REPLY_PACE_MAX_MSGS of them (3.5 ms in all by default), from the cell's last output (the relay gets its messages from the first
- * one on, and has forwarded them all at the latest that long after the last). */
+ * most REPLY_PACE_MAX_MSGS of them (3.5 ms in all by default), from the cell's last output (the relay gets its
+ * messages from the first one on, and has forwarded them all at the latest that long after the last). */
 #define REPLY_PACE_BASE_US 500
 #define REPLY_PACE_US 300
 #define REPLY_PACE_MAX_US 20000      /* the most PYC_REPLY_PACE_US may say */
