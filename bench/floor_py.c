@@ -257,8 +257,8 @@ execute(const msg_t *req)
     send_json(K.sock[IOPUB], req, "error",
               json_pack("{s:s,s:s,s:[]}", "ename", ename, "evalue", evalue, "traceback"));
     send_json(K.sock[SHELL], req, "execute_reply",
-              json_pack("{s:s,s:I,s:s,s:s,s:[]}", "status", "error", "execution_count", (json_int_t)K.count, "ename", ename,
-                        "evalue", evalue, "traceback"));
+              json_pack("{s:s,s:I,s:s,s:s,s:[]}", "status", "error", "execution_count", (json_int_t)K.count,
+                        "ename", ename, "evalue", evalue, "traceback"));
     free(ename);
     free(evalue);
 }
