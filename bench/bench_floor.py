@@ -59,6 +59,8 @@ BATCH = 50                      # cells per pipelined batch in the RSS-over-cell
 FLAT_B = 50                     # "flat over cells": at most this many bytes a cell (0.5 MB over 10,000 cells)
 NAMES = ("pyc", "floor-py", "ipykernel")
 LIVE = {}                       # pid -> Popen of every kernel not yet known to be dead
+SPAWNING = []                   # non-empty while a kernel is spawned and not yet in LIVE
+PENDING = []                    # SIGINT/SIGTERM that came then, raised once the kernel is in LIVE
 
 
 def kill_all():
@@ -74,6 +76,9 @@ def kill_all():
 
 
 def on_signal(signum, frame):
+    if SPAWNING:
+        PENDING.append(signum)
+        return
     raise SystemExit(128 + signum)
 
 
@@ -118,10 +123,16 @@ class Kernel:
     def __init__(self, name, timeout=60.0):
         self.name = name
         self.km = KernelManager(kernel_name="bench-" + name)
-        self.km.start_kernel()
-        self.proc = self.km.provisioner.process
-        self.pid = self.proc.pid
-        LIVE[self.pid] = self.proc
+        SPAWNING.append(name)       # a signal between the spawn and LIVE would leave the kernel running
+        try:
+            self.km.start_kernel()
+            self.proc = self.km.provisioner.process
+            self.pid = self.proc.pid
+            LIVE[self.pid] = self.proc
+        finally:
+            SPAWNING.clear()
+            if PENDING:
+                raise SystemExit(128 + PENDING[0])
         info = self.km.get_connection_info()
         key = info["key"].encode() if isinstance(info["key"], str) else info["key"]
         self.session = Session(key=key, signature_scheme=info["signature_scheme"], username="bench")
@@ -475,6 +486,7 @@ def main():
             "ipykernel": [sys.executable, "-m", "ipykernel_launcher"]}
 
     signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     atexit.register(kill_all)
     workdir = tempfile.mkdtemp(prefix="pyc-bench-floor-")
     for var, sub in (("JUPYTER_RUNTIME_DIR", "runtime"), ("JUPYTER_DATA_DIR", "data"),
