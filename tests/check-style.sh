@@ -11,8 +11,8 @@
 set -u
 top=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$top" || exit 2
-files=$(git ls-files 'src/*.[ch]' 'kernel/*.[ch]' 'cli/*.[ch]' 'tests/*.[ch]' 2>/dev/null ||
-        find src kernel cli tests -name '*.[ch]' -not -path '*/node_modules/*')
+files=$(git ls-files 'src/*.[ch]' 'kernel/*.[ch]' 'cli/*.[ch]' 'tests/*.[ch]' 'bench/*.[ch]' 2>/dev/null ||
+        find src kernel cli tests bench -name '*.[ch]' -not -path '*/node_modules/*')
 bad=0
 report() {
     echo "$1"
