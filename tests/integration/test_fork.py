@@ -54,8 +54,8 @@ def state(pid):
             for line in f:
                 if line.startswith("State:"):
                     return "zombie" if "Z" in line.split()[1] else "alive"
-    except FileNotFoundError:
-        pass
+    except (FileNotFoundError, ProcessLookupError):
+        pass                     # ESRCH: read while its parent reaps it (at once now, through a pidfd)
     return "gone"
 
 
