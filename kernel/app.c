@@ -175,9 +175,9 @@ child_become(void *ctx, bool outlive, pid_t parent, pyc_error_t *err)
 }
 
 int
-pyc_app_fork_child(void *ctx, bool outlive, json_t **info, pyc_error_t *err)
+pyc_app_fork_children(void *ctx, int n, bool outlive, json_t **reports, int *index)
 {
     pyc_app_t *a = ctx;
     pyc_fork_spec_t spec = {.cf = &a->cf, .become = child_become, .ctx = a};
-    return (int)pyc_fork_child(a->kernel, &spec, outlive, info, err);
+    return pyc_fork_children(a->kernel, &spec, n, outlive, reports, index);
 }

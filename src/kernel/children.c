@@ -5,8 +5,9 @@
  * so that a child that ends is reaped at once and an idle kernel wakes for nothing else; where pidfd_open
  * fails (Linux before 5.3), the main loop looks every 30 s instead (pyc_kernel_idle's answer).
  *
- * The fork itself is fork.c's (through the fork_child callback of the kernel's config); a child returns from
- * it as a kernel of its own, and leaves the fork request, which was its parent's, unanswered.
+ * The fork itself is fork.c's (through the fork_children callback of the kernel's config), all N children of
+ * a request at once; a child returns from it as a kernel of its own, and leaves the fork request, which was
+ * its parent's, unanswered.
  */
 #include "kernelint.h"
 
@@ -123,10 +124,12 @@ name_child(pyc_kernel_t *k, json_t *given)
     pyc__lifelog_forked(k, name, from);
 }
 
-/* Comm target pyc.fork: {"n": N, "outlive": false, "names": [...]} forks N children from the state after
- * the last finished request (names, optional, are the children's session names in the event log); the
- * answer is one comm_msg {"status": "ok", "children": [{pid, connection_file, connection}...]} (or
- * {"status": "error", "ename", "evalue"}), then comm_close. */
+/* Comm target pyc.fork: {"n": N, "outlive": false, "names": [...]} forks N children at once from the state
+ * after the last finished request (names, optional, are the children's session names in the event log);
+ * the answer is one comm_msg {"status": "ok", "children": [{pid, connection_file, connection}...]}, then
+ * comm_close.  When some children could not start, the answer is {"status": "error", "ename": "ForkError",
+ * "evalue": how many and why, "children": those that did start (live, and this kernel's to reap), "failed":
+ * [{"pid"?, "error"}...]}; when none could be asked for, {"status": "error", "ename", "evalue"}. */
 void
 pyc__on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
 {
@@ -137,7 +140,6 @@ pyc__on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
     json_int_t n = json_is_integer(nv) ? json_integer_value(nv) : nv == NULL ? 1 : -1;
     bool outlive = json_is_true(json_object_get(data, "outlive"));
     json_t *result = NULL;
-    pyc_error_t err;
 
     pyc__reap_children(k);
     if (comm_id == NULL) {
@@ -145,35 +147,47 @@ pyc__on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
         return;
     }
     int room = k->max_children - k->n_children;
-    if (k->fork_child == NULL) {
+    if (k->fork_children == NULL) {
         result = json_pack("{s:s, s:s, s:s}", "status", "error", "ename", "ForkError", "evalue",
                            "this kernel cannot fork");
     } else if (n < 1 || n > room) {
         result = json_pack("{s:s, s:s, s:o}", "status", "error", "ename", "ForkError", "evalue",
-                           json_sprintf("n must be a whole number from 1 to %d (at most %d live children)", room,
-                                        k->max_children));
+                           json_sprintf("n must be a whole number from 1 to %d (at most %d live children; "
+                                        "PYC_MAX_CHILDREN sets it)", room, k->max_children));
     } else {
-        json_t *children = json_array();
-        for (json_int_t i = 0; i < n; i++) {
-            json_t *info = NULL;
-            int pid = k->fork_child(k->fork_ctx, outlive, &info, &err);
-            if (pid == 0) {      /* the child: the parent answers this request, not us */
-                k->just_forked = true;
-                name_child(k, json_array_get(json_object_get(data, "names"), (size_t)i));
-                json_decref(children);
-                return;
-            }
-            if (pid < 0) {
-                result = json_pack("{s:s, s:s, s:s, s:o}", "status", "error", "ename", "ForkError", "evalue",
-                                   err.text, "children", children);
-                children = NULL;
-                break;
-            }
-            add_child(k, pid, json_string_value(json_object_get(info, "connection_file")), outlive);
-            json_array_append_new(children, info);
+        json_t *reports = NULL;
+        int index = 0;
+        if (k->fork_children(k->fork_ctx, (int)n, outlive, &reports, &index) == 1) {
+            /* the child: the parent answers this request, not us */
+            k->just_forked = true;
+            name_child(k, json_array_get(json_object_get(data, "names"), (size_t)index));
+            return;
         }
-        if (result == NULL)
+        json_t *children = json_array(), *failed = json_array();
+        const char *why = NULL;
+        size_t i;
+        json_t *r;
+        json_array_foreach(reports, i, r) {
+            const char *e = json_string_value(json_object_get(r, "error"));
+            if (e != NULL) {
+                why = why != NULL ? why : e;
+                json_array_append(failed, r);
+                continue;
+            }
+            add_child(k, (pid_t)json_integer_value(json_object_get(r, "pid")),
+                      json_string_value(json_object_get(r, "connection_file")), outlive);
+            json_array_append(children, r);
+        }
+        if (json_array_size(failed) == 0)
             result = json_pack("{s:s, s:o}", "status", "ok", "children", children);
+        else
+            result = json_pack("{s:s, s:s, s:o, s:o, s:o}", "status", "error", "ename", "ForkError", "evalue",
+                               json_sprintf("%zu of %lld children did not start (%s)", json_array_size(failed),
+                                            (long long)n, why),
+                               "children", children, "failed", failed);
+        if (json_array_size(failed) == 0)
+            json_decref(failed);
+        json_decref(reports);
     }
     if (result == NULL)
         return;

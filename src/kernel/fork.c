@@ -7,7 +7,8 @@
  * iopub lock, ZeroMQ's internals) belongs to objects the child never touches.
  *
  * The child reports on a pipe: one record (record.h) whose one frame is the JSON report, {"pid",
- * "connection_file", "connection"}, or {"error"}.  The parent waits for it at most PYC_FORK_START_TIMEOUT_MS.
+ * "connection_file", "connection"}, or {"error"}.  A fan-out forks every child before it reads any report, and
+ * then waits for all of them together, at most PYC_FORK_START_TIMEOUT_MS.
  */
 #include "fork.h"
 
@@ -141,18 +142,25 @@ child_start(pyc_kernel_t *k, const pyc_fork_spec_t *spec, bool outlive, pid_t pa
     pyc_kernel_starting(k);
 }
 
-pid_t
-pyc_fork_child(pyc_kernel_t *k, const pyc_fork_spec_t *spec, bool outlive, json_t **info, pyc_error_t *err)
+/* One child forked by pyc_fork_children whose report has not come yet. */
+typedef struct pending {
+    pid_t pid;
+    int fd;                      /* the read end of its report pipe; -1 once read */
+} pending_t;
+
+/* Forks one child.  In the parent returns its pid and sets *fd to the read end of its report pipe, without
+ * waiting for the report; in the child closes the report pipes of its elder siblings (earlier[0..n_earlier),
+ * which are the parent's), becomes a kernel and returns 0; returns -1 with err when pipe or fork failed. */
+static pid_t
+fork_one(pyc_kernel_t *k, const pyc_fork_spec_t *spec, bool outlive, const pending_t *earlier, int n_earlier,
+         int *fd, pyc_error_t *err)
 {
     int p[2];
-    *info = NULL;
     if (pipe2(p, O_CLOEXEC) < 0)
         return pyc_error_set(err, "pipe: %s", strerror(errno));
     pid_t parent = getpid();
-
     int saved;
     pid_t pid = pyc_kernel_fork(k, &saved);
-
     if (pid < 0) {
         close(p[0]);
         close(p[1]);
@@ -160,36 +168,119 @@ pyc_fork_child(pyc_kernel_t *k, const pyc_fork_spec_t *spec, bool outlive, json_
     }
     if (pid == 0) {
         close(p[0]);
+        for (int i = 0; i < n_earlier; i++)
+            close(earlier[i].fd);
         child_start(k, spec, outlive, parent, p[1]);
         return 0;
     }
     close(p[1]);
-    /* The report, within PYC_FORK_START_TIMEOUT_MS: the child writes it whole once it can answer. */
+    *fd = p[0];
+    return pid;
+}
+
+/* Reads the report of one child whose pipe is readable (or ended): its report, or {"pid", "error"} after
+ * which the child is ended and reaped. */
+static json_t *
+read_report(pending_t *c)
+{
     json_t *rep = NULL;
     uint32_t type = 0, chan;
     pyc_outframe_t *f = NULL;
     size_t n = 0;
-    struct pollfd pfd = {.fd = p[0], .events = POLLIN};
-    int ready;
-    uint64_t t0 = pyc_now_ns();
-    do
-        ready = poll(&pfd, 1, (int)(PYC_FORK_START_TIMEOUT_MS - pyc_ms_since(t0)));
-    while (ready < 0 && errno == EINTR && pyc_ms_since(t0) < PYC_FORK_START_TIMEOUT_MS);
-    if (ready > 0 && pyc_record_read(p[0], &type, &chan, &f, &n) == 0 && n == 1) {
+    if (pyc_record_read(c->fd, &type, &chan, &f, &n) == 0 && n == 1) {
         json_error_t jerr;
         rep = json_loadb(f[0].data, f[0].size, 0, &jerr);
     }
     pyc_record_free(f, n);
-    close(p[0]);
-    if (type != FORK_REPORT || rep == NULL || json_object_get(rep, "pid") == NULL) {
-        const char *why = json_string_value(json_object_get(rep, "error"));
-        pyc_error_set(err, "child %ld did not start: %s", (long)pid,
-                      why != NULL ? why : ready > 0 ? "it ended without a report" : "no report within 10 s");
-        json_decref(rep);
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        return -1;
+    close(c->fd);
+    c->fd = -1;
+    if (type == FORK_REPORT && rep != NULL && json_object_get(rep, "pid") != NULL)
+        return rep;
+    const char *why = json_string_value(json_object_get(rep, "error"));
+    json_t *e = json_pack("{s:i, s:o}", "pid", (int)c->pid, "error",
+                          json_sprintf("child %ld did not start: %s", (long)c->pid,
+                                       why != NULL ? why : "it ended without a report"));
+    json_decref(rep);
+    kill(c->pid, SIGKILL);
+    waitpid(c->pid, NULL, 0);
+    return e;
+}
+
+int
+pyc_fork_children(pyc_kernel_t *k, const pyc_fork_spec_t *spec, int n, bool outlive, json_t **reports,
+                  int *index)
+{
+    pending_t *kids = calloc((size_t)(n > 0 ? n : 1), sizeof *kids);
+    struct pollfd *pfds = calloc((size_t)(n > 0 ? n : 1), sizeof *pfds);
+    json_t **got = calloc((size_t)(n > 0 ? n : 1), sizeof *got);
+    json_t *out = json_array();
+    *reports = NULL;
+    if (kids == NULL || pfds == NULL || got == NULL || out == NULL) {
+        free(kids);
+        free(pfds);
+        free(got);
+        json_decref(out);
+        *reports = json_pack("[{s:s}]", "error", "out of memory");
+        return 0;
     }
-    *info = rep;
-    return pid;
+    /* All the forks first: each child starts (binds its ports, starts its threads) while the parent forks
+     * the next, so the n start-ups overlap instead of adding up. */
+    int started = 0;
+    pyc_error_t err = {0};
+    for (; started < n; started++) {
+        pid_t pid = fork_one(k, spec, outlive, kids, started, &kids[started].fd, &err);
+        if (pid == 0) {
+            free(kids);
+            free(pfds);
+            free(got);
+            json_decref(out);
+            *index = started;
+            return 1;
+        }
+        if (pid < 0)
+            break;
+        kids[started].pid = pid;
+    }
+    /* Then the reports, in whatever order they come, within PYC_FORK_START_TIMEOUT_MS for all of them. */
+    uint64_t t0 = pyc_now_ns();
+    int left = started;
+    while (left > 0) {
+        int np = 0;
+        for (int i = 0; i < started; i++) {
+            if (kids[i].fd >= 0)
+                pfds[np++] = (struct pollfd){.fd = kids[i].fd, .events = POLLIN};
+        }
+        uint64_t spent = pyc_ms_since(t0);
+        if (spent >= PYC_FORK_START_TIMEOUT_MS)
+            break;
+        int ready = poll(pfds, (nfds_t)np, (int)(PYC_FORK_START_TIMEOUT_MS - spent));
+        if (ready < 0 && errno != EINTR)
+            break;
+        for (int i = 0, j = 0; ready > 0 && i < started; i++) {
+            if (kids[i].fd < 0)
+                continue;
+            if (pfds[j++].revents != 0) {
+                got[i] = read_report(&kids[i]);
+                left--;
+            }
+        }
+    }
+    for (int i = 0; i < started; i++) {
+        if (got[i] == NULL) {        /* no report within the bound: it is ended, not left half started */
+            close(kids[i].fd);
+            kill(kids[i].pid, SIGKILL);
+            waitpid(kids[i].pid, NULL, 0);
+            got[i] = json_pack("{s:i, s:o}", "pid", (int)kids[i].pid, "error",
+                               json_sprintf("child %ld did not start: no report within %d s",
+                                            (long)kids[i].pid, PYC_FORK_START_TIMEOUT_MS / 1000));
+        }
+        json_array_append_new(out, got[i]);
+    }
+    for (int i = started; i < n; i++)
+        json_array_append_new(out, json_pack("{s:s}", "error", err.text));
+    free(kids);
+    free(pfds);
+    free(got);
+    *reports = out;
+    return 0;
 }

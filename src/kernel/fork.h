@@ -7,8 +7,8 @@
  * connected kernel sockets it inherited, never calls into the inherited ZeroMQ objects (their threads do
  * not exist in the child), makes a new context and binds new ports on the same IP with a new key, writes
  * a connection file (mode 0600) next to the parent's, starts its threads, and reports to the parent through
- * a pipe (one record.h record: the report, or the error).  The parent returns only once the child is ready
- * to answer, so a client may connect at once.
+ * a pipe (one record.h record: the report, or the error).  The parent returns only once the children are
+ * ready to answer (or known to have failed), so a client may connect at once.
  */
 #ifndef PYC_FORK_H
 #define PYC_FORK_H
@@ -34,11 +34,16 @@ typedef struct pyc_fork_spec {
     void *ctx;
 } pyc_fork_spec_t;
 
-/* Forks one child.  In the parent returns the child's pid and sets *info to the child's report; in the
- * child returns 0 once it is a kernel of its own (the caller must then drop the request being handled
- * without replying); returns -1 with err when the fork or the child's start failed (the child is then
- * gone).  Called on the main thread between requests, without the GIL. */
-pid_t pyc_fork_child(pyc_kernel_t *k, const pyc_fork_spec_t *spec, bool outlive, json_t **info, pyc_error_t *err);
+/* Forks n children at once: the parent forks them one after another without waiting, each starts on its
+ * own while the next is forked, and the parent then collects their reports in whatever order they come,
+ * within 10 s for all.  In the parent returns 0 with *reports a new JSON array of n entries in the order of
+ * the forks: a child's report, or {"pid", "error"} for one that failed to start or did not report in time
+ * (it is then ended and reaped), or {"error"} for one that could not be forked (pipe or fork failed; no
+ * more are forked after it).  In a child returns 1 once it is a kernel of its own, with *index its place
+ * among the n (the caller must then drop the request being handled without replying).  Called on the main
+ * thread between requests, without the GIL. */
+int pyc_fork_children(pyc_kernel_t *k, const pyc_fork_spec_t *spec, int n, bool outlive, json_t **reports,
+                      int *index);
 
 /* In a forked child: keeps a reference to an object inherited from the parent that the child must never
  * use or free (its threads do not exist here), so that LeakSanitizer sees it as kept on purpose. */

@@ -191,9 +191,9 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     k->cf.keylen = 0;
     k->wake_main = cfg->wake_main;
     k->wake_ctx = cfg->wake_ctx;
-    k->fork_child = cfg->fork_child;
+    k->fork_children = cfg->fork_children;
     k->fork_ctx = cfg->fork_ctx;
-    k->max_children = cfg->max_children > 0 ? cfg->max_children : 32;
+    k->max_children = cfg->max_children > 0 ? cfg->max_children : PYC_MAX_CHILDREN_DEFAULT;
     k->main_thread = pthread_self();
     pthread_mutex_init(&k->parent_lock, NULL);
     pyc_outgate_init(&k->out);

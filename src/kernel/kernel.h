@@ -70,6 +70,11 @@
 
 typedef struct pyc_kernel pyc_kernel_t;
 
+/* Live forked sessions allowed at once unless the config says otherwise (PYC_MAX_CHILDREN): room for a
+ * fan-out of 100 (pyc.fork {"n": 100}) beside a few others.  A child of a copy-on-write session costs its
+ * own pages only (about 2 MB when fresh), but each holds five ports and a few threads. */
+#define PYC_MAX_CHILDREN_DEFAULT 128
+
 typedef struct pyc_kernel_config {
     pyc_io_t *io;                /* borrowed */
     pyc_auth_t *auth;            /* borrowed */
@@ -77,11 +82,12 @@ typedef struct pyc_kernel_config {
     void (*wake_main)(void *ctx);/* makes the main loop leave its wait, to look at pyc_kernel_quitting and run
                                   * pyc_kernel_idle */
     void *wake_ctx;
-    /* Forks one child kernel (see fork.h): the child's pid and its report in the parent, 0 in the child,
-     * -1 with err.  NULL disables the pyc.fork comm target. */
-    int (*fork_child)(void *ctx, bool outlive, json_t **info, pyc_error_t *err);
+    /* Forks n child kernels at once (see fork.h, pyc_fork_children): in the parent returns 0 with *reports
+     * a new JSON array of n entries, each a child's report or {"error"} for a child that did not start; in
+     * a child returns 1 with *index its place among the n.  NULL disables the pyc.fork comm target. */
+    int (*fork_children)(void *ctx, int n, bool outlive, json_t **reports, int *index);
     void *fork_ctx;
-    int max_children;            /* live children allowed at once (pyc.fork) */
+    int max_children;            /* live children allowed at once (pyc.fork); 0: PYC_MAX_CHILDREN_DEFAULT */
     const pyc_limits_t *limits;  /* copied; NULL for none */
     /* Ends the process at once with `code` after sending what is queued (the guard thread calls it when a
      * cell cannot be stopped, or the shutdown grace is over).  Must not return. */

@@ -85,7 +85,7 @@ struct pyc_kernel {
     char *username_json;         /* owned: the JSON-encoded username of every header */
     pyc_streams_t *streams;      /* owned */
     pthread_t main_thread;
-    int (*fork_child)(void *ctx, bool outlive, json_t **info, pyc_error_t *err);
+    int (*fork_children)(void *ctx, int n, bool outlive, json_t **reports, int *index);
     void *fork_ctx;
     int max_children;
     pyc_limits_t limits;

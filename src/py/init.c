@@ -265,6 +265,7 @@ pyc_py_init(const pyc_py_config_t *cfg, const pyc_py_host_t *host, pyc_error_t *
     PyConfig_Clear(&config);
     if (PyStatus_Exception(st))
         return pyc_error_set(err, "could not start Python: %s", st.err_msg != NULL ? st.err_msg : "unknown error");
+    pyc__py_hugepages_install();
 
     snprintf(version, sizeof version, "%d.%d.%d", PY_MAJOR_VERSION, PY_MINOR_VERSION, PY_MICRO_VERSION);
     const char *v = Py_GetVersion();

@@ -47,6 +47,9 @@ bool pyc__py_memory_error_on_sigint(void);
 
 /* The _pyc builtin module (streams, displayhook, display, input); registered before init. */
 PyObject *pyc__py_module_init(void);
+/* After Python's start: large raw blocks from now on are advised onto transparent huge pages (hugepages.c),
+ * so that a fork of a big session copies few page-table entries.  Main thread, GIL held. */
+void pyc__py_hugepages_install(void);
 
 /* Creates a stream object writing to stdout (0) or stderr (1). */
 PyObject *pyc__py_stream_new(int which);

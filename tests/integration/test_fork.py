@@ -310,3 +310,87 @@ def test_fork_branches_example_notebook():
     assert not [o for o in outs if o.output_type == "error"], outs
     table = [o for o in outs if "text/html" in o.get("data", {})]
     assert table and "n(x &gt; 1)" in table[-1]["data"]["text/html"]
+
+
+def end_all(children):
+    for c in children:
+        kill_pid(c["pid"])
+
+
+def test_fan_out_of_twenty(fresh_kernel):
+    """One request forks 20 children at once (issue 22): each answers kernel_info on its own ports, has the
+    parent's state, and is independent of its siblings."""
+    from jupyter_client.session import Session
+    import zmq
+
+    kc = fresh_kernel.kc
+    execute(kc, "v = ['parent']")
+    t0 = time.monotonic()
+    data = fork(kc, n=20)
+    took = time.monotonic() - t0
+    children = data.get("children", [])
+    try:
+        assert data["status"] == "ok" and len(children) == 20, data
+        assert len({c["pid"] for c in children}) == 20
+        assert took < 10, "the fan-out of 20 took %.1f s" % took
+        # every child serves its shell already: kernel_info from all of them, asked at once
+        ctx = zmq.Context.instance()
+        socks = []
+        for c in children:
+            info = c["connection"]
+            sock = ctx.socket(zmq.DEALER)
+            sock.connect("tcp://%s:%d" % (info["ip"], info["shell_port"]))
+            Session(key=info["key"].encode()).send(sock, "kernel_info_request", {})
+            socks.append(sock)
+        for sock in socks:
+            assert sock.poll(TIMEOUT * 1000), "a child did not answer kernel_info"
+            assert b"kernel_info_reply" in b"".join(sock.recv_multipart())
+            sock.close(0)
+        # the parent's state, and a change in one is seen in no other
+        first, second = (connect_client(c["connection_file"]) for c in children[:2])
+        try:
+            assert eval_value(first, "v") == "['parent']"
+            execute(first, "v.append('first')")
+            assert eval_value(first, "v") == "['parent', 'first']"
+            assert eval_value(second, "v") == "['parent']"
+            assert eval_value(kc, "v") == "['parent']"
+        finally:
+            first.stop_channels()
+            second.stop_channels()
+    finally:
+        end_all(children)
+    for c in children:
+        assert wait_dead(c["pid"])
+
+
+def test_fan_out_that_partly_fails_says_which():
+    """Children that cannot bind their ports (a port range of 12 ports holds two children's five) are
+    reported as failed, the others as started, without hanging."""
+    import zmq
+
+    probe = zmq.Context().socket(zmq.REP)
+    base = probe.bind_to_random_port("tcp://127.0.0.1", min_port=20000, max_port=40000)
+    probe.close(0)
+    from pyctest import Kernel
+
+    k = Kernel("pyc", env={"PYC_PORT_RANGE": "%d-%d" % (base, base + 11)})
+    t0 = time.monotonic()
+    data = fork(k.kc, n=6)
+    children = data.get("children", [])
+    try:
+        assert time.monotonic() - t0 < 15
+        assert data["status"] == "error" and data["ename"] == "ForkError", data
+        assert 1 <= len(data["failed"]) and len(children) + len(data["failed"]) == 6, data
+        assert len(children) <= 2, data
+        assert "did not start" in data["evalue"] and all(f["error"] for f in data["failed"]), data
+        for c in children:
+            ckc = connect_client(c["connection_file"])
+            assert eval_value(ckc, "1 + 1") == "2"
+            ckc.stop_channels()
+        for f in data["failed"]:
+            if "pid" in f:
+                assert wait_dead(f["pid"])
+        assert eval_value(k.kc, "2 + 2") == "4"
+    finally:
+        end_all(children)
+        k.shutdown(now=True)
