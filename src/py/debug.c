@@ -130,6 +130,12 @@ pyc__py_debug_forget(void)
     PyErr_Clear();
 }
 
+bool
+pyc__py_debugging(void)
+{
+    return atomic_load(&debug_on) != 0;
+}
+
 void
 pyc__py_debug_trace(void)
 {

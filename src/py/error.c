@@ -55,6 +55,22 @@ pyc__py_note_cell(PyObject *filename, int execution_count)
     Py_XDECREF(count);
 }
 
+bool
+pyc__py_cell_noted(PyObject *filename)
+{
+    int r = cell_counts != NULL ? PyDict_Contains(cell_counts, filename) : 0;
+    if (r < 0)
+        PyErr_Clear();
+    return r == 1;
+}
+
+void
+pyc__py_forget_cell(PyObject *filename)
+{
+    if (cell_counts != NULL && PyDict_DelItem(cell_counts, filename) < 0)
+        PyErr_Clear();
+}
+
 /* The traceback entries of an error: pyc._traceback's IPython-style layout (entries as they are sent), or
  * the traceback module's when that fails (*strip is then true: its lines end with a newline that the entries
  * must not have).  Returns a new list or NULL with a Python error set. */

@@ -1,16 +1,13 @@
 /*
  * exec.c -- running a cell (and pyc._shell around it), user_expressions, is_complete, and fork-isolated cells.
  *
- * A cell is parsed once into an AST (with top-level await allowed).  When its last statement is an
- * expression, that statement is split off and compiled in "single" mode, so that CPython itself calls
- * sys.displayhook with its value, exactly as at the >>> prompt; the rest runs in "exec" mode.  A last line
- * ending in ';' suppresses the result, as in IPython.  When a part awaits (top-level await), the whole cell
- * runs as one coroutine on the kernel's asyncio loop (async.c, pyc._asyncio).
- *
- * The cell is compiled under the file name the debugger protocol gives its text (cellfile.h: the same
- * name JupyterLab computes, so that its breakpoints map, as with ipykernel), and its source is registered in
- * linecache under that name, so tracebacks and inspect show the user's lines; its error becomes an error
- * content in error.c.
+ * A cell is compiled and run by cell.c (the fast path for cells whose result cannot be shown, the AST path
+ * with IPython's last-expression display otherwise, linecache).  Here it is named, wrapped in the shell's
+ * pre- and post-cell events, retried through the IPython-style transforms when it does not parse, and its
+ * error becomes an error content in error.c.  The cell is compiled under the file name the debugger protocol
+ * gives its text (cellfile.h: the same name JupyterLab computes, so that its breakpoints map, as with
+ * ipykernel).  Its source stays registered in linecache after it only when something may still ask for its
+ * lines (cell.c explains when).
  */
 #include "pyint.h"
 
@@ -22,152 +19,6 @@
 #include "cellfile.h"
 
 static unsigned long cell_serial;
-/* ---- running ----------------------------------------------------------------------------------------- */
-
-/* Registers the cell's source with linecache so tracebacks and inspect can show it. */
-static void
-register_source(PyObject *filename, const char *code)
-{
-    PyObject *linecache = PyImport_ImportModule("linecache");
-    PyObject *cache = linecache != NULL ? PyObject_GetAttrString(linecache, "cache") : NULL;
-    PyObject *text = PyUnicode_FromString(code);
-    PyObject *lines = text != NULL ? PyUnicode_Splitlines(text, 1) : NULL;
-    if (cache != NULL && lines != NULL) {
-        PyObject *entry = Py_BuildValue("(nOOO)", (Py_ssize_t)strlen(code), Py_None, lines, filename);
-        if (entry == NULL || PyObject_SetItem(cache, filename, entry) < 0)
-            PyErr_Clear();
-        Py_XDECREF(entry);
-    }
-    PyErr_Clear();
-    Py_XDECREF(lines);
-    Py_XDECREF(text);
-    Py_XDECREF(cache);
-    Py_XDECREF(linecache);
-}
-
-/* Compiles an AST node in mode (top-level await allowed); a new code object or NULL with a Python error. */
-static PyObject *
-compile_node(PyObject *node, PyObject *filename, const char *mode)
-{
-    PyObject *builtins = PyEval_GetBuiltins();
-    PyObject *compile = PyDict_GetItemString(builtins, "compile");
-    if (compile == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "builtins.compile is missing");
-        return NULL;
-    }
-    return PyObject_CallFunction(compile, "OOsii", node, filename, mode, PyCF_ALLOW_TOP_LEVEL_AWAIT, 1);
-}
-
-/* Runs the cell's code objects in order.  When one of them awaits, all of them run as one coroutine on the
- * kernel's asyncio loop (async.c), so that what the first part starts (a task) is there for the await. */
-static int
-run_codes(PyObject *codes, PyObject *globals)
-{
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(codes); i++) {
-        if (((PyCodeObject *)PyList_GET_ITEM(codes, i))->co_flags & CO_COROUTINE)
-            return pyc__py_run_async(codes, globals);
-    }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(codes); i++) {
-        PyObject *r = PyEval_EvalCode(PyList_GET_ITEM(codes, i), globals, globals);
-        if (r == NULL)
-            return -1;
-        Py_DECREF(r);
-    }
-    return 0;
-}
-
-/* True when the cell's last line of code ends with ';' (outside a comment, roughly as IPython decides). */
-static int
-ends_with_semicolon(const char *code)
-{
-    size_t n = strlen(code);
-    while (n > 0 && (code[n - 1] == ' ' || code[n - 1] == '\t' || code[n - 1] == '\n' || code[n - 1] == '\r'))
-        n--;
-    if (n == 0 || code[n - 1] != ';')
-        return 0;
-    size_t start = n;
-    while (start > 0 && code[start - 1] != '\n')
-        start--;
-    return memchr(code + start, '#', n - start) == NULL;
-}
-
-/* Runs a cell: code, which was made from the text raw (the same text, or raw after the IPython-style
- * transforms, which keep its lines where they were).  The file name is raw's.  Unless silent, a last
- * expression statement goes through sys.displayhook.  Returns 0, -1 when it raised (Python error set), or -2
- * when it did not parse (a SyntaxError is set and no code ran). */
-static int
-run_cell(const char *code, const char *raw, PyObject *globals, bool silent)
-{
-    char name[512];
-    if (pyc_cellfile_name(raw, strlen(raw), name, sizeof name) < 0)
-        snprintf(name, sizeof name, "<cell-%lu>", ++cell_serial);  /* a $TMPDIR too long to name files in */
-    PyObject *filename = PyUnicode_FromString(name);
-    if (filename == NULL)
-        return -1;
-    register_source(filename, code);
-    pyc__py_note_cell(filename, pyc__py_here()->execution_count);
-
-    PyCompilerFlags flags = {PyCF_ONLY_AST | PyCF_ALLOW_TOP_LEVEL_AWAIT, PY_MINOR_VERSION};
-    PyObject *mod = Py_CompileStringObject(code, filename, Py_file_input, &flags, -1);
-    PyObject *body = NULL, *last = NULL, *interactive = NULL;
-    int rc = -1;
-    if (mod == NULL) {
-        rc = -2;                 /* nothing ran: the caller may try the IPython-style transforms */
-        goto out;
-    }
-    body = PyObject_GetAttrString(mod, "body");
-    if (body == NULL || !PyList_Check(body))
-        goto out;
-    Py_ssize_t n = PyList_GET_SIZE(body);
-    if (n > 0) {
-        PyObject *ast = PyImport_ImportModule("_ast");
-        PyObject *expr_type = ast != NULL ? PyObject_GetAttrString(ast, "Expr") : NULL;
-        PyObject *inter_type = ast != NULL ? PyObject_GetAttrString(ast, "Interactive") : NULL;
-        if (expr_type != NULL && inter_type != NULL &&
-            !silent && PyObject_IsInstance(PyList_GET_ITEM(body, n - 1), expr_type) == 1 &&
-            !ends_with_semicolon(code)) {
-            last = PyList_GET_ITEM(body, n - 1);
-            Py_INCREF(last);
-            if (PyList_SetSlice(body, n - 1, n, NULL) == 0) {
-                PyObject *one = PyList_New(1);
-                if (one != NULL) {
-                    Py_INCREF(last);
-                    PyList_SET_ITEM(one, 0, last);
-                    PyObject *kw = Py_BuildValue("{s:O}", "body", one);
-                    PyObject *noargs = PyTuple_New(0);
-                    interactive = kw != NULL && noargs != NULL ? PyObject_Call(inter_type, noargs, kw) : NULL;
-                    Py_XDECREF(noargs);
-                    Py_XDECREF(kw);
-                    Py_DECREF(one);
-                }
-            }
-        }
-        Py_XDECREF(expr_type);
-        Py_XDECREF(inter_type);
-        Py_XDECREF(ast);
-        if (PyErr_Occurred())
-            goto out;
-    }
-    PyObject *codes = PyList_New(0);
-    PyObject *compiled = codes != NULL ? compile_node(mod, filename, "exec") : NULL;
-    int added = compiled != NULL ? PyList_Append(codes, compiled) : -1;
-    Py_XDECREF(compiled);
-    if (added == 0 && interactive != NULL) {
-        compiled = compile_node(interactive, filename, "single");
-        added = compiled != NULL ? PyList_Append(codes, compiled) : -1;
-        Py_XDECREF(compiled);
-    }
-    if (added == 0)
-        rc = run_codes(codes, globals);
-    Py_XDECREF(codes);
-out:
-    Py_XDECREF(interactive);
-    Py_XDECREF(last);
-    Py_XDECREF(body);
-    Py_XDECREF(mod);
-    Py_DECREF(filename);
-    return rc;
-}
 
 PyObject *
 pyc__py_support(const char *module, const char *name)
@@ -244,9 +95,10 @@ call_support(const char *module, const char *func, PyObject *args)
 }
 
 /* The cell did not parse: tries pyc._transform.transform_cell (the IPython-style lines !cmd, %magic,
- * obj?).  When it changes nothing, or fails, the original SyntaxError stands. */
+ * obj?), compiled under the original text's file name.  When it changes nothing, or fails, the original
+ * SyntaxError stands. */
 static int
-run_transformed(const char *code, PyObject *globals, bool silent)
+run_transformed(const char *code, PyObject *filename, PyObject *globals, bool silent, bool *lasting)
 {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
@@ -263,7 +115,7 @@ run_transformed(const char *code, PyObject *globals, bool silent)
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);
-    int rc = run_cell(tcode, code, globals, silent);
+    int rc = pyc__py_run_cell(tcode, filename, globals, silent, lasting);
     Py_DECREF(t);
     return rc;
 }
@@ -465,9 +317,14 @@ execute_as(pyc__py_cell_t *cell, const char *code, const pyc_py_exec_opts_t *opt
     }
     bool post = is_main && !opts->silent && globals != NULL && shell_pre_cell(code, opts);
     pyc__py_debug_trace();
-    int rc = globals != NULL ? run_cell(code, code, globals, opts->silent) : -1;
+    char name[512];
+    if (pyc_cellfile_name(code, strlen(code), name, sizeof name) < 0)
+        snprintf(name, sizeof name, "<cell-%lu>", ++cell_serial);  /* a $TMPDIR too long to name files in */
+    PyObject *filename = globals != NULL ? PyUnicode_FromString(name) : NULL;
+    bool known = filename != NULL && pyc__py_cell_source_known(filename), lasting = false;
+    int rc = filename != NULL ? pyc__py_run_cell(code, filename, globals, opts->silent, &lasting) : -1;
     if (rc == -2 && strpbrk(code, "!%?") != NULL)
-        rc = run_transformed(code, globals, opts->silent);
+        rc = run_transformed(code, filename, globals, opts->silent, &lasting);
     after_cell();
     if (post)
         shell_post_cell(rc == 0);
@@ -477,6 +334,10 @@ execute_as(pyc__py_cell_t *cell, const char *code, const pyc_py_exec_opts_t *opt
             PyErr_SetString(PyExc_RuntimeError, "the kernel lost its __main__ module");
         res->error = pyc__py_error_content();
     }
+    /* After the error content, whose traceback read the cell's lines. */
+    if (rc == 0 && !known && !lasting && !pyc__py_debugging())
+        pyc__py_cell_forget_source(filename);
+    Py_XDECREF(filename);
     if (res->ok)
         res->user_expressions = eval_user_expressions(opts->user_expressions, globals);
     else

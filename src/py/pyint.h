@@ -76,6 +76,9 @@ void pyc__py_debug_forget(void);
 /* Before a cell, on the main thread with the GIL: makes the debugger trace it while a debug session is on. */
 void pyc__py_debug_trace(void);
 
+/* True while a debug session is on (pyc_py_debug_session): every cell's source is then kept (exec.c). */
+bool pyc__py_debugging(void);
+
 /* Converts JSON to Python objects; a new reference or NULL with a Python error set. */
 PyObject *pyc__py_from_json(json_t *j);
 
@@ -89,8 +92,29 @@ int pyc__py_format(PyObject *obj, bool self_display, json_t **data, json_t **met
  * Python error set. */
 PyObject *pyc__py_support(const char *module, const char *name);
 
+/* Compiles and runs a cell under filename (cell.c): code, which was made from the cell's text (the same text,
+ * or the text after the IPython-style transforms, which keep its lines where they were), with its source
+ * registered in linecache.  Unless silent, a last expression statement goes through sys.displayhook.
+ * *lasting is set when the cell's code defines code objects that may run after it.  Returns 0, -1 when it
+ * raised (Python error set), or -2 when it did not parse (a SyntaxError is set and no code ran). */
+int pyc__py_run_cell(const char *code, PyObject *filename, PyObject *globals, bool silent, bool *lasting);
+
+/* True when linecache holds filename's lines or a cell was noted under it: the name is not new to the cell
+ * about to run, so what registered it before may still need it after. */
+bool pyc__py_cell_source_known(PyObject *filename);
+
+/* Drops what pyc__py_run_cell registered, and pyc__py_note_cell noted, for a cell that nothing can ask
+ * about any more. */
+void pyc__py_cell_forget_source(PyObject *filename);
+
 /* Notes the execution count of the cell compiled under filename, for tracebacks (error.c). */
 void pyc__py_note_cell(PyObject *filename, int execution_count);
+
+/* True when a cell was noted under filename and not forgotten since. */
+bool pyc__py_cell_noted(PyObject *filename);
+
+/* Forgets the cell noted under filename: for a cell none of whose frames can show in a later traceback. */
+void pyc__py_forget_cell(PyObject *filename);
 
 /* Formats the current Python exception as {"ename", "evalue", "traceback"} and clears it.  Frames before
  * the first frame of a cell are dropped from the traceback. */

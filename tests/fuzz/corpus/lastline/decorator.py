@@ -1,0 +1,3 @@
+@d
+class C:
+    a: int = 1
