@@ -94,6 +94,22 @@ pyc_buf_addf(pyc_buf_t *b, const char *fmt, ...)
     return 0;
 }
 
+int
+pyc_buf_add_int(pyc_buf_t *b, long long v)
+{
+    char digits[24];             /* 19 digits of 2^63, a sign */
+    char *p = digits + sizeof digits;
+    /* The magnitude as unsigned, so that LLONG_MIN has one too. */
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u > 0);
+    if (v < 0)
+        *--p = '-';
+    return pyc_buf_add(b, p, (size_t)(digits + sizeof digits - p));
+}
+
 /* Length of the valid UTF-8 sequence at s (at most n bytes available), or 0 when it is not valid. */
 static size_t
 utf8_seq(const unsigned char *s, size_t n)

@@ -41,6 +41,10 @@ int pyc_buf_addf(pyc_buf_t *b, const char *fmt, ...)
 #endif
     ;
 
+/* Appends v in decimal, as printf's "%lld" would, without printf's cost (the hot path writes a few numbers per
+ * reply). */
+int pyc_buf_add_int(pyc_buf_t *b, long long v);
+
 /* Appends s (n bytes, possibly with NULs and invalid UTF-8) as a quoted JSON string.  Control characters,
  * quote and backslash are escaped; every byte sequence that is not valid UTF-8 becomes U+FFFD, so the
  * result is always valid JSON. */

@@ -15,6 +15,8 @@
 #include <cmocka.h>
 
 #include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -269,6 +271,32 @@ test_addf(void **state)
     pyc_buf_init(&b, 5);
     assert_int_equal(pyc_buf_addf(&b, "%05u", 123u), 0);
     assert_string_equal(b.data, "00123");
+    pyc_buf_free(&b);
+}
+
+static void
+test_add_int(void **state)
+{
+    (void)state;
+    static const long long vals[] = {0, 7, -1, 10, 99, -100, 123456789, 2147483647LL, -2147483648LL,
+                                     LLONG_MAX, LLONG_MIN};
+    pyc_buf_t b;
+    char want[32];
+    pyc_buf_init(&b, 4096);
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        pyc_buf_reset(&b);
+        assert_int_equal(pyc_buf_add_int(&b, vals[i]), 0);
+        snprintf(want, sizeof want, "%lld", vals[i]);
+        assert_string_equal(b.data, want);
+        assert_int_equal(b.len, strlen(want));
+    }
+    pyc_buf_free(&b);
+
+    /* Past the cap: nothing is written. */
+    pyc_buf_init(&b, 3);
+    assert_int_equal(pyc_buf_add_int(&b, 12), 0);
+    assert_int_equal(pyc_buf_add_int(&b, 34), -1);
+    assert_string_equal(b.data, "12");
     pyc_buf_free(&b);
 }
 
@@ -591,6 +619,7 @@ main(void)
         cmocka_unit_test(test_cap_enforced),
         cmocka_unit_test(test_out_of_memory),
         cmocka_unit_test(test_addf),
+        cmocka_unit_test(test_add_int),
         cmocka_unit_test(test_reset),
         cmocka_unit_test(test_detach),
         cmocka_unit_test(test_json_escapes),
