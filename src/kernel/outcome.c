@@ -3,6 +3,7 @@
  */
 #include "outcome.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,27 +95,149 @@ pyc_outcome_limit_error(const pyc_limit_stop_t *s, json_t *traceback)
     return json_pack("{s:s, s:s, s:o}", "ename", ename, "evalue", evalue, "traceback", tb);
 }
 
-json_t *
-pyc_outcome_metadata(const pyc_outcome_t *o)
+/* What metadata.pyc derives from an outcome, computed in one place for its two writers. */
+typedef struct facts {
+    bool dropped;                /* output_dropped */
+    const char *limit;           /* limit, NULL for null */
+    bool timed_out;
+    bool ending;                 /* kernel_ending, and state "lost" */
+} facts_t;
+
+static facts_t
+facts_of(const pyc_outcome_t *o)
 {
     const pyc_outgate_stats_t *g = &o->output;
-    json_t *output = json_pack("{s:I, s:I, s:I, s:I}", "bytes", (json_int_t)g->bytes, "messages",
-                               (json_int_t)g->msgs, "dropped_bytes", (json_int_t)g->dropped_bytes,
-                               "dropped_messages", (json_int_t)g->dropped_msgs);
-    bool dropped = g->dropped_msgs > 0 || g->dropped_bytes > 0;
-    const char *limit = o->why > PYC_GUARD_NONE && o->why <= PYC_GUARD_MEMORY ? pyc_outcome_limit_names[o->why]
-                                                                              : NULL;
-    bool timed_out = o->why == PYC_GUARD_DEADLINE || o->why == PYC_GUARD_LIFETIME;
     /* The state is the session's, as README's table says: "intact" only when the kernel and its namespace go
      * on after this reply.  A kernel that ends after it -- cleanly at its lifetime, or at a shutdown that came
      * during the cell -- loses its state as surely as a stuck one, and a client must not send its next cell
      * there. */
-    bool ending = o->lost || o->kernel_ending;
+    return (facts_t){
+        .dropped = g->dropped_msgs > 0 || g->dropped_bytes > 0,
+        .limit = o->why > PYC_GUARD_NONE && o->why <= PYC_GUARD_MEMORY ? pyc_outcome_limit_names[o->why] : NULL,
+        .timed_out = o->why == PYC_GUARD_DEADLINE || o->why == PYC_GUARD_LIFETIME,
+        .ending = o->lost || o->kernel_ending,
+    };
+}
+
+json_t *
+pyc_outcome_metadata(const pyc_outcome_t *o)
+{
+    const pyc_outgate_stats_t *g = &o->output;
+    facts_t f = facts_of(o);
+    json_t *output = json_pack("{s:I, s:I, s:I, s:I}", "bytes", (json_int_t)g->bytes, "messages",
+                               (json_int_t)g->msgs, "dropped_bytes", (json_int_t)g->dropped_bytes,
+                               "dropped_messages", (json_int_t)g->dropped_msgs);
     return json_pack("{s:s, s:b, s:b, s:o, s:b, s:o, s:b, s:s, s:b, s:f, s:f}", "outcome", o->outcome,
-                     "interrupted", o->interrupted, "timed_out", timed_out, "limit",
-                     limit != NULL ? json_string(limit) : json_null(), "output_dropped", dropped, "output", output,
-                     "memory_cap_hit", o->memory_hit, "state", ending ? "lost" : "intact", "kernel_ending", ending,
-                     "wall_time", o->wall, "cpu_time", o->cpu);
+                     "interrupted", o->interrupted, "timed_out", f.timed_out, "limit",
+                     f.limit != NULL ? json_string(f.limit) : json_null(), "output_dropped", f.dropped, "output",
+                     output, "memory_cap_hit", o->memory_hit, "state", f.ending ? "lost" : "intact",
+                     "kernel_ending", f.ending, "wall_time", o->wall, "cpu_time", o->cpu);
+}
+
+/* The members pyc_outcome_metadata writes, which an extra member of the text form must not name. */
+static const char *const fixed_members[] = {"outcome", "interrupted", "timed_out", "limit", "output_dropped",
+                                            "output", "memory_cap_hit", "state", "kernel_ending", "wall_time",
+                                            "cpu_time"};
+
+static bool
+seconds_fit(double t)
+{
+    return t >= 0 && t < 1e9;       /* false for NaN too */
+}
+
+/* Appends t seconds (seconds_fit) rounded to the nanosecond as a JSON real: at least one digit after the
+ * point and no trailing zeros ("0.5", "1.011688964", "0.0"), so that it parses as a real, as jansson's
+ * "%.17g" does, without printf's cost for doubles. */
+static int
+add_seconds(pyc_buf_t *b, double t)
+{
+    uint64_t ns = (uint64_t)(t * 1e9 + 0.5);
+    unsigned frac = (unsigned)(ns % 1000000000u);
+    char digits[10] = {'.'};
+    size_t n = 10;
+    for (size_t i = 9; i > 0; i--, frac /= 10)
+        digits[i] = (char)('0' + frac % 10);
+    while (n > 2 && digits[n - 1] == '0')
+        n--;
+    return pyc_buf_add_int(b, (long long)(ns / 1000000000u)) < 0 || pyc_buf_add(b, digits, n) < 0 ? -1 : 0;
+}
+
+/* Appends a member's name with its quotes and colon, and the separating comma before it unless first. */
+static int
+add_name(pyc_buf_t *b, const char *name, bool first)
+{
+    return (first ? 0 : pyc_buf_add(b, ",", 1)) < 0 || pyc_buf_add(b, "\"", 1) < 0 ||
+                   pyc_buf_adds(b, name) < 0 || pyc_buf_add(b, "\":", 2) < 0
+               ? -1
+               : 0;
+}
+
+static int
+add_bool(pyc_buf_t *b, const char *name, bool v)
+{
+    return add_name(b, name, false) < 0 || (v ? pyc_buf_add(b, "true", 4) : pyc_buf_add(b, "false", 5)) < 0
+               ? -1
+               : 0;
+}
+
+static int
+add_count(pyc_buf_t *b, const char *name, size_t v, bool first)
+{
+    return add_name(b, name, first) < 0 || pyc_buf_add_int(b, (long long)v) < 0 ? -1 : 0;
+}
+
+static int
+add_extra(pyc_buf_t *b, json_t *extra)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(extra, key, v) {
+        char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        int rc = text == NULL || pyc_buf_add(b, ",", 1) < 0 || pyc_buf_add_json_string(b, key, strlen(key)) < 0 ||
+                         pyc_buf_add(b, ":", 1) < 0 || pyc_buf_adds(b, text) < 0
+                     ? -1
+                     : 0;
+        free(text);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int
+pyc_outcome_metadata_text(pyc_buf_t *b, const pyc_outcome_t *o, json_t *extra)
+{
+    const pyc_outgate_stats_t *g = &o->output;
+    facts_t f = facts_of(o);
+    size_t start = b->len;
+    if (o->outcome == NULL || !seconds_fit(o->wall) || !seconds_fit(o->cpu))
+        return -1;
+    if (extra != NULL) {
+        if (!json_is_object(extra))
+            return -1;
+        for (size_t i = 0; i < sizeof fixed_members / sizeof fixed_members[0]; i++)
+            if (json_object_get(extra, fixed_members[i]) != NULL)
+                return -1;
+    }
+    if (pyc_buf_add(b, "{", 1) < 0 || add_name(b, "outcome", true) < 0 ||
+        pyc_buf_add_json_string(b, o->outcome, strlen(o->outcome)) < 0 ||
+        add_bool(b, "interrupted", o->interrupted) < 0 || add_bool(b, "timed_out", f.timed_out) < 0 ||
+        add_name(b, "limit", false) < 0 ||
+        (f.limit != NULL ? pyc_buf_add_json_string(b, f.limit, strlen(f.limit)) : pyc_buf_add(b, "null", 4)) < 0 ||
+        add_bool(b, "output_dropped", f.dropped) < 0 || add_name(b, "output", false) < 0 ||
+        pyc_buf_add(b, "{", 1) < 0 || add_count(b, "bytes", g->bytes, true) < 0 ||
+        add_count(b, "messages", g->msgs, false) < 0 || add_count(b, "dropped_bytes", g->dropped_bytes, false) < 0 ||
+        add_count(b, "dropped_messages", g->dropped_msgs, false) < 0 || pyc_buf_add(b, "}", 1) < 0 ||
+        add_bool(b, "memory_cap_hit", o->memory_hit) < 0 || add_name(b, "state", false) < 0 ||
+        pyc_buf_adds(b, f.ending ? "\"lost\"" : "\"intact\"") < 0 || add_bool(b, "kernel_ending", f.ending) < 0 ||
+        add_name(b, "wall_time", false) < 0 || add_seconds(b, o->wall) < 0 || add_name(b, "cpu_time", false) < 0 ||
+        add_seconds(b, o->cpu) < 0 || (extra != NULL && add_extra(b, extra) < 0) || pyc_buf_add(b, "}", 1) < 0) {
+        b->len = start;
+        if (b->data != NULL)
+            b->data[start] = '\0';
+        return -1;
+    }
+    return 0;
 }
 
 /* The size of v as compact JSON. */

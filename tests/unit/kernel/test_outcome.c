@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <stdint.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -226,6 +227,123 @@ test_state_of_every_outcome(void **state)
     }
 }
 
+/* The text form of metadata.pyc next to the object of pyc_outcome_metadata (with extra merged as execute.c
+ * merges an isolated cell's): the same members in the same order with the same values and types, times
+ * equal to the nanosecond. */
+static void
+assert_text_matches(const pyc_outcome_t *o, json_t *extra)
+{
+    json_t *want = pyc_outcome_metadata(o);
+    assert_non_null(want);
+    if (extra != NULL)
+        assert_int_equal(json_object_update(want, extra), 0);
+    pyc_buf_t b;
+    pyc_buf_init(&b, 4096);
+    assert_int_equal(pyc_buf_adds(&b, "x"), 0);   /* it appends */
+    assert_int_equal(pyc_outcome_metadata_text(&b, o, extra), 0);
+    assert_int_equal(b.data[0], 'x');
+    json_error_t jerr;
+    json_t *got = json_loads(b.data + 1, 0, &jerr);
+    if (got == NULL)
+        fail_msg("%s does not parse: %s", b.data + 1, jerr.text);
+    static const char *const times[] = {"wall_time", "cpu_time"};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *g = json_object_get(got, times[i]), *w = json_object_get(want, times[i]);
+        assert_true(json_is_real(g));
+        double d = json_real_value(g) - json_real_value(w);
+        if (!(d <= 0.5e-9 + 1e-15 * json_real_value(w) && -d <= 0.5e-9 + 1e-15 * json_real_value(w)))
+            fail_msg("%s: %.17g in the text, %.17g in the object", times[i], json_real_value(g), json_real_value(w));
+        json_object_set(got, times[i], w);
+    }
+    assert_true(json_equal(got, want));
+    /* Dumped in the order parsed: equal text means the same order, and the same types (true is no 1). */
+    char *gt = json_dumps(got, JSON_COMPACT), *wt = json_dumps(want, JSON_COMPACT);
+    assert_string_equal(gt, wt);
+    free(gt);
+    free(wt);
+    json_decref(got);
+    json_decref(want);
+    pyc_buf_free(&b);
+}
+
+static void
+test_metadata_text(void **state)
+{
+    (void)state;
+    const pyc_outcome_t rows[] = {
+        {.outcome = "ok", .output = {.bytes = 12, .msgs = 2}, .wall = 0.000034567, .cpu = 0.000031},
+        {.outcome = "ok", .wall = 0, .cpu = 0},
+        {.outcome = "error", .wall = 1.011688964, .cpu = 0.017191282},
+        {.outcome = "timeout", .interrupted = true, .why = PYC_GUARD_DEADLINE, .wall = 1.5, .cpu = 1.25,
+         .output = {.bytes = 10240, .msgs = 1, .dropped_bytes = 44826, .dropped_msgs = 1}},
+        {.outcome = "lifetime", .interrupted = true, .why = PYC_GUARD_LIFETIME, .kernel_ending = true,
+         .wall = 3600.000000001, .cpu = 12345.678901234},
+        {.outcome = "timeout", .interrupted = true, .why = PYC_GUARD_DEADLINE, .lost = true, .wall = 999999999.5,
+         .cpu = 3e-7},
+        {.outcome = "interrupted", .interrupted = true, .wall = 0.502985267, .cpu = 0.00137526},
+        {.outcome = "error", .interrupted = true, .why = PYC_GUARD_MEMORY, .memory_hit = true, .wall = 2.25,
+         .cpu = 1.0 / 3},
+        {.outcome = "error", .memory_hit = true, .wall = 0.1, .cpu = 0.2},
+        {.outcome = "bad_request", .wall = 1e-9, .cpu = 4.9e-10},
+        {.outcome = "ok", .output = {.bytes = (size_t)1 << 40, .msgs = 1000000, .dropped_msgs = 7},
+         .wall = 0.9999999996, .cpu = 86400},
+        {.outcome = "odd \"outcome\"\n\xc3\xa9", .wall = 1, .cpu = 2},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        print_message("row %zu: %s\n", i, rows[i].outcome);
+        assert_text_matches(&rows[i], NULL);
+    }
+    /* An isolated cell's members, merged after the fixed ones as execute.c merges them. */
+    json_t *iso = json_pack("{s:s, s:[s, s], s:{s:s}}", "isolated", "fork", "merged", "a", "b", "skipped", "f",
+                            "cannot pickle a \"lock\"");
+    pyc_outcome_t o = {.outcome = "ok", .output = {.bytes = 3, .msgs = 1}, .wall = 0.0123, .cpu = 0.004};
+    assert_text_matches(&o, iso);
+    json_t *empty = json_object();
+    assert_text_matches(&o, empty);
+    json_decref(empty);
+    json_decref(iso);
+}
+
+/* What the text form cannot say exactly it refuses, leaving the buffer as it was. */
+static void
+test_metadata_text_refuses(void **state)
+{
+    (void)state;
+    pyc_buf_t b;
+    pyc_buf_init(&b, 4096);
+    assert_int_equal(pyc_buf_adds(&b, "kept"), 0);
+    pyc_outcome_t ok = {.outcome = "ok", .wall = 0.5, .cpu = 0.25};
+    json_t *clash = json_pack("{s:s, s:s}", "isolated", "fork", "state", "lost");
+    json_t *arr = json_array();
+    const struct {
+        pyc_outcome_t o;
+        json_t *extra;
+    } rows[] = {
+        {ok, clash},                               /* json_object_update would replace "state" in place */
+        {ok, arr},                                 /* not an object */
+        {{.outcome = NULL}, NULL},
+        {{.outcome = "ok", .wall = -1e-9}, NULL},
+        {{.outcome = "ok", .cpu = NAN}, NULL},
+        {{.outcome = "ok", .wall = 1e9}, NULL},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        print_message("row %zu\n", i);
+        assert_int_equal(pyc_outcome_metadata_text(&b, &rows[i].o, rows[i].extra), -1);
+        assert_string_equal(b.data, "kept");
+        assert_int_equal(b.len, 4);
+    }
+    /* Past the cap: nothing of it stays. */
+    pyc_buf_t small;
+    pyc_buf_init(&small, 100);
+    assert_int_equal(pyc_buf_adds(&small, "kept"), 0);
+    assert_int_equal(pyc_outcome_metadata_text(&small, &ok, NULL), -1);
+    assert_string_equal(small.data, "kept");
+    pyc_buf_free(&small);
+    json_decref(clash);
+    json_decref(arr);
+    pyc_buf_free(&b);
+}
+
 int
 main(void)
 {
@@ -237,6 +355,8 @@ main(void)
         cmocka_unit_test(test_memory_error_and_clock),
         cmocka_unit_test(test_fit_error),
         cmocka_unit_test(test_state_of_every_outcome),
+        cmocka_unit_test(test_metadata_text),
+        cmocka_unit_test(test_metadata_text_refuses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
