@@ -146,6 +146,72 @@ history_add(pyc_kernel_t *k, int count, const char *code)
     k->history_unkicked++;
 }
 
+/* Publishes execute_input: {"code", "execution_count"}, written as text (code_v is a jansson string, valid
+ * UTF-8, so the JSON string encoder writes the same string jansson would). */
+static void
+publish_execute_input(pyc_kernel_t *k, const pyc_msg_t *msg, json_t *code_v, int count)
+{
+    pyc_buf_t b;
+    size_t len;
+    pyc_buf_init(&b, SIZE_MAX / 2);
+    if (pyc_buf_add(&b, "{\"code\":", 8) < 0 ||
+        pyc_buf_add_json_string(&b, json_string_value(code_v), json_string_length(code_v)) < 0 ||
+        pyc_buf_adds(&b, ",\"execution_count\":") < 0 || pyc_buf_add_int(&b, count) < 0 ||
+        pyc_buf_add(&b, "}", 1) < 0) {
+        pyc_buf_free(&b);
+        pyc_log("could not encode the content of execute_input (out of memory)");
+        return;
+    }
+    char *text = pyc_buf_detach(&b, &len);
+    pyc__publish_text(k, msg, "execute_input", text, len);
+}
+
+/* Appends v (borrowed) as compact JSON, or `empty` when v is NULL.  Empty objects and arrays, the usual
+ * user_expressions and payload, are written without jansson. */
+static int
+add_json_or_empty(pyc_buf_t *b, json_t *v, const char *empty)
+{
+    if (v == NULL)
+        return pyc_buf_adds(b, empty);
+    if (json_is_object(v) && json_object_size(v) == 0)
+        return pyc_buf_add(b, "{}", 2);
+    if (json_is_array(v) && json_array_size(v) == 0)
+        return pyc_buf_add(b, "[]", 2);
+    char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    int rc = text != NULL ? pyc_buf_adds(b, text) : -1;
+    free(text);
+    return rc;
+}
+
+/* The execute_reply of a cell that ran to its end (status ok) as text: metadata {"started", "dependencies_met",
+ * "status", "pyc"} and content {"status", "execution_count", "user_expressions", "payload"}, in the members'
+ * order of the jansson path.  Every cell that succeeds is answered this way; its fixed shape costs a tenth of
+ * building and dumping the objects.  iso_md (borrowed, may be NULL) holds an isolated cell's members of
+ * metadata.pyc.  Returns 0 with *md_out (a NUL-terminated string) and *content_out (content_len bytes), both
+ * malloc'd and the caller's; or -1 with neither, when pyc_outcome_metadata_text cannot write the same object
+ * or memory ran out, and the caller builds the reply with jansson. */
+static int
+ok_reply_text(int count, const pyc_py_exec_result_t *res, const pyc_outcome_t *o, json_t *iso_md, char **md_out,
+              char **content_out, size_t *content_len)
+{
+    pyc_buf_t md, content;
+    pyc_buf_init(&md, SIZE_MAX / 2);
+    pyc_buf_init(&content, SIZE_MAX / 2);
+    if (pyc__reply_metadata_open(&md, "ok") < 0 || pyc_buf_adds(&md, ",\"pyc\":") < 0 ||
+        pyc_outcome_metadata_text(&md, o, iso_md) < 0 || pyc_buf_add(&md, "}", 1) < 0 ||
+        pyc_buf_adds(&content, "{\"status\":\"ok\",\"execution_count\":") < 0 ||
+        pyc_buf_add_int(&content, count) < 0 || pyc_buf_adds(&content, ",\"user_expressions\":") < 0 ||
+        add_json_or_empty(&content, res->user_expressions, "{}") < 0 || pyc_buf_adds(&content, ",\"payload\":") < 0 ||
+        add_json_or_empty(&content, res->payload, "[]") < 0 || pyc_buf_add(&content, "}", 1) < 0) {
+        pyc_buf_free(&md);
+        pyc_buf_free(&content);
+        return -1;
+    }
+    *md_out = pyc_buf_detach(&md, NULL);
+    *content_out = pyc_buf_detach(&content, content_len);
+    return 0;
+}
+
 void
 pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
@@ -181,7 +247,7 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     if (store_history)
         history_add(k, count, json_string_value(code_v));
     if (!silent) {
-        pyc__publish(k, msg, "execute_input", json_pack("{s:O, s:i}", "code", code_v, "execution_count", count));
+        publish_execute_input(k, msg, code_v, count);
         pyc_journal_begin(k->journal, msg->msg_id, pyc__header_frame(msg)->data, pyc__header_frame(msg)->size,
                           count);
         pyc__lifelog_cell(k, msg, count, NULL);
@@ -225,8 +291,14 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 
     bool interrupted = pyc_py_interrupt_count() != irq0 || why != PYC_GUARD_NONE;
     const char *outcome = res.ok ? "ok" : "error";
-    if (iso_md != NULL)
-        outcome = json_string_value(json_object_get(iso_md, "outcome"));
+    json_t *iso_outcome = NULL;
+    if (iso_md != NULL) {
+        /* An isolated cell's outcome is the cell's (held here: outcome points into it); its other members are
+         * added to metadata.pyc. */
+        iso_outcome = json_incref(json_object_get(iso_md, "outcome"));
+        json_object_del(iso_md, "outcome");
+        outcome = json_string_value(iso_outcome);
+    }
     if (why != PYC_GUARD_NONE) {
         pyc_limit_stop_t stop = {.why = why, .isolated = k->cell.isolated, .cell_timeout = k->cell.timeout,
                                  .lifetime = k->limits.lifetime, .grace = k->limits.cell_grace,
@@ -265,17 +337,12 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
             free(text);
         }
     }
-    json_t *content;
-    if (res.ok) {
-        content = json_pack("{s:s, s:i, s:o, s:o}", "status", "ok", "execution_count", count, "user_expressions",
-                            res.user_expressions != NULL ? json_incref(res.user_expressions) : json_object(),
-                            "payload", res.payload != NULL ? json_incref(res.payload) : json_array());
-    } else {
+    json_t *content = NULL;
+    if (!res.ok) {
         if (!silent)
             pyc__publish(k, msg, "error", json_deep_copy(res.error));
         content = pyc__execute_error_content(res.error, count, res.user_expressions, res.payload);
     }
-    json_t *md = pyc__reply_metadata(res.ok ? "ok" : "error");
     double wall, cpu;
     pyc_cellclock_read(&k->cell.clock, &wall, &cpu);
     pyc_outcome_t o = {
@@ -288,20 +355,35 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         .wall = wall,
         .cpu = cpu,
     };
-    json_t *pmd = pyc_outcome_metadata(&o);
-    if (iso_md != NULL) {
-        /* o.outcome may be the string of iso_md's "outcome", which goes here: read it from pmd from now on. */
-        json_object_del(iso_md, "outcome");
-        json_object_update(pmd, iso_md);
-        json_decref(iso_md);
+    /* An ok reply as text; an error, or what the text cannot say, through jansson. */
+    char *md_text = NULL, *content_text = NULL;
+    size_t content_len = 0;
+    json_t *md = NULL;
+    if (!res.ok || ok_reply_text(count, &res, &o, iso_md, &md_text, &content_text, &content_len) < 0) {
+        if (res.ok)
+            content = json_pack("{s:s, s:i, s:o, s:o}", "status", "ok", "execution_count", count,
+                                "user_expressions",
+                                res.user_expressions != NULL ? json_incref(res.user_expressions) : json_object(),
+                                "payload", res.payload != NULL ? json_incref(res.payload) : json_array());
+        md = pyc__reply_metadata(res.ok ? "ok" : "error");
+        json_t *pmd = pyc_outcome_metadata(&o);
+        if (iso_md != NULL)
+            json_object_update(pmd, iso_md);
+        json_object_set_new(md, "pyc", pmd);
     }
-    json_object_set_new(md, "pyc", pmd);
+    json_decref(iso_md);
     if (!silent) {
-        pyc__lifelog_cell(k, msg, count, json_string_value(json_object_get(pmd, "outcome")) ?: "error");
+        pyc__lifelog_cell(k, msg, count, o.outcome);
         if (pyc__wants_pace(msg))
             pyc__pace_reply(atomic_load(&k->last_output_ns), o.output.msgs, o.output.bytes);
     }
-    pyc__reply(k, chan, msg, "execute_reply", md, content);
+    if (md_text != NULL) {
+        pyc__reply_text(k, chan, msg, "execute_reply", md_text, content_text, content_len);
+        free(md_text);
+    } else {
+        pyc__reply(k, chan, msg, "execute_reply", md, content);
+    }
+    json_decref(iso_outcome);
     json_decref(res.error);
     json_decref(res.user_expressions);
     json_decref(res.payload);

@@ -215,6 +215,14 @@ int pyc__reply(pyc_kernel_t *k, int chan, const pyc_msg_t *req, const char *msg_
 /* Publishes on iopub with req as the parent; content is stolen. */
 int pyc__publish(pyc_kernel_t *k, const pyc_msg_t *req, const char *msg_type, json_t *content);
 
+/* pyc__reply and pyc__publish for contents already written as JSON text (the hot path's fixed shapes):
+ * content (content_len bytes, a malloc'd block) is taken over in every case; metadata is JSON text (copied,
+ * may be NULL for {}). */
+int pyc__reply_text(pyc_kernel_t *k, int chan, const pyc_msg_t *req, const char *msg_type, const char *metadata,
+                    char *content, size_t content_len);
+int pyc__publish_text(pyc_kernel_t *k, const pyc_msg_t *req, const char *msg_type, char *content,
+                      size_t content_len);
+
 /* Publishes with the current parent (pyc__set_parent): content text (taken over) and metadata (copied, may
  * be NULL), and buffers taken over as pyc__send_frames takes them.  Any thread. */
 void pyc__publish_current(pyc_kernel_t *k, const char *msg_type, char *text, size_t len, const char *metadata,
@@ -229,6 +237,11 @@ void pyc__set_parent(pyc_kernel_t *k, const pyc_msg_t *msg);
 
 /* The metadata of a reply: {"started", "dependencies_met", "status"}.  A new reference. */
 json_t *pyc__reply_metadata(const char *status);
+
+/* The same members as text, appended to b as an object left open, so that the caller can add members
+ * (",\"pyc\":...") before its closing brace.  Returns 0, or -1 (b's cap or memory) with b in an unspecified
+ * state. */
+int pyc__reply_metadata_open(pyc_buf_t *b, const char *status);
 
 /* The content of an execute_reply for a cell that failed: error's ename, evalue and traceback with status
  * "error", the execution_count, user_expressions and payload (each borrowed, NULL for empty).  The one builder

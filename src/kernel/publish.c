@@ -3,8 +3,9 @@
  * status, and the parent that iopub messages without a request of their own carry.
  *
  * Messages are assembled as text: the parent header is the request's own header frame, passed through byte
- * for byte; the header is printed by msg.c; contents come from jansson or, for stream text, from the JSON
- * string encoder in buf.c.  Up to 16 frames are assembled on the stack.
+ * for byte; the header is printed by msg.c; contents come from jansson or, for stream text and the fixed
+ * shapes of execute_input and an ok execute_reply (execute.c), are written as text with buf.c.  Up to 16
+ * frames are assembled on the stack.
  *
  * Thread safety: everything here may run on any thread (the control thread, the stream flusher, Python
  * threads, the guard); it reads only fields that are fixed while the kernel runs, and the parent, which
@@ -136,6 +137,24 @@ pyc__publish(pyc_kernel_t *k, const pyc_msg_t *req, const char *msg_type, json_t
     return send_json(k, PYC_CHAN_IOPUB, &topic, 1, msg_type, h->data, h->size, NULL, content);
 }
 
+int
+pyc__reply_text(pyc_kernel_t *k, int chan, const pyc_msg_t *req, const char *msg_type, const char *metadata,
+                char *content, size_t content_len)
+{
+    const pyc_frame_t *h = pyc__header_frame(req);
+    return pyc__send_frames(k, chan, req->idents, req->n_idents, msg_type, h->data, h->size, metadata, content,
+                            content_len, true, NULL, 0);
+}
+
+int
+pyc__publish_text(pyc_kernel_t *k, const pyc_msg_t *req, const char *msg_type, char *content, size_t content_len)
+{
+    const pyc_frame_t *h = pyc__header_frame(req);
+    pyc_frame_t topic = {msg_type, strlen(msg_type)};
+    return pyc__send_frames(k, PYC_CHAN_IOPUB, &topic, 1, msg_type, h->data, h->size, NULL, content, content_len,
+                            true, NULL, 0);
+}
+
 void
 pyc__status(pyc_kernel_t *k, const pyc_msg_t *req, const char *state)
 {
@@ -188,6 +207,18 @@ pyc__reply_metadata(const char *status_text)
     char date[PYC_MSG_DATE_LEN + 1];
     pyc_msg_now(date);
     return json_pack("{s:s, s:b, s:s}", "started", date, "dependencies_met", 1, "status", status_text);
+}
+
+int
+pyc__reply_metadata_open(pyc_buf_t *b, const char *status_text)
+{
+    char date[PYC_MSG_DATE_LEN + 1];
+    pyc_msg_now(date);
+    return pyc_buf_add(b, "{\"started\":\"", 12) < 0 || pyc_buf_add(b, date, PYC_MSG_DATE_LEN) < 0 ||
+                   pyc_buf_adds(b, "\",\"dependencies_met\":true,\"status\":") < 0 ||
+                   pyc_buf_add_json_string(b, status_text, strlen(status_text)) < 0
+               ? -1
+               : 0;
 }
 
 json_t *
