@@ -101,6 +101,10 @@ run_cell(pyc_kernel_t *k, const char *code, const pyc_py_exec_opts_t *opts, pyc_
     if (k->cell.isolated) {
         pyc__run_isolated(k, code, opts, res, iso_md);     /* the guard keeps its deadline */
     } else {
+        /* Armed before the kernel counts as executing: an interrupt that comes while this thread waits for the
+         * GIL, before the cell's first bytecode, is kept for the cell instead of being dropped as one for an
+         * idle kernel. */
+        pyc_py_interrupt_arm();
         atomic_store(&k->executing, 1);
         pyc_py_enter();
         pyc_py_execute(code, opts, res);

@@ -55,6 +55,13 @@ shell_pre_cell(const char *code, const pyc_py_exec_opts_t *opts)
                                                     opts->store_history ? Py_True : Py_False)
                             : NULL;
     if (r == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+            /* The interrupt was meant for the cell, which is about to run: let it reach the cell's first
+             * bytecode instead of being swallowed here (the cell would then run on uninterrupted). */
+            PyErr_Clear();
+            PyErr_SetInterrupt();
+            return false;
+        }
         pyc__py_report("recording the cell in In");
         return false;
     }
