@@ -2,7 +2,7 @@
  * async.c -- the C side of the kernel's asyncio loop (pyc._asyncio holds the loop and its policy): running a
  * cell whose code awaits, and giving the loop its turns between requests.
  *
- * The kernel's main loop asks pyc_py_async_pending, after each request, whether the loop has anything to do;
+ * The kernel's main loop asks pyc_py_async_pending, before it waits, whether the loop has anything to do;
  * only then does it wait on the loop's selector beside its sockets (kernel/main.c), and call
  * pyc_py_async_step when the selector or the loop's next timer is due.  A kernel that never imports asyncio
  * never makes a loop, and async_active keeps all of this to one atomic load per wait.
@@ -23,6 +23,18 @@ pyc__py_run_async(PyObject *codes, PyObject *globals)
         return -1;
     Py_DECREF(r);
     return 0;
+}
+
+void
+pyc__py_async_current(void)
+{
+    if (!atomic_load(&async_active))
+        return;
+    PyObject *f = pyc__py_support("pyc._asyncio", "loop");
+    PyObject *r = f != NULL ? PyObject_CallNoArgs(f) : NULL;
+    if (r == NULL)
+        pyc__py_report("making the kernel's asyncio loop current");
+    Py_XDECREF(r);
 }
 
 bool

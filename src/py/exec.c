@@ -321,6 +321,7 @@ execute_as(pyc__py_cell_t *cell, const char *code, const pyc_py_exec_opts_t *opt
         pyc__py_interrupted = 0;
         atomic_fetch_add(&cell_seq, 1);
         pyc__py_executing = 1;
+        pyc__py_async_current();
     }
     bool post = is_main && !opts->silent && globals != NULL && shell_pre_cell(code, opts);
     pyc__py_debug_trace();

@@ -142,4 +142,9 @@ extern PyMethodDef pyc__py_async_methods[];
  * coroutines (async.c).  Returns 0, or -1 with a Python error set. */
 int pyc__py_run_async(PyObject *codes, PyObject *globals);
 
+/* With the GIL, on the main thread, before a cell: once the kernel's asyncio loop exists, makes it the current
+ * loop again (asyncio.run() in an earlier cell leaves none), so that asyncio.get_event_loop() in the cell is
+ * the kernel's.  Nothing to do, and one atomic load, for a kernel that never imported asyncio. */
+void pyc__py_async_current(void);
+
 #endif
