@@ -181,7 +181,7 @@ const cli_command_t cli_commands[] = {
      "and details; --json prints each event's JSON object {\"seq\", \"time\", \"session\", \"pid\",\n"
      "\"event\", ...}.  Events: ready, cell_started and cell_done (id: the execute_request's msg_id,\n"
      "outcome), closed (reason: shutdown, killed, replaced, idle_timeout, lifetime, crashed with signal and\n"
-     "traceback, out_of_memory, stuck, parent_gone, or vanished: gone without a word).\n"
+     "traceback, out_of_memory, stuck, parent_gone, terminated (SIGTERM), or vanished: gone without a word).\n"
      "--since SEQ prints only the events after SEQ (a seq printed before: the cursor to resume from).\n"
      "--follow keeps printing new events until Ctrl-C (exit 130) or until stdout's reader goes away.",
      OPTS(events_opts), 0, -1},

@@ -122,6 +122,8 @@ cli_closed_state(const json_t *closed, char *out, size_t cap)
         snprintf(out, cap, "ended (parent gone)");
     else if (strcmp(reason, "stuck") == 0)
         snprintf(out, cap, "ended (stuck cell)");
+    else if (strcmp(reason, "terminated") == 0)
+        snprintf(out, cap, "ended (SIGTERM)");
     else
         snprintf(out, cap, "ended (%s)", reason);
 }

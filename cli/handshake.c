@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "regreport.h"
 #include "wire.h"
 #include "zmtp.h"
 
@@ -55,35 +56,6 @@ cli_registration_write(const char *path, const char *kernel_id, const pyc_connfi
     json_object_set_new(root, "registration_port", json_integer(port));
     int rc = pyc_connfile_write_json(path, root, err);
     json_decref(root);
-    return rc;
-}
-
-/* The report in m, if it is one for kernel_id signed with auth: its ports into cf.  Returns 0, or -1 with err. */
-static int
-take_report(const pyc_zmtp_msg_t *m, pyc_auth_t *auth, const char *kernel_id, pyc_connfile_t *cf,
-            pyc_error_t *err)
-{
-    if (m->n != 3 || m->frames[0].size != PYC_WIRE_DELIM_LEN ||
-        memcmp(m->frames[0].data, PYC_WIRE_DELIM, PYC_WIRE_DELIM_LEN) != 0)
-        return pyc_error_set(err, "the kernel's report is not [<IDS|MSG>, signature, content]");
-    if (pyc_auth_verify(auth, &m->frames[2], 1, m->frames[1].data, m->frames[1].size, err) < 0)
-        return -1;
-    json_error_t jerr;
-    json_t *c = json_loadb(m->frames[2].data, m->frames[2].size, 0, &jerr);
-    int rc = 0;
-    if (!json_is_object(c) || !json_is_string(json_object_get(c, "kernel_id")) ||
-        strcmp(json_string_value(json_object_get(c, "kernel_id")), kernel_id) != 0)
-        rc = pyc_error_set(err, "the report is not this kernel's");
-    for (int i = 0; rc == 0 && i < PYC_CHAN_COUNT; i++) {
-        const char *p = json_string_value(json_object_get(c, pyc_connfile_port_names[i]));
-        char *end;
-        long v = p != NULL ? strtol(p, &end, 10) : -1;
-        if (p == NULL || *end != '\0' || v < 1 || v > 65535)
-            rc = pyc_error_set(err, "the report's %s is not a port", pyc_connfile_port_names[i]);
-        else
-            cf->ports[i] = (int)v;
-    }
-    json_decref(c);
     return rc;
 }
 
@@ -126,18 +98,18 @@ cli_registration_wait(int lfd, const char *kernel_id, pyc_connfile_t *cf, pid_t 
         pyc_zmtp_msg_t *m = reported ? NULL : pyc_zmtp_recv(z);
         if (m == NULL)
             continue;
-        int took = take_report(m, auth, kernel_id, cf, err);
+        int took = pyc_regreport_take(m->frames, m->n, auth, kernel_id, cf, err);
         pyc_zmtp_msg_destroy(&m);
         if (took < 0)
             goto out;
         char sig[PYC_AUTH_MAX_HEX + 1];
-        static const char ack[] = "{\"status\":\"ok\"}";
-        pyc_frame_t content = {ack, sizeof ack - 1};
-        if (pyc_auth_sign(auth, &content, 1, sig) < 0) {
+        if (pyc_regreport_ack(auth, sig) < 0) {
             pyc_error_set(err, "cannot sign the ACK");
             goto out;
         }
-        pyc_frame_t frames[3] = {{PYC_WIRE_DELIM, PYC_WIRE_DELIM_LEN}, {sig, strlen(sig)}, content};
+        pyc_frame_t frames[3] = {{PYC_WIRE_DELIM, PYC_WIRE_DELIM_LEN},
+                                 {sig, strlen(sig)},
+                                 {PYC_REGREPORT_ACK, sizeof PYC_REGREPORT_ACK - 1}};
         if (pyc_zmtp_send(z, frames, 3, 0, err) < 0)
             goto out;
         reported = true;

@@ -4,6 +4,8 @@
  *   pyc-kernel -f CONNECTION_FILE [LIMITS] [--replay FILE] [--checkpoint-dir DIR | --no-checkpoint]
  *                                     run a kernel (what Jupyter starts, through kernel.json)
  *   pyc-kernel install [...]          install the kernelspec (see install.c)
+ *   pyc-kernel gateway-launch [...]   the launcher of Enterprise Gateway and gateway_provisioners, which starts
+ *                                     a kernel in a pod or on a remote host (src/gateway/gateway.h)
  *   pyc-kernel --version | --help
  *
  * LIMITS are --idle-timeout=S --lifetime=S --shutdown-grace=S --cell-timeout=S --cell-grace=S
@@ -14,8 +16,8 @@
  * PYC_SESSION (set by `pyc new`) names the `pyc` session this kernel is, which then writes the sessions'
  * event log beside its connection file.
  *
- * Exit codes: 0 after a shutdown request, an idle timeout, the end of the lifetime, or when the parent named
- * by JPY_PARENT_PID is gone; 1 when the kernel could not start (ports, Python); 2 for bad arguments or a bad
+ * Exit codes: 0 after a shutdown request, SIGTERM, an idle timeout, the end of the lifetime, or when the parent
+ * named by JPY_PARENT_PID is gone; 1 when the kernel could not start (ports, Python); 2 for bad arguments or a bad
  * connection file; 3 when a cell could not be stopped after its deadline (the client was told first); 4 when
  * the registration service of a registration file (protocol 5.6) never acknowledged the kernel's ports.
  *
@@ -41,6 +43,7 @@
 #include "config.h"
 #include "connfile.h"
 #include "fork.h"
+#include "gateway.h"
 #include "install.h"
 #include "kernel.h"
 #include "limit.h"
@@ -58,6 +61,8 @@ usage(FILE *f)
                "                  [--checkpoint-dir DIR | --no-checkpoint]\n"
                "       pyc-kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME]\n"
                "                          [--display-name TEXT] [--env NAME=VALUE]...\n"
+               "       pyc-kernel gateway-launch --help   (a kernel in a pod or on a remote host, for\n"
+               "                                         Enterprise Gateway and gateway_provisioners)\n"
                "       pyc-kernel --version\n"
                "pyc %s: a Jupyter kernel for Python, written in C.\n"
                "Limits (all off unless set; each also read from its environment variable):\n",
@@ -149,6 +154,19 @@ parent_gone(const parent_watch_t *w)
 
 /* The process's wiring; a forked session changes it in place (app.c). */
 static pyc_app_t app;
+
+/* SIGTERM ends the kernel as a shutdown_request does (pyc_kernel_terminate), instead of killing it with
+ * history unwritten and atexit handlers not run.  Only the main thread receives it: app.c blocks it in every
+ * other thread. */
+static void
+on_sigterm(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    if (app.kernel != NULL)
+        pyc_kernel_terminate(app.kernel);
+    errno = saved;
+}
 
 static int
 min_timeout(int a, int b)
@@ -379,6 +397,9 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
         goto out;
     }
     join_event_log(app.kernel, connection_file);
+    struct sigaction term = {.sa_handler = on_sigterm};
+    sigemptyset(&term.sa_mask);
+    sigaction(SIGTERM, &term, NULL);
     pyc_py_host_t host;
     pyc_kernel_py_host(app.kernel, &host);
     const char *exe = getenv("PYC_PYTHON_EXE");
@@ -483,6 +504,16 @@ main(int argc, char **argv)
     pyc_log_init();
     if (argc >= 2 && strcmp(argv[1], "install") == 0)
         return pyc_install_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "gateway-launch") == 0) {
+        /* The kernel it starts is this program, by the path of its file: argv[0] may be a bare name. */
+        char self[4096];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n <= 0)
+            snprintf(self, sizeof self, "%s", argv[0]);
+        else
+            self[n] = '\0';
+        return pyc_gateway_main(argc - 1, argv + 1, self);
+    }
     if (argc == 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
         printf("pyc-kernel %s\n", PACKAGE_VERSION);
         return 0;

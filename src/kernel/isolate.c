@@ -81,6 +81,9 @@ iso_child(pyc_kernel_t *k, int fd, const char *code, const pyc_py_exec_opts_t *o
     json_t *merged = NULL, *skipped = NULL;
 
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* The kernel's SIGTERM handler would end the copy of the kernel this process is not: a SIGTERM here
+     * ends the process, as its parent expects of a cell's. */
+    signal(SIGTERM, SIG_DFL);
     iso.io.send = iso_send;
     iso.io.next_pending = iso_no_msg;
     iso.io.recv_stdin = iso_no_stdin;

@@ -440,6 +440,13 @@ pyc_kernel_parent_gone(pyc_kernel_t *k)
 }
 
 void
+pyc_kernel_terminate(pyc_kernel_t *k)
+{
+    pyc__lifelog_close_reason(k, PYC__CLOSE_TERMINATED);
+    pyc__quit(k);
+}
+
+void
 pyc_kernel_closing(pyc_kernel_t *k)
 {
     /* The closed event first: what follows (atexit handlers, finalization) may take the whole grace, and

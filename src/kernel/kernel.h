@@ -124,6 +124,11 @@ void pyc_kernel_ready(pyc_kernel_t *k);
 /* The main loop ends because the process named by JPY_PARENT_PID is gone: the reason of the closed event. */
 void pyc_kernel_parent_gone(pyc_kernel_t *k);
 
+/* SIGTERM came: the kernel ends as after a shutdown_request (the running cell interrupted, history and
+ * checkpoint written, atexit handlers run, its files removed), with the closed event's reason "terminated".
+ * Async-signal-safe (atomics, kill, an eventfd write): called from the main thread's SIGTERM handler. */
+void pyc_kernel_terminate(pyc_kernel_t *k);
+
 /* Control thread: answers what needs no Python; returns false to have the request sent to the main thread.
  * Takes ownership of msg when it returns true. */
 bool pyc_kernel_control(void *k, pyc_msg_t *msg);

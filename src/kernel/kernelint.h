@@ -51,6 +51,7 @@ enum {
     PYC__CLOSE_PARENT_GONE,
     PYC__CLOSE_STUCK,            /* a cell that could not be stopped after its deadline */
     PYC__CLOSE_OUT_OF_MEMORY,    /* a cell past the memory cap that could not be stopped */
+    PYC__CLOSE_TERMINATED,       /* SIGTERM (a pod deleted, a service manager, jupyter_client's last resort) */
 };
 typedef struct pyc__subshell pyc__subshell_t;
 

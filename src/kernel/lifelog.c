@@ -36,7 +36,7 @@ static const char *const close_names[] = {
     [PYC__CLOSE_SHUTDOWN] = "shutdown",       [PYC__CLOSE_REPLACED] = "replaced",
     [PYC__CLOSE_IDLE] = "idle_timeout",       [PYC__CLOSE_LIFETIME] = "lifetime",
     [PYC__CLOSE_PARENT_GONE] = "parent_gone", [PYC__CLOSE_STUCK] = "stuck",
-    [PYC__CLOSE_OUT_OF_MEMORY] = "out_of_memory",
+    [PYC__CLOSE_OUT_OF_MEMORY] = "out_of_memory", [PYC__CLOSE_TERMINATED] = "terminated",
 };
 
 /* True for a session name as `pyc` makes them: 1 to 80 of a-z, 0-9, '_' and '-'. */

@@ -11,22 +11,8 @@
 
 #include "clock.h"
 #include "log.h"
+#include "regreport.h"
 #include "wire.h"
-
-/* The report's content, as JSON text in buf.  Returns its length, or -1 when it does not fit. */
-static int
-report_content(const pyc_connfile_t *cf, char *buf, size_t cap)
-{
-    json_t *c = json_pack("{s:s}", "kernel_id", cf->kernel_id);
-    for (int i = 0; c != NULL && i < PYC_CHAN_COUNT; i++) {
-        char port[16];
-        snprintf(port, sizeof port, "%d", cf->ports[i]);
-        json_object_set_new(c, pyc_connfile_port_names[i], json_string(port));
-    }
-    int n = c != NULL ? (int)json_dumpb(c, buf, cap, JSON_COMPACT) : -1;
-    json_decref(c);
-    return n <= 0 || (size_t)n >= cap ? -1 : n;
-}
 
 static int
 send_report(void *sock, const char *content, size_t len, const char *sig)
@@ -84,7 +70,7 @@ int
 pyc_register(const pyc_connfile_t *cf, pyc_auth_t *auth, double timeout_s, pyc_error_t *err)
 {
     char content[1024], sig[PYC_AUTH_MAX_HEX + 1], ep[512];
-    int len = report_content(cf, content, sizeof content);
+    int len = pyc_regreport_content(cf, content, sizeof content);
     if (len < 0)
         return pyc_error_set(err, "registration: the report does not fit (kernel_id too long?)");
     pyc_frame_t frame = {content, (size_t)len};
