@@ -151,6 +151,8 @@ parse_registration(json_t *root, pyc_connfile_t *out, pyc_error_t *err)
     if (get_string(root, "registration_ip", out->registration_ip, sizeof out->registration_ip, "127.0.0.1",
                    err) < 0)
         return -1;
+    if (out->registration_ip[0] == '\0')
+        return pyc_error_set(err, "registration file: \"registration_ip\" is empty");
     if (json_object_get(root, "ip") == NULL)
         snprintf(out->ip, sizeof out->ip, "%s", out->registration_ip);
     return 1;

@@ -557,6 +557,9 @@ test_registration_file(void **state)
     parse_refused("{\"kernel_id\": \"k\", \"registration_port\": -1, \"key\": \"\"}", "registration_port");
     parse_refused("{\"kernel_id\": \"k\", \"registration_port\": \" 80\", \"key\": \"\"}", "registration_port");
     parse_refused("{\"kernel_id\": \"\", \"registration_port\": 80, \"key\": \"\"}", "kernel_id");
+    /* An empty registration_ip would leave the kernel no address (found by fuzz_connfile). */
+    parse_refused("{\"kernel_id\": \"k\", \"registration_ip\": \"\", \"registration_port\": 7}",
+                  "registration_ip");
 }
 
 static void
