@@ -22,7 +22,9 @@
  * Exit codes of its own: 2 for bad arguments, found before anything starts (no kernel id, a public key that
  * is no RSA key, a range that is malformed or narrower than MIN_PORT_RANGE_SIZE, a response address that is
  * not HOST:PORT); 1 when the kernel could not start or report its ports, or the payload could not be
- * delivered within PYC_GATEWAY_RESPONSE_TIMEOUT seconds (then the kernel is stopped first).
+ * delivered within PYC_GATEWAY_RESPONSE_TIMEOUT seconds (then the kernel is stopped first).  A kernel that
+ * ended before it was ready gives its own status instead (pyc-kernel's 4 for a registration with no ACK),
+ * and a command after "--" that cannot be run gives 127, at once, without the retries of step 2.
  */
 #ifndef PYC_GATEWAY_H
 #define PYC_GATEWAY_H

@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
@@ -61,24 +62,51 @@ typedef struct launcher {
 /* ---- the kernel process ------------------------------------------------------------------------------- */
 
 /* Starts argv[0] (a path, or a name looked up in PATH) as the kernel, with the signal mask this process
- * had and JPY_PARENT_PID naming this process (pyc-kernel exits when it is gone).  Returns 0, or -1. */
+ * had and JPY_PARENT_PID naming this process (pyc-kernel exits when it is gone).  A command that cannot be
+ * run is known here, by a close-on-exec pipe that carries exec's errno, and is not a kernel that ended:
+ * it is reaped at once, l->status is 127 (the shell's "cannot run"), and nothing is tried again.
+ * Returns 0, or -1. */
 static int
 spawn(launcher_t *l, char **argv)
 {
     char ppid[32];
     snprintf(ppid, sizeof ppid, "%ld", (long)getpid());
     setenv("JPY_PARENT_PID", ppid, 1);
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        pyc__gw_log("cannot start the kernel: pipe: %s", strerror(errno));
+        return -1;
+    }
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
         pyc__gw_log("cannot start the kernel: fork: %s", strerror(errno));
+        close(p[0]);
+        close(p[1]);
         return -1;
     }
     if (pid == 0) {
+        close(p[0]);
         sigprocmask(SIG_SETMASK, &l->saved_mask, NULL);
         execvp(argv[0], argv);
-        fprintf(stderr, "pyc-kernel gateway-launch: cannot run %s: %s\n", argv[0], strerror(errno));
+        int e = errno;
+        ssize_t w = write(p[1], &e, sizeof e);
+        (void)w;
         _exit(127);
+    }
+    close(p[1]);
+    int e = 0;
+    ssize_t r;
+    while ((r = read(p[0], &e, sizeof e)) < 0 && errno == EINTR)
+        ;
+    close(p[0]);
+    if (r == (ssize_t)sizeof e) {
+        pyc__gw_log("cannot run %s: %s", argv[0], strerror(e));
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        l->kernel = 0;
+        l->status = 127;
+        return -1;
     }
     l->kernel = pid;
     return 0;
