@@ -1,5 +1,6 @@
 #!/bin/sh
-# Runs the pytest suites (tests/integration, tests/clients, tests/cli) against the built pyc-kernel and pyc.
+# Runs the pytest suites (tests/integration, tests/clients, tests/cli, tests/gateway) against the built
+# pyc-kernel and pyc.
 # `make check` exports PYC_KERNEL, PYC_CLI, PYC_PYTHON, PYC_SRCDIR and PYTEST_ARGS (tests/env.am).
 #
 # The suites run in PYC_TEST_JOBS processes (pytest-xdist, default 2; each module's tests stay in one
@@ -53,7 +54,7 @@ fi
 
 # shellcheck disable=SC2086 # PYTEST_ARGS and parallel are lists of words
 "$python" -m pytest -p no:cacheprovider -q -ra --timeout=180 $parallel -m "$mark" ${PYTEST_ARGS:-} \
-    "$srcdir/tests/integration" "$srcdir/tests/clients" "$srcdir/tests/cli"
+    "$srcdir/tests/integration" "$srcdir/tests/clients" "$srcdir/tests/cli" "$srcdir/tests/gateway"
 rc=$?
 if [ "$rc" -eq 5 ]; then
     echo "pytest.sh: no tests were collected" >&2
