@@ -161,10 +161,15 @@ static pyc_app_t app;
 static void
 on_sigterm(int sig)
 {
-    (void)sig;
     int saved = errno;
-    if (app.kernel != NULL)
+    if (!pyc_kernel_owns_process()) {
+        /* A child of user code that got the signal between its fork and its fork handler's reset: the
+         * default action, as in a plain Python (the signal is blocked in here and comes again on return). */
+        signal(sig, SIG_DFL);
+        raise(sig);
+    } else if (app.kernel != NULL) {
         pyc_kernel_terminate(app.kernel);
+    }
     errno = saved;
 }
 

@@ -6,6 +6,7 @@
 #include "kernelint.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,9 @@ static pyc_kernel_t *fork_kernel;
 /* True while pyc_kernel_fork forks (main thread only): the child is the kernel's own (an isolated cell, a
  * forked session), which sets itself up; any other fork is user code's (os.fork, multiprocessing). */
 static bool kernel_forking;
+/* The pid of the process that is the kernel: set when the kernel is made and in the kernel's own children.
+ * A process with another pid is a child of user code.  Atomic: signal handlers read it. */
+static _Atomic pid_t kernel_pid;
 
 /* LLVM 14's AddressSanitizer does not take its own locks around fork(2) (the fork interceptor that does came
  * with LLVM 15): a fork while another thread -- libzmq's I/O thread, the stream flusher -- is inside malloc
@@ -128,10 +132,26 @@ atfork_child(void)
     sanitizer_unlock();
     pyc_persist_after_fork_child(k->persist);   /* its thread is the parent's: kicks do nothing here */
     unlock_kernel(k);
-    if (!kernel_forking) {
-        k->user_forked = true;
-        pyc_streams_set_passthrough(k->streams);
+    if (kernel_forking) {
+        atomic_store(&kernel_pid, getpid());
+        return;
     }
+    k->user_forked = true;
+    pyc_streams_set_passthrough(k->streams);
+    /* SIGTERM kills a user's child as it kills any Python process: multiprocessing.Pool ends its workers
+     * so, and the kernel's handler here would only have interrupted the worker (which then may go on
+     * waiting, and its pool's join with it: seen as a soak test's hang) and woken the parent's main loop
+     * through the inherited eventfd.  A SIGTERM that comes before this line is handled the same way by
+     * pyc_kernel_owns_process's caller. */
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGTERM, &dfl, NULL);
+}
+
+bool
+pyc_kernel_owns_process(void)
+{
+    return getpid() == atomic_load(&kernel_pid);
 }
 
 /* Registers the fork handlers once per process; fork_kernel says which kernel they guard. */
@@ -145,6 +165,7 @@ atfork_install(pyc_kernel_t *k, pyc_error_t *err)
         installed = true;
     }
     fork_kernel = k;
+    atomic_store(&kernel_pid, getpid());
     return 0;
 }
 

@@ -129,6 +129,11 @@ void pyc_kernel_parent_gone(pyc_kernel_t *k);
  * Async-signal-safe (atomics, kill, an eventfd write): called from the main thread's SIGTERM handler. */
 void pyc_kernel_terminate(pyc_kernel_t *k);
 
+/* True in the kernel's process (and in its forked sessions and isolated cells), false in a child of user
+ * code (os.fork, a multiprocessing worker), which must react to signals as a plain Python process does.
+ * Async-signal-safe. */
+bool pyc_kernel_owns_process(void);
+
 /* Control thread: answers what needs no Python; returns false to have the request sent to the main thread.
  * Takes ownership of msg when it returns true. */
 bool pyc_kernel_control(void *k, pyc_msg_t *msg);

@@ -5,6 +5,7 @@ against ipykernel too (PYC_TEST_ARGV); the others are marked pyc-only.
 """
 
 import os
+import signal
 import subprocess
 import time
 
@@ -116,6 +117,47 @@ def test_a_fork_child_that_returns_from_the_cell_is_not_a_second_kernel(kc):
     pyctest.drain(kc, "shell", quiet=0.5)
     reply, msgs = execute(kc, "import os\nos.waitpid(pid, 0)[1]")
     assert pyctest.result_text(msgs) == "0"
+
+
+def test_sigterm_ends_a_user_fork_child_as_in_plain_python(kc):
+    """SIGTERM kills a child of user code with the default action, as it kills any Python process: a child
+    blocked on a multiprocessing lock (a pool worker waiting for a task, which Pool.terminate ends so), a
+    sleeping one, and 20 killed at once after their fork.  pyc's own SIGTERM handler once ran in the child
+    and only interrupted it, and a pool's join then waited for ever (the soak test's hang, 1 run in 7)."""
+    code = """
+import multiprocessing as mp, os, signal, time
+lock = mp.get_context('fork').Lock()
+lock.acquire()
+r, w = os.pipe()
+pids = []
+for body in ("lock.acquire()", "time.sleep(60)"):
+    pid = os.fork()
+    if pid == 0:
+        os.write(w, b"x")
+        exec(body)
+        os._exit(3)
+    pids.append(pid)
+for _ in pids:
+    os.read(r, 1)
+for _ in range(20):
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(60)
+        os._exit(3)
+    pids.append(pid)
+    os.kill(pid, signal.SIGTERM)
+for pid in pids[:2]:
+    os.kill(pid, signal.SIGTERM)
+codes = []
+for pid in pids:
+    st = os.waitpid(pid, 0)[1]
+    codes.append(os.WTERMSIG(st) if os.WIFSIGNALED(st) else -os.WEXITSTATUS(st))
+print(sorted(set(codes)))
+"""
+    reply, msgs = execute(kc, code, timeout=60)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert stream_text(msgs) == "[%d]\n" % signal.SIGTERM
+    pyctest.assert_alive(kc)
 
 
 # ---- 3. pyc.fork while control answers usage_request ---------------------------------------------------------
