@@ -332,20 +332,34 @@ def _cancel(client, ticket, deadline):
 # ---- fork ---------------------------------------------------------------------------------------------
 
 
-def fork(client, n=1, outlive=False, timeout=60):
+#: Addresses a kernel binds to listen on every interface: no client can connect to them from another host.
+_WILDCARD_IPS = ("0.0.0.0", "::", "*", "")
+
+
+def fork(client, n=1, outlive=False, timeout=60, ip=None):
     """Forks the kernel behind `client` into n children (comm target pyc.fork) and returns a started
     BlockingKernelClient for each, in order, once its iopub is subscribed.  Each child starts from the kernel's state after its last
     finished request and is a full kernel: `client.pyc_child` holds its pid, connection file and
-    connection info.  Children end with their parent unless outlive is true."""
+    connection info.  Children end with their parent unless outlive is true.
+
+    A child listens where its parent does.  When that is every interface (a kernel in a pod or container,
+    started by a gateway, binds 0.0.0.0), the children are reached at the address this client reaches the
+    parent at (`client.ip`), as a gateway replaces the ip of the connection info it receives; `ip` names
+    another address."""
     from jupyter_client import BlockingKernelClient
 
     reply, _ = request(client, {"n": n, "outlive": bool(outlive)}, timeout=timeout, target="pyc.fork")
     clients = []
     for child in reply.get("children", []):
+        info = dict(child["connection"])
+        if ip is not None:
+            info["ip"] = ip
+        elif info.get("transport", "tcp") == "tcp" and info.get("ip") in _WILDCARD_IPS:
+            info["ip"] = client.ip
         kc = BlockingKernelClient()
-        kc.load_connection_info(child["connection"])
-        if curve_info(child["connection"]) is not None:
-            use_curve(kc, child["connection"])   # a CURVE kernel's child has a key pair of its own
+        kc.load_connection_info(info)
+        if curve_info(info) is not None:
+            use_curve(kc, info)   # a CURVE kernel's child has a key pair of its own
         kc.start_channels()
         kc.pyc_child = child
         clients.append(kc)
