@@ -37,6 +37,7 @@
 #include "regreport.h"
 #include "seal.h"
 #include "wire.h"
+#include "zrecv.h"
 
 #define REPORT_TIMEOUT_S 25.0    /* the kernel's report of its ports */
 #define SHUTDOWN_GRACE_S 5.0     /* after {"shutdown": 1}: the kernel's own exit, then SIGTERM */
@@ -267,20 +268,7 @@ static int
 take_report(launcher_t *l, void *sock, pyc_auth_t *auth)
 {
     zmq_msg_t parts[8];
-    int n = 0, more = 1, rc = 0;
-    while (more) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&m);
-            break;
-        }
-        more = zmq_msg_more(&m);
-        if (n < 8)
-            parts[n++] = m;
-        else
-            zmq_msg_close(&m);
-    }
+    int n = pyc_zrecv(sock, parts, 8), rc = 0;
     if (n < 1)
         return 0;
     pyc_frame_t frames[7];
@@ -302,8 +290,7 @@ take_report(launcher_t *l, void *sock, pyc_auth_t *auth)
         zmq_send(sock, PYC_REGREPORT_ACK, sizeof PYC_REGREPORT_ACK - 1, 0);
         rc = 1;
     }
-    for (int i = 0; i < n; i++)
-        zmq_msg_close(&parts[i]);
+    pyc_zrecv_close(parts, n);
     return rc;
 }
 

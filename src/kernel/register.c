@@ -13,6 +13,7 @@
 #include "log.h"
 #include "regreport.h"
 #include "wire.h"
+#include "zrecv.h"
 
 static int
 send_report(void *sock, const char *content, size_t len, const char *sig)
@@ -29,20 +30,7 @@ static int
 read_ack(void *sock, pyc_auth_t *auth, int *refused)
 {
     zmq_msg_t parts[8];
-    int n = 0, more = 1;
-    while (more) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&m);
-            break;
-        }
-        more = zmq_msg_more(&m);
-        if (n < 8)
-            parts[n++] = m;
-        else
-            zmq_msg_close(&m);
-    }
+    int n = pyc_zrecv(sock, parts, 8);
     int delim = -1;
     for (int i = 0; i < n && delim < 0; i++) {
         if (zmq_msg_size(&parts[i]) == PYC_WIRE_DELIM_LEN &&
@@ -61,8 +49,7 @@ read_ack(void *sock, pyc_auth_t *auth, int *refused)
         pyc_log("registration: refused an answer of %d frames without <IDS|MSG>, signature and content", n);
     }
     *refused += !ok;
-    for (int i = 0; i < n; i++)
-        zmq_msg_close(&parts[i]);
+    pyc_zrecv_close(parts, n);
     return ok;
 }
 
