@@ -239,6 +239,28 @@ def descendants_of(pid):
     return out
 
 
+def processes_naming(needle):
+    """Live processes (other than this one) whose command line or environment contains `needle` (a path the
+    processes of a test run name: its runtime dir, a launcher's TMPDIR), for the checks that nothing a run
+    started is left: {pid: command line}."""
+    found = {}
+    raw = needle.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        pid = int(entry)
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                cmdline = f.read()
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                environ = f.read()
+        except OSError:
+            continue
+        if (raw in cmdline or raw in environ) and pid_alive(pid):
+            found[pid] = cmdline.replace(b"\0", b" ").decode("utf-8", "replace")[:200]
+    return found
+
+
 def wait_exit(proc, timeout):
     """Wait for a subprocess.Popen to end; returns its exit code or None on timeout."""
     try:

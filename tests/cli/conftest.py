@@ -18,29 +18,6 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
-def _processes_of(root):
-    """Live processes (other than this one) that name `root` on their command line or in their environment:
-    every kernel a `pyc new` or `fork` of these tests started has its connection file there on its command
-    line, and every process the tests started has JUPYTER_RUNTIME_DIR=root in its environment.  Returns
-    {pid: command line}."""
-    found = {}
-    needle = root.encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        pid = int(entry)
-        try:
-            with open("/proc/%d/cmdline" % pid, "rb") as f:
-                cmdline = f.read()
-            with open("/proc/%d/environ" % pid, "rb") as f:
-                environ = f.read()
-        except OSError:
-            continue             # gone, or not ours to read
-        if (needle in cmdline or needle in environ) and pyctest.pid_alive(pid):
-            found[pid] = cmdline.replace(b"\0", b" ").decode("utf-8", "replace")[:200]
-    return found
-
-
 @pytest.fixture(scope="session", autouse=True)
 def no_process_left():
     """Kernel pids are registered from session files, which misses a kernel whose file was never written or
@@ -53,7 +30,7 @@ def no_process_left():
     while time.monotonic() < deadline:
         # A process that is ending (a kernel after `pyc kill`) gets a moment; two clean looks 0.1 s apart
         # also see one that was forked but had not yet exec'd (and shown its command line and environment).
-        left = _processes_of(root)
+        left = pyctest.processes_naming(root)
         clean = clean + 1 if not left else 0
         if clean == 2:
             return

@@ -57,10 +57,10 @@ def no_kernel_left(tmp_path_factory):
     root = str(tmp_path_factory.getbasetemp()) + "/"  # the slash: pytest-1 is not pytest-10
     yield
     deadline = time.monotonic() + 5
-    left = fakegateway.processes_naming(root)
+    left = pyctest.processes_naming(root)
     while left and time.monotonic() < deadline:
         time.sleep(0.1)
-        left = fakegateway.processes_naming(root)
+        left = pyctest.processes_naming(root)
     for pid in left:
         fakegateway.sigkill(pid)
     if left:

@@ -339,27 +339,6 @@ def wait_refused(ip, port, timeout=5.0):
 # ---- processes ----------------------------------------------------------------------------------------------
 
 
-def processes_naming(needle):
-    """Live processes (other than this one) whose command line or environment contains `needle`:
-    {pid: command line}."""
-    found = {}
-    raw = needle.encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        pid = int(entry)
-        try:
-            with open("/proc/%d/cmdline" % pid, "rb") as f:
-                cmdline = f.read()
-            with open("/proc/%d/environ" % pid, "rb") as f:
-                environ = f.read()
-        except OSError:
-            continue
-        if (raw in cmdline or raw in environ) and pyctest.pid_alive(pid):
-            found[pid] = cmdline.replace(b"\0", b" ").decode("utf-8", "replace")[:200]
-    return found
-
-
 def cmdline_of(pid):
     """The argv of a live process (a list of str), [] when it is gone."""
     try:
@@ -464,7 +443,7 @@ class Launcher:
     def leftovers(self):
         """Live processes other than the launcher itself that name this launcher's TMPDIR (the kernel it
         started has it in its environment, and its registration file there on its command line)."""
-        return {pid: cmd for pid, cmd in processes_naming(self.tmpdir).items() if pid != self.pid}
+        return {pid: cmd for pid, cmd in pyctest.processes_naming(self.tmpdir).items() if pid != self.pid}
 
     def stop(self):
         """Ends the kernel and the launcher by pid (SIGKILL), then anything still naming the TMPDIR."""
@@ -548,6 +527,38 @@ def run_one_plus_one(kc):
     reply, msgs = pyctest.execute(kc, "1+1")
     assert reply["content"]["status"] == "ok", reply["content"]
     assert pyctest.result_text(msgs) == "2", pyctest.summarize(msgs)
+
+
+def start_sleeping_cell(kc, seconds=30):
+    """Sends a cell that sleeps and returns its msg_id once the cell runs (its execute_input came, and half a
+    second more: it is in time.sleep then), for the tests of interrupts."""
+    msg_id = kc.execute("import time; time.sleep(%d)" % seconds)
+    dl = pyctest.Deadline(pyctest.TIMEOUT)
+    while True:
+        msg = kc.get_iopub_msg(timeout=dl.left())
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input":
+            break
+    time.sleep(0.5)
+    return msg_id
+
+
+def gateway_shutdown(kc, launcher, info, ip, comm=True, timeout=15):
+    """A gateway's shutdown of its kernel: shutdown_request on control, then at once (comm=True, what both
+    gateways do) {"shutdown": 1} with SHUT_WR on the communication port, which the launcher may already have
+    closed when the kernel ended -- the gateways take ECONNREFUSED as "already gone", and so does this.  Checks
+    that the reply is ok, the launcher exits 0, the kernel is gone and the port refuses connections."""
+    shutdown_id = pyctest.send(kc, "shutdown_request", {"restart": False}, channel="control")
+    if comm:
+        try:
+            send_listener_request(ip, info["comm_port"], {"shutdown": 1}, shutdown_socket=True)
+        except ConnectionRefusedError:
+            pass
+    reply = pyctest.get_reply(kc, shutdown_id, channel="control", timeout=timeout)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    rc = launcher.wait(timeout)
+    assert rc == 0, "launcher exit %s after the shutdown%s" % (rc, launcher.describe())
+    assert wait_gone(info["pid"], 5), "the kernel outlived its launcher"
+    assert connection_refused(ip, info["comm_port"]), "the comm port still accepts connections"
 
 
 def sigkill(pid):

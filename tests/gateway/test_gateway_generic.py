@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 import pyctest
-from fakegateway import connection_refused, receive, run_one_plus_one, send_listener_request, wait_gone
+from fakegateway import gateway_shutdown, receive, run_one_plus_one, send_listener_request, start_sleeping_cell
 
 LOOPBACK = "127.0.0.1"
 
@@ -51,13 +51,7 @@ def test_ipykernel_through_the_generic_launcher(gateway, launch, connect, placeh
     run_one_plus_one(kc)
 
     # An interrupt the way a gateway sends one for interrupt_mode "signal".
-    msg_id = kc.execute("import time; time.sleep(30)")
-    dl = pyctest.Deadline(pyctest.TIMEOUT)
-    while True:
-        msg = kc.get_iopub_msg(timeout=dl.left())
-        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input":
-            break
-    time.sleep(0.5)
+    msg_id = start_sleeping_cell(kc)
     send_listener_request(LOOPBACK, info["comm_port"], {"signum": int(signal.SIGINT)})
     reply = pyctest.get_reply(kc, msg_id, timeout=15)
     assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt", (
@@ -65,13 +59,7 @@ def test_ipykernel_through_the_generic_launcher(gateway, launch, connect, placeh
     pyctest.iopub_for(kc, msg_id, check=False)
     run_one_plus_one(kc)
 
-    shutdown_id = pyctest.send(kc, "shutdown_request", {"restart": False}, channel="control")
-    reply = pyctest.get_reply(kc, shutdown_id, channel="control", timeout=15)
-    assert reply["content"]["status"] == "ok", reply["content"]
-    rc = launcher.wait(15)
-    assert rc == 0, "launcher exit %s after ipykernel's shutdown%s" % (rc, launcher.describe())
-    assert wait_gone(info["pid"], 5), "ipykernel outlived its launcher"
-    assert connection_refused(LOOPBACK, info["comm_port"]), "the comm port still accepts connections"
+    gateway_shutdown(kc, launcher, info, LOOPBACK, comm=False)
     assert not launcher.leftovers(), launcher.describe()
 
 

@@ -28,8 +28,8 @@ import pytest
 
 import fakegateway
 import pyctest
-from fakegateway import (PORT_KEYS, FakeGateway, connection_refused, receive, run_one_plus_one, send_listener_request,
-                         wait_gone, wait_refused)
+from fakegateway import (PORT_KEYS, FakeGateway, connection_refused, gateway_shutdown, receive, run_one_plus_one,
+                         send_listener_request, start_sleeping_cell, wait_gone, wait_refused)
 
 LOOPBACK = "127.0.0.1"
 
@@ -74,7 +74,7 @@ def assert_no_leftovers(launcher, kernel_id=None, timeout=3.0):
     while True:
         left = launcher.leftovers()
         if kernel_id:
-            left.update((pid, cmd) for pid, cmd in fakegateway.processes_naming(kernel_id).items()
+            left.update((pid, cmd) for pid, cmd in pyctest.processes_naming(kernel_id).items()
                         if pid != launcher.pid)
         if not left or time.monotonic() > deadline:
             break
@@ -316,13 +316,7 @@ def test_comm_port_signals_and_shutdown(gateway, launch, connect):
     assert pyctest.pid_alive(info["pid"]), "the kernel died after an ignored request" + launcher.describe()
     run_one_plus_one(kc)
 
-    msg_id = kc.execute("import time; time.sleep(30)")
-    dl = pyctest.Deadline(pyctest.TIMEOUT)
-    while True:
-        msg = kc.get_iopub_msg(timeout=dl.left())
-        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input":
-            break
-    time.sleep(0.5)                    # the cell is in time.sleep now
+    msg_id = start_sleeping_cell(kc)
     t0 = time.monotonic()
     send_listener_request(LOOPBACK, comm, {"signum": int(signal.SIGINT)})
     reply = pyctest.get_reply(kc, msg_id, timeout=10)
@@ -333,19 +327,7 @@ def test_comm_port_signals_and_shutdown(gateway, launch, connect):
     pyctest.iopub_for(kc, msg_id, check=False)
     run_one_plus_one(kc)
 
-    # The gateway's shutdown: shutdown_request on control, then at once {"shutdown": 1} with SHUT_WR.  The
-    # launcher may already have closed the comm port when the kernel ended; the gateways take ECONNREFUSED
-    # as "already gone", and so does this.
-    shutdown_id = pyctest.send(kc, "shutdown_request", {"restart": False}, channel="control")
-    try:
-        send_listener_request(LOOPBACK, comm, {"shutdown": 1}, shutdown_socket=True)
-    except ConnectionRefusedError:
-        pass
-    reply = pyctest.get_reply(kc, shutdown_id, channel="control", timeout=10)
-    assert reply["content"]["status"] == "ok", reply["content"]
-    assert_exits(launcher, 0)
-    assert wait_gone(info["pid"], 5), "the kernel outlived its launcher"
-    assert connection_refused(LOOPBACK, comm), "the comm port still accepts connections"
+    gateway_shutdown(kc, launcher, info, LOOPBACK, timeout=10)
     assert_tmpdir_empty(launcher)
     assert_no_leftovers(launcher, info["kernel_id"])
 
@@ -478,7 +460,7 @@ def test_pull_mode_without_a_response_address(launch, connect):
         time.sleep(0.1)
     assert info is not None, "no connection file path in the launcher's log" + launcher.describe()
     launcher.adopt_kernel(info.get("pid"))
-    for pid in fakegateway.processes_naming(launcher.tmpdir):
+    for pid in pyctest.processes_naming(launcher.tmpdir):
         if pid != launcher.pid:
             launcher.adopt_kernel(pid)
     run_one_plus_one(connect(info, LOOPBACK))

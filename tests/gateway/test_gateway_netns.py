@@ -22,7 +22,7 @@ import pytest
 
 import fakegateway
 import pyctest
-from fakegateway import FakeGateway, connection_refused, receive, run_one_plus_one, send_listener_request, wait_gone
+from fakegateway import FakeGateway, gateway_shutdown, receive, run_one_plus_one, send_listener_request
 
 def _ip(*args, timeout=10):
     return subprocess.run(["ip"] + list(args), stdin=subprocess.DEVNULL, capture_output=True, text=True,
@@ -95,16 +95,6 @@ def test_a_kernel_in_another_network_namespace(pod_network, launch, connect):
         assert launcher.proc.poll() is None and pyctest.pid_alive(info["pid"])
         run_one_plus_one(kc)
 
-        shutdown_id = pyctest.send(kc, "shutdown_request", {"restart": False}, channel="control")
-        try:
-            send_listener_request(pod_ip, info["comm_port"], {"shutdown": 1}, shutdown_socket=True)
-        except ConnectionRefusedError:
-            pass                     # the launcher had already closed it: the gateways take that as "gone"
-        reply = pyctest.get_reply(kc, shutdown_id, channel="control", timeout=10)
-        assert reply["content"]["status"] == "ok", reply["content"]
-        rc = launcher.wait(10)
-        assert rc == 0, "launcher exit %s after the shutdown%s" % (rc, launcher.describe())
-        assert wait_gone(info["pid"], 5), "the kernel outlived its launcher"
-        assert connection_refused(pod_ip, info["comm_port"]), "the comm port still accepts connections"
+        gateway_shutdown(kc, launcher, info, pod_ip, timeout=10)
     finally:
         gw.close()

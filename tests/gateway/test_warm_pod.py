@@ -21,7 +21,7 @@ import uuid
 
 import pyc_client
 import pyctest
-from fakegateway import receive, run_one_plus_one, send_listener_request, wait_gone
+from fakegateway import gateway_shutdown, receive, run_one_plus_one, wait_gone
 
 LOOPBACK = "127.0.0.1"
 
@@ -103,15 +103,7 @@ def test_fan_out_and_children_end_with_the_gateway_kernel(gateway, launch, conne
         assert pyctest.result_text(msgs) == "(1, %d)" % i, pyctest.summarize(msgs)
 
     # The gateway shuts its kernel down; the children, which it never knew, go with it.
-    shutdown_id = pyctest.send(parent, "shutdown_request", {"restart": False}, channel="control")
-    try:
-        send_listener_request(LOOPBACK, info["comm_port"], {"shutdown": 1}, shutdown_socket=True)
-    except ConnectionRefusedError:
-        pass
-    reply = pyctest.get_reply(parent, shutdown_id, channel="control", timeout=15)
-    assert reply["content"]["status"] == "ok", reply["content"]
-    rc = launcher.wait(15)
-    assert rc == 0, "launcher exit %s%s" % (rc, launcher.describe())
+    gateway_shutdown(parent, launcher, info, LOOPBACK)
     for kc in kids:
         kc.stop_channels()
     left = [pid for pid in pids if not wait_gone(pid, 10)]
