@@ -153,6 +153,7 @@ compile_node(PyObject *node, PyObject *filename, const char *mode)
 static int
 run_codes(PyObject *codes, PyObject *globals)
 {
+    pyc__py_interrupt_reassert();
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(codes); i++) {
         if (((PyCodeObject *)PyList_GET_ITEM(codes, i))->co_flags & CO_COROUTINE)
             return pyc__py_run_async(codes, globals);

@@ -318,7 +318,10 @@ execute_as(pyc__py_cell_t *cell, const char *code, const pyc_py_exec_opts_t *opt
         .payload = json_array(),
     };
     if (is_main) {
-        pyc__py_interrupted = 0;
+        /* A caller that armed the cell before it waited for the GIL (run_cell) keeps what came since: that
+         * interrupt is this cell's (pyc__py_interrupt_reassert). */
+        if (!pyc__py_executing)
+            pyc__py_interrupted = 0;
         atomic_fetch_add(&cell_seq, 1);
         pyc__py_executing = 1;
         pyc__py_async_current();

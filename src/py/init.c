@@ -99,6 +99,13 @@ on_sigint(int sig)
     }
 }
 
+void
+pyc__py_interrupt_reassert(void)
+{
+    if (pyc__py_executing && pyc__py_interrupted && PyThread_get_thread_ident() == main_ident)
+        PyErr_SetInterrupt();
+}
+
 unsigned
 pyc_py_interrupt_count(void)
 {

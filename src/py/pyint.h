@@ -37,6 +37,12 @@ pyc__py_here(void)
 extern volatile sig_atomic_t pyc__py_interrupted;
 extern volatile sig_atomic_t pyc__py_executing;
 
+/* Just before a main-shell cell's first bytecode, with the GIL: an interrupt that came since the cell was
+ * armed is made pending again, so that it reaches the cell even when the kernel's own Python work before it
+ * caught the KeyboardInterrupt (a first cell's lazy import of linecache, whose failure is cleared, lost an
+ * interrupt sent 20 ms after a kernel started: the cell slept on). */
+void pyc__py_interrupt_reassert(void);
+
 /* The finder of the embedded pyc package (init.c); its after_cell() runs after every cell. */
 extern PyObject *pyc__py_finder;
 

@@ -6,6 +6,7 @@ from queue import Empty
 
 import pytest
 
+import pyctest
 from pyctest import IS_PYC, eval_value, execute, get_reply, iopub_for, outputs, send, stream_text, summarize
 
 # sum(range(10**10)) is NOT used: CPython's builtin sum() never checks for signals, so no kernel can stop it
@@ -132,3 +133,46 @@ def test_message_interrupt_on_control(msg_kernel):
 def test_message_interrupt_via_manager(msg_kernel):
     k = msg_kernel
     run_and_interrupt(k, BUSY["sleep"], k.km.interrupt_kernel)
+
+
+SLOW_LINECACHE = """
+import sys, time
+class _SlowLinecache:
+    # Makes the first cell's import of linecache (the kernel's own work before the cell's first bytecode)
+    # take 1.5 s, so that an interrupt surely comes during it.
+    def find_spec(self, name, path=None, target=None):
+        if name == "linecache":
+            time.sleep(1.5)
+        return None
+sys.modules.pop("linecache", None)
+sys.meta_path.insert(0, _SlowLinecache())
+"""
+
+
+def test_an_interrupt_during_the_kernels_work_before_the_first_bytecode_reaches_the_cell(tmp_path):
+    """An interrupt_request that comes while the kernel prepares a cell (here the first cell's import of
+    linecache, made slow by a start-up file) interrupts that cell: the kernel's own code caught the
+    KeyboardInterrupt and the cell slept on (cli's test_interrupt_with_pyc_int, 20 ms after a `pyc new`,
+    under load)."""
+    startup = tmp_path / "startup.py"
+    startup.write_text(SLOW_LINECACHE)
+    k = pyctest.Kernel("pyc", env={"PYTHONSTARTUP": str(startup)})
+    try:
+        msg_id = k.kc.execute("import time; time.sleep(30)")
+        busy = False
+        deadline = time.monotonic() + 10
+        while not busy and time.monotonic() < deadline:    # busy: the cell is armed, before the import
+            r, _ = pyctest.request(k.kc, "usage_request", {}, channel="control")
+            busy = r["content"].get("pyc", {}).get("execution_state") == "busy"
+        if IS_PYC:
+            assert busy
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        pyctest.request(k.kc, "interrupt_request", {}, channel="control")
+        reply = get_reply(k.kc, msg_id, timeout=40)
+        took = time.monotonic() - t0
+        assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt", (
+            reply["content"])
+        assert took < 10, "the interrupt took %.1f s" % took
+    finally:
+        k.shutdown()
