@@ -57,7 +57,7 @@ def test_ipykernel_through_the_generic_launcher(gateway, launch, connect, placeh
     assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt", (
         reply["content"])
     pyctest.iopub_for(kc, msg_id, check=False)
-    run_one_plus_one(kc)
+    run_one_plus_one(kc, after_error=True)
 
     gateway_shutdown(kc, launcher, info, LOOPBACK, comm=False)
     assert not launcher.leftovers(), launcher.describe()
