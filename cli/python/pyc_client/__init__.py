@@ -338,9 +338,9 @@ _WILDCARD_IPS = ("0.0.0.0", "::", "*", "")
 
 def fork(client, n=1, outlive=False, timeout=60, ip=None):
     """Forks the kernel behind `client` into n children (comm target pyc.fork) and returns a started
-    BlockingKernelClient for each, in order, once its iopub is subscribed.  Each child starts from the kernel's state after its last
-    finished request and is a full kernel: `client.pyc_child` holds its pid, connection file and
-    connection info.  Children end with their parent unless outlive is true.
+    BlockingKernelClient for each, in order, once its iopub is subscribed.  Each child starts from the
+    kernel's state after its last finished request and is a full kernel: `client.pyc_child` holds its pid,
+    connection file and connection info.  Children end with their parent unless outlive is true.
 
     A child listens where its parent does.  When that is every interface (a kernel in a pod or container,
     started by a gateway, binds 0.0.0.0), the children are reached at the address this client reaches the
