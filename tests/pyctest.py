@@ -461,6 +461,26 @@ def validate(msg):
     msgspec_v5.validate_message(msg, t)
 
 
+def wait_running(kc, msg_id, timeout=5, settle=1.0):
+    """Waits for the execute_input of msg_id, then settle seconds more, so that the cell surely runs (for
+    tests that interrupt it).  Returns whether execute_input came within timeout: ipykernel's iopub thread is a
+    Python thread, and a C-level loop that holds the GIL (a regex) keeps even execute_input from going out, so
+    a caller may go on without it; pyc's iopub thread is C."""
+    deadline = time.monotonic() + timeout
+    seen = False
+    while not seen:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        try:
+            m = kc.get_iopub_msg(timeout=left)
+        except Empty:
+            break
+        seen = m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "execute_input"
+    time.sleep(settle)
+    return seen
+
+
 def get_reply(kc, msg_id, channel="shell", timeout=TIMEOUT):
     """The reply to msg_id on shell or control; other replies are dropped.  A hang fails the test."""
     get = kc.get_shell_msg if channel == "shell" else kc.get_control_msg

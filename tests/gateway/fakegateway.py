@@ -539,12 +539,8 @@ def start_sleeping_cell(kc, seconds=30):
     """Sends a cell that sleeps and returns its msg_id once the cell runs (its execute_input came, and half a
     second more: it is in time.sleep then), for the tests of interrupts."""
     msg_id = kc.execute("import time; time.sleep(%d)" % seconds)
-    dl = pyctest.Deadline(pyctest.TIMEOUT)
-    while True:
-        msg = kc.get_iopub_msg(timeout=dl.left())
-        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input":
-            break
-    time.sleep(0.5)
+    assert pyctest.wait_running(kc, msg_id, timeout=pyctest.TIMEOUT, settle=0.5), (
+        "no execute_input for the sleeping cell within %ss" % pyctest.TIMEOUT)
     return msg_id
 
 

@@ -7,7 +7,8 @@ from queue import Empty
 import pytest
 
 import pyctest
-from pyctest import IS_PYC, eval_value, execute, get_reply, iopub_for, outputs, send, stream_text, summarize
+from pyctest import (IS_PYC, eval_value, execute, get_reply, iopub_for, outputs, send, stream_text, summarize,
+                     wait_running)
 
 # sum(range(10**10)) is NOT used: CPython's builtin sum() never checks for signals, so no kernel can stop it
 # promptly.  A catastrophic regular expression is a C-level busy loop that does check (_sre polls signals).
@@ -17,25 +18,6 @@ BUSY = {
     "c-regex": "import re\nre.match(r'(x+x+)+y', 'x' * 64)",
     "event-wait": "import threading\nthreading.Event().wait(30)",
 }
-
-
-def wait_running(kc, msg_id, timeout=5):
-    """Wait for the cell's execute_input, then a moment more so that it is surely running.
-
-    ipykernel's iopub thread is a Python thread: a C-level loop that holds the GIL (the regex) keeps even
-    execute_input from going out, so after `timeout` we go on without it.  pyc's iopub thread is C."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        try:
-            m = kc.get_iopub_msg(timeout=left)
-        except Empty:
-            break
-        if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "execute_input":
-            break
-    time.sleep(1.0)
 
 
 def run_and_interrupt(k, code, interrupt):
