@@ -28,12 +28,16 @@ pyc__reap_children(pyc_kernel_t *k)
     int live = 0;
     bool unwatched = false;
     for (int i = 0; i < k->n_children; i++) {
-        if (waitpid(k->children[i].pid, NULL, WNOHANG) == 0) {
+        /* Looked at without reaping first (WNOWAIT): a child that ended by a signal could not remove its
+         * connection file, and that file goes before the pid does, so that whoever sees the child gone never
+         * finds its stale connection file (a reaped pid vanishes from /proc at once). */
+        siginfo_t si = {0};
+        if (waitid(P_PID, (id_t)k->children[i].pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0) {
             unwatched = unwatched || k->children[i].pidfd < 0;
             k->children[live++] = k->children[i];
         } else {
-            /* A child that ended by a signal could not remove its connection file. */
             unlink(k->children[i].file);
+            waitpid(k->children[i].pid, NULL, WNOHANG);
             free(k->children[i].file);
             if (k->children[i].pidfd >= 0)
                 close(k->children[i].pidfd);     /* which also takes it out of the epoll set */
