@@ -304,20 +304,36 @@ class Kernel:
         if _start_state["broken"] and not _start_state["ok"]:
             # no kernel of this session ever started: fail fast instead of waiting again in every test
             raise RuntimeError("no kernel has started in this session; the first failure was:\n" + _start_state["broken"])
-        try:
-            self._start(ready_timeout)
-        except BaseException as e:
-            self.shutdown(now=True)
-            tail = "\n".join(self.stderr_lines()[-20:])
-            msg = "kernel %r did not start: %s: %s\n--- its stderr (last lines) ---\n%s" % (
-                kernel_name,
-                type(e).__name__,
-                e,
-                tail,
-            )
-            if not _start_state["broken"]:
-                _start_state["broken"] = msg
-            raise RuntimeError(msg) from e
+        # A kernel that jupyter_client gives fixed ports can find one taken: the client picks free ports, closes
+        # them, and writes them down, and another process of the run (the other xdist worker's kernels and
+        # servers, a test's outgoing connections) may bind one before the kernel does.  That race is the
+        # client's, the same for every kernel (pyc's handshake kernelspec closes it, test_handshake.py), so a
+        # start that lost it is tried again on new ports, from a new KernelManager.
+        for attempt in range(3):
+            seen = len(self.stderr_lines())
+            try:
+                self._start(ready_timeout)
+                break
+            except BaseException as e:
+                lost_race = any("Address already in use" in line for line in self.stderr_lines()[seen:])
+                self.shutdown(now=True)
+                if lost_race and attempt < 2 and isinstance(e, Exception):
+                    self.km = KernelManager(kernel_name=kernel_name, **km_kwargs)
+                    self.kc = None
+                    continue
+                lines = self.stderr_lines()
+                # The last line of the kernel's stderr goes in the first line of the message, which is all that
+                # pytest's summary (and CI's) shows of a failure.
+                msg = "kernel %r did not start: %s: %s (its stderr ends: %r)\n--- its stderr ---\n%s" % (
+                    kernel_name,
+                    type(e).__name__,
+                    e,
+                    lines[-1][:200] if lines else "",
+                    "\n".join(lines[-20:]),
+                )
+                if not _start_state["broken"]:
+                    _start_state["broken"] = msg
+                raise RuntimeError(msg) from e
         _start_state["ok"] += 1
 
     def _launch_kwargs(self):
