@@ -50,7 +50,7 @@ pyc_app_bind(pyc_app_t *a, pyc_error_t *err)
     a->auth = pyc_auth_new(a->cf.signature_scheme, a->cf.key, a->cf.keylen, 0, err);
     if (a->auth == NULL)
         return -1;
-    a->srv = pyc_server_new(&a->cf, a->auth, err);
+    a->srv = pyc_server_new_on(&a->cf, a->auth, a->use_fds, err);
     return a->srv != NULL ? 0 : -1;
 }
 

@@ -34,6 +34,8 @@ typedef struct pyc_app {
     dev_t own_dev;               /* own_connection_file as written: removed at the end only while it is the */
     ino_t own_ino;               /* same file (a restarted kernel with the same kernel_id writes a new one) */
     sigset_t saved_mask;         /* the mask before pyc_app_bind */
+    int *use_fds;                /* borrowed, NULL: listening sockets bound already that pyc_app_bind serves
+                                  * (a restore; see pyc_server_new_on) */
 } pyc_app_t;
 
 /* Blocks SIGINT and SIGTERM, then makes the signer and binds the five sockets of a->cf (ports 0 are chosen

@@ -7,6 +7,7 @@
  *   pyc-kernel gateway-launch [...]   the launcher of Enterprise Gateway and gateway_provisioners, which starts
  *                                     a kernel in a pod or on a remote host (src/gateway/gateway.h)
  *   pyc-kernel --version | --help
+ *   pyc-kernel --keeper PID           what the process Jupyter started becomes after a restore (timetravel.h)
  *
  * LIMITS are --idle-timeout=S --lifetime=S --shutdown-grace=S --cell-timeout=S --cell-grace=S
  * --output-limit=BYTES --output-messages=N --memory-limit=BYTES (limit.h); each may also come from its
@@ -53,6 +54,7 @@
 #include "proc.h"
 #include "py.h"
 #include "server.h"
+#include "timetravel.h"
 
 static void
 usage(FILE *f)
@@ -387,6 +389,10 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
         .wake_ctx = &app,
         .fork_children = pyc_app_fork_children,
         .fork_ctx = &app,
+        .snapshot_take = pyc_app_snapshot_take,
+        .snapshot_hand_over = pyc_app_snapshot_hand_over,
+        .snapshot_drop = pyc_tt_drop,
+        .snapshot_ctx = &app,
         .max_children = maxc != NULL ? (int)strtol(maxc, NULL, 10) : 0,
         .limits = &ro->limits,
         .hard_exit = hard_exit,
@@ -507,6 +513,8 @@ main(int argc, char **argv)
      * and zeroed anew (measured: 10% of the CPU of a 300 MB print). */
     mallopt(M_MMAP_THRESHOLD, 4 << 20);
     pyc_log_init();
+    if (argc == 3 && strcmp(argv[1], "--keeper") == 0)
+        return pyc_keeper_main((pid_t)strtol(argv[2], NULL, 10));   /* after a restore: timetravel.h */
     if (argc >= 2 && strcmp(argv[1], "install") == 0)
         return pyc_install_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "gateway-launch") == 0) {

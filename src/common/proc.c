@@ -180,6 +180,25 @@ pyc_proc_memory(long pid, unsigned long long *rss, unsigned long long *pss)
 }
 
 int
+pyc_proc_private(long pid, unsigned long long *uss)
+{
+    static const char *const fields[] = {"\nPrivate_Clean:", "\nPrivate_Dirty:", "\nSwap:"};
+    char path[64], buf[4096];
+    *uss = 0;
+    if (pid <= 0)
+        return -1;
+    snprintf(path, sizeof path, "/proc/%ld/smaps_rollup", pid);
+    if (pyc_proc_read_small(path, buf, sizeof buf) <= 0 || strstr(buf, fields[0]) == NULL)
+        return -1;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        const char *f = strstr(buf, fields[i]);
+        if (f != NULL)
+            *uss += strtoull(f + strlen(fields[i]), NULL, 10) * 1024;
+    }
+    return 0;
+}
+
+int
 pyc_proc_pidfd(long pid)
 {
     if (pid <= 0) {

@@ -39,6 +39,12 @@ unsigned long long pyc_proc_start(long pid);
  * available).  Returns 0, or -1 when the process is gone. */
 int pyc_proc_memory(long pid, unsigned long long *rss, unsigned long long *pss);
 
+/* What only this process holds (its unique set size): the Private_Clean, Private_Dirty and Swap of
+ * smaps_rollup, in bytes.  For a copy-on-write fork of a kernel it is the memory the fork really costs: the
+ * pages either side has written since.  Returns 0, or -1 when the process is gone or smaps_rollup is not
+ * available. */
+int pyc_proc_private(long pid, unsigned long long *uss);
+
 /* Reads a small file (most of /proc) into buf, NUL-terminated.  Returns the length, or -1. */
 long pyc_proc_read_small(const char *path, char *buf, unsigned long cap);
 

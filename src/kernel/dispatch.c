@@ -9,6 +9,8 @@
  */
 #include "kernelint.h"
 
+#include <time.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +160,15 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
         pyc_msg_destroy(&msg);
         return;
     }
+    if (k->await_subscriber_ms > 0) {
+        /* The first request after a restore: the clients' iopub sockets reconnect by themselves, a little
+         * after their shell sockets may have; output published before they are back would be lost. */
+        for (int waited = 0; waited < k->await_subscriber_ms && atomic_load(&k->subscriptions) == 0; waited += 2) {
+            struct timespec ts = {0, 2 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        k->await_subscriber_ms = 0;
+    }
     pyc__set_parent(k, msg);
     k->current = msg;
     dispatch(k, chan, msg);
@@ -170,8 +181,11 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
         return;
     }
     pyc_msg_destroy(&msg);
-    if (!k->aborting)
+    if (!k->aborting) {
+        if (k->restore_to > 0)
+            pyc__snapshot_restore_now(k);
         return;
+    }
     for (size_t i = 0; i < k->n_queued; i++) {
         pyc_msg_t *next = k->queued[i];
         pyc__set_parent(k, next);
@@ -184,4 +198,6 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
     k->queued = NULL;
     k->n_queued = 0;
     k->aborting = false;
+    if (k->restore_to > 0)
+        pyc__snapshot_restore_now(k);
 }

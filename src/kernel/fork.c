@@ -51,9 +51,9 @@ pyc_fork_keep_inherited(void *p)
         inherited[n_inherited++] = p;
 }
 
-/* True when fd is a socket whose local address is one of the parent kernel's endpoints. */
-static bool
-is_kernel_socket(int fd, const pyc_connfile_t *cf)
+/* The channel whose endpoint is fd's local address, or -1 (not a kernel socket). */
+static int
+kernel_channel(int fd, const pyc_connfile_t *cf)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
@@ -67,38 +67,86 @@ is_kernel_socket(int fd, const pyc_connfile_t *cf)
     if (port >= 0) {
         for (int c = 0; c < PYC_CHAN_COUNT; c++) {
             if (cf->ports[c] == port)
-                return true;
+                return c;
         }
-        return false;
+        return -1;
     }
     if (ss.ss_family == AF_UNIX) {
+        /* ipc endpoints are IP-PORT paths (connfile.h) */
         const char *path = ((struct sockaddr_un *)&ss)->sun_path;
-        return strncmp(path, cf->ip, strlen(cf->ip)) == 0;
+        size_t n = strlen(cf->ip);
+        if (strncmp(path, cf->ip, n) != 0)
+            return -1;
+        long pn = path[n] == '-' ? strtol(path + n + 1, NULL, 10) : -1;
+        for (int c = 0; c < PYC_CHAN_COUNT; c++) {
+            if (cf->ports[c] == pn)
+                return c;
+        }
+        return PYC_CHAN_COUNT;   /* ours by its prefix, whatever its channel */
     }
-    return false;
+    return -1;
 }
 
-/* Closes the parent's kernel sockets the child inherited: otherwise the child would keep the parent's
- * ports bound (a restarted parent could not bind them again) and its clients' connections open. */
-static void
-close_inherited_sockets(const pyc_connfile_t *cf, int keep)
+/* True when fd is a socket whose local address is one of the kernel's endpoints. */
+static bool
+is_kernel_socket(int fd, const pyc_connfile_t *cf)
+{
+    return kernel_channel(fd, cf) >= 0;
+}
+
+/* The descriptors of this process that are open sockets, but for dfd (at most cap). */
+static int
+open_sockets(int *fds, int cap, int skip)
 {
     DIR *d = opendir("/proc/self/fd");
     if (d == NULL)
-        return;
-    int dfd = dirfd(d);
-    int fds[1024], n = 0;
+        return 0;
+    int dfd = dirfd(d), n = 0;
     struct dirent *e;
-    while ((e = readdir(d)) != NULL && n < 1024) {
+    while ((e = readdir(d)) != NULL && n < cap) {
         int fd = (int)strtol(e->d_name, NULL, 10);
-        if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd <= 2 || fd == dfd || fd == keep)
+        struct stat st;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd <= 2 || fd == dfd || fd == skip)
             continue;
-        fds[n++] = fd;
+        if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode))
+            fds[n++] = fd;
     }
     closedir(d);
+    return n;
+}
+
+int
+pyc_fork_listening_fds(const pyc_connfile_t *cf, int *out)
+{
+    int fds[1024], n = open_sockets(fds, 1024, -1), found = 0;
+    for (int c = 0; c < PYC_CHAN_COUNT; c++)
+        out[c] = -1;
     for (int i = 0; i < n; i++) {
-        struct stat st;
-        if (fstat(fds[i], &st) == 0 && S_ISSOCK(st.st_mode) && is_kernel_socket(fds[i], cf))
+        int listening = 0;
+        socklen_t len = sizeof listening;
+        int c = kernel_channel(fds[i], cf);
+        if (c < 0 || c >= PYC_CHAN_COUNT || out[c] >= 0 ||
+            getsockopt(fds[i], SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0 || !listening)
+            continue;
+        out[c] = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+        found += out[c] >= 0;
+    }
+    if (found == PYC_CHAN_COUNT)
+        return 0;
+    for (int c = 0; c < PYC_CHAN_COUNT; c++) {
+        if (out[c] >= 0)
+            close(out[c]);
+        out[c] = -1;
+    }
+    return -1;
+}
+
+void
+pyc_fork_close_kernel_sockets(const pyc_connfile_t *cf, int keep)
+{
+    int fds[1024], n = open_sockets(fds, 1024, keep);
+    for (int i = 0; i < n; i++) {
+        if (is_kernel_socket(fds[i], cf))
             close(fds[i]);
     }
 }
@@ -128,7 +176,7 @@ child_start(pyc_kernel_t *k, const pyc_fork_spec_t *spec, bool outlive, pid_t pa
     }
     setpgid(0, 0);
     pyc_msg_reseed();
-    close_inherited_sockets(spec->cf, fd);
+    pyc_fork_close_kernel_sockets(spec->cf, fd);
     json_t *rep = spec->become(spec->ctx, outlive, parent, &err);
     if (rep == NULL) {
         json_t *e = json_pack("{s:s}", "error", err.text);

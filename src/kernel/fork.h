@@ -45,6 +45,16 @@ typedef struct pyc_fork_spec {
 int pyc_fork_children(pyc_kernel_t *k, const pyc_fork_spec_t *spec, int n, bool outlive, json_t **reports,
                       int *index);
 
+/* In a forked child: closes the parent's kernel sockets it inherited (listening and connected, those whose
+ * local address is one of cf's endpoints), all but the descriptor keep; otherwise the child would keep the
+ * parent's ports bound (a restarted parent could not bind them again) and its clients' connections open. */
+void pyc_fork_close_kernel_sockets(const pyc_connfile_t *cf, int keep);
+
+/* Duplicates (close-on-exec) the five listening sockets of cf's endpoints that this process holds into
+ * out[chan], for a restore to hand over.  Returns 0, or -1 with every out[chan] -1 when not all five were
+ * found. */
+int pyc_fork_listening_fds(const pyc_connfile_t *cf, int *out);
+
 /* In a forked child: keeps a reference to an object inherited from the parent that the child must never
  * use or free (its threads do not exist here), so that LeakSanitizer sees it as kept on purpose. */
 void pyc_fork_keep_inherited(void *p);

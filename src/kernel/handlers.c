@@ -151,7 +151,7 @@ pyc__on_inspect(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 }
 
 /* comm_open, comm_msg and comm_close from the frontend go to the comm manager inside the interpreter
- * (pyc._comm), which holds the targets registered from Python; pyc.fork is the kernel's own. */
+ * (pyc._comm), which holds the targets registered from Python; pyc.fork and pyc.snapshot are the kernel's own. */
 void
 pyc__on_comm(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
@@ -160,6 +160,11 @@ pyc__on_comm(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     if (strcmp(msg->msg_type, "comm_open") == 0 && json_is_string(target) &&
         strcmp(json_string_value(target), "pyc.fork") == 0) {
         pyc__on_fork(k, msg);
+        return;
+    }
+    if (strcmp(msg->msg_type, "comm_open") == 0 && json_is_string(target) &&
+        strcmp(json_string_value(target), "pyc.snapshot") == 0) {
+        pyc__on_snapshot(k, msg);
         return;
     }
     /* A comm's callback (a widget's) may compute for long: bounded by the cell deadline only. */

@@ -213,6 +213,10 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     k->wake_main = cfg->wake_main;
     k->wake_ctx = cfg->wake_ctx;
     k->fork_children = cfg->fork_children;
+    k->snapshot_take = cfg->snapshot_take;
+    k->snapshot_hand_over = cfg->snapshot_hand_over;
+    k->snapshot_drop = cfg->snapshot_drop;
+    k->snapshot_ctx = cfg->snapshot_ctx;
     k->fork_ctx = cfg->fork_ctx;
     k->max_children = cfg->max_children > 0 ? cfg->max_children : PYC_MAX_CHILDREN_DEFAULT;
     k->main_thread = pthread_self();
@@ -283,6 +287,7 @@ pyc_kernel_destroy(pyc_kernel_t **k_p)
     pyc_history_close(&k->history);
     pyc__end_children(k);
     pyc__forget_children(k);
+    pyc__snapshots_end(k);
     free(k->parent);
     free(k->username_json);
     free(k->kernel_info);
@@ -357,6 +362,7 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     k->main_thread = pthread_self();
     atomic_store(&k->executing, 0);
     atomic_store(&k->quit, 0);
+    atomic_store(&k->subscriptions, 0);
     pyc__forget_children(k);     /* the parent's children are not ours */
     /* The parent's debugger thread does not exist here (its memory is left as it is); the control thread of
      * the parent may have held the lock at the fork. */
@@ -398,6 +404,13 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     if (pyc__crash_restart_in_child(k, &cerr) < 0)
         pyc_log("%s", cerr.text);
     return pyc_streams_capture_fds(k->streams, err);
+}
+
+void
+pyc_kernel_rebind(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth)
+{
+    k->io = io;
+    k->auth = auth;
 }
 
 pyc_history_t *

@@ -88,6 +88,15 @@ typedef struct pyc_kernel_config {
     int (*fork_children)(void *ctx, int n, bool outlive, json_t **reports, int *index);
     void *fork_ctx;
     int max_children;            /* live children allowed at once (pyc.fork); 0: PYC_MAX_CHILDREN_DEFAULT */
+    /* Snapshots (README, "Time travel"; kernel/timetravel.h): snapshot_take forks a parked snapshot: 0 in the
+     * kernel with *pid, 1 in the snapshot once a restore made it the live kernel (*state the restorer's, *pid
+     * its parked copy or -1), -1 with err.  snapshot_hand_over gives the ports to the snapshot `to` and does
+     * not return, or returns -1 with err (the kernel serves again).  snapshot_drop ends a parked snapshot.
+     * NULL disables the pyc.snapshot comm target. */
+    int (*snapshot_take)(void *ctx, pid_t *pid, json_t **state, pyc_error_t *err);
+    int (*snapshot_hand_over)(void *ctx, pid_t to, json_t *state, pyc_error_t *err);
+    int (*snapshot_drop)(pid_t pid);
+    void *snapshot_ctx;
     const pyc_limits_t *limits;  /* copied; NULL for none */
     /* Ends the process at once with `code` after sending what is queued (the guard thread calls it when a
      * cell cannot be stopped, or the shutdown grace is over).  Must not return. */
@@ -155,6 +164,9 @@ int pyc_kernel_idle(pyc_kernel_t *k);
 /* Main thread: a descriptor to watch while waiting for requests, readable when pyc_kernel_idle has work (a
  * forked session ended), or -1. */
 int pyc_kernel_wait_fd(const pyc_kernel_t *k);
+
+/* The sockets were made anew after a restore failed (timetravel.c): the kernel sends through them from now on. */
+void pyc_kernel_rebind(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth);
 
 /* fork(2) of the kernel process, from the main thread without the GIL: CPython's fork handling, with the
  * locks a child must not inherit held by another thread (streams, parent) taken across the call.  Returns

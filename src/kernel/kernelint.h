@@ -55,6 +55,15 @@ enum {
 };
 typedef struct pyc__subshell pyc__subshell_t;
 
+/* A snapshot of this kernel (snapshot.c): a parked fork. */
+typedef struct pyc__snapshot {
+    char *name;                  /* owned */
+    pid_t pid;
+    int execution_count;         /* the cells it holds */
+    double taken;                /* seconds since the epoch */
+    bool automatic;
+} pyc__snapshot_t;
+
 /* A forked session: its pid, its connection file (removed when it ends), whether it outlives us, and the
  * pidfd that tells when it ends (-1 where pidfd_open failed). */
 typedef struct pyc__child {
@@ -89,6 +98,10 @@ struct pyc_kernel {
     int (*fork_children)(void *ctx, int n, bool outlive, json_t **reports, int *index);
     void *fork_ctx;
     int max_children;
+    int (*snapshot_take)(void *ctx, pid_t *pid, json_t **state, pyc_error_t *err);
+    int (*snapshot_hand_over)(void *ctx, pid_t to, json_t *state, pyc_error_t *err);
+    int (*snapshot_drop)(pid_t pid);
+    void *snapshot_ctx;
     pyc_limits_t limits;
     void (*hard_exit)(void *ctx, int code);
     void *hard_exit_ctx;
@@ -116,6 +129,13 @@ struct pyc_kernel {
     int n_children;
     int children_epfd;           /* owned: an epoll set of the children's pidfds (-1 until the first) */
     bool just_forked;            /* this process is a child that has not finished the fork request */
+    pyc__snapshot_t *snaps;      /* owned: the snapshots this kernel may restore, oldest first (snapshot.c) */
+    int n_snaps;
+    int snap_seq;                /* numbers the snapshots taken without a name */
+    int restore_to;              /* 1 + the entry to restore once the request being handled is answered; 0 */
+    char *restore_error;         /* owned: why the last restore failed, for the list; NULL */
+    json_t *restored;            /* owned: which snapshot this kernel was restored from, and when; NULL */
+    int await_subscriber_ms;     /* after a restore: how long the first request waits for an iopub subscriber */
     bool flushed_at_end;         /* the handler published the output streams after the last user code it
                                   * ran (execute): the flush before idle is not needed */
     bool user_forked;            /* this process is a child of user code (os.fork): not a kernel */
@@ -135,6 +155,7 @@ struct pyc_kernel {
     atomic_int iso_pid;          /* the running isolated cell's process, 0 when none */
     atomic_int iso_stop;         /* why the kernel killed it: 0 not, ISO_STOP_INTERRUPT or ISO_STOP_DEADLINE */
     atomic_int memory_interrupts;/* the memory watch's interrupts of the running cell */
+    atomic_int subscriptions;    /* iopub subscriptions since the last restore (the control thread counts) */
     pyc_outgate_t out;           /* the running cell's output cap; its own lock */
     pthread_mutex_t usage_lock;  /* guards usage (control thread and any other) */
     pyc_usage_state_t usage;
@@ -303,6 +324,21 @@ void pyc__forget_children(pyc_kernel_t *k);
 
 /* The comm target pyc.fork. */
 void pyc__on_fork(pyc_kernel_t *k, const pyc_msg_t *msg);
+
+/* snapshot.c: the comm target pyc.snapshot, the table, restores. */
+void pyc__on_snapshot(pyc_kernel_t *k, const pyc_msg_t *msg);
+json_t *pyc__snapshot_list(pyc_kernel_t *k);
+int pyc__snapshot_drop(pyc_kernel_t *k, const char *name);
+/* Takes a snapshot named name (NULL: a name is made).  0 with *answer its record; 1 in the snapshot once it
+ * was restored (it has taken the restorer's state: the caller drops the request); -1 with err. */
+int pyc__snapshot_take(pyc_kernel_t *k, const char *name, bool automatic, json_t **answer, pyc_error_t *err);
+/* Asks for a restore of the snapshot name ("-N": the Nth newest) once the current request is answered. */
+int pyc__snapshot_request_restore(pyc_kernel_t *k, const char *name, pyc_error_t *err);
+/* Restores what was asked for, if anything: does not return when the restore worked. */
+void pyc__snapshot_restore_now(pyc_kernel_t *k);
+/* In a snapshot just restored: takes the restorer's state (execution count, inputs, table). */
+void pyc__snapshot_resumed(pyc_kernel_t *k, json_t *state, pid_t copy);
+void pyc__snapshots_end(pyc_kernel_t *k);
 
 /* ---- handlers.c ----------------------------------------------------------------------------------------- */
 

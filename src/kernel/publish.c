@@ -263,6 +263,7 @@ void
 pyc_kernel_subscribed(void *ctx, const char *topic, size_t len)
 {
     pyc_kernel_t *k = ctx;
+    atomic_fetch_add(&k->subscriptions, 1);
     json_t *sub = json_stringn(topic, len);
     if (sub == NULL) {
         pyc_log("iopub: a subscription whose topic is not UTF-8 gets no welcome");

@@ -306,12 +306,18 @@ bind_in_range(void *s, pyc_connfile_t *cf, int chan, pyc_error_t *err)
 }
 
 static int
-bind_channel(pyc_server_t *srv, pyc_connfile_t *cf, int chan, int type, pyc_error_t *err)
+bind_channel(pyc_server_t *srv, pyc_connfile_t *cf, int chan, int type, int fd, pyc_error_t *err)
 {
     char ep[512];
     void *s = zmq_socket(srv->zctx, type);
-    if (s == NULL)
+    if (s == NULL) {
+        if (fd >= 0)
+            close(fd);
         return pyc_error_set(err, "cannot create the %s socket: %s", chan_names[chan], zmq_strerror(zmq_errno()));
+    }
+    /* A listening socket that is bound already: ZeroMQ serves it (and closes it with the socket). */
+    if (fd >= 0 && zmq_setsockopt(s, ZMQ_USE_FD, &fd, sizeof fd) < 0)
+        close(fd);
     srv->sock[chan] = s;
     int linger = 1000, zero = 0, one = 1;
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
@@ -362,11 +368,17 @@ bind_channel(pyc_server_t *srv, pyc_connfile_t *cf, int chan, int type, pyc_erro
 pyc_server_t *
 pyc_server_new(pyc_connfile_t *cf, pyc_auth_t *auth, pyc_error_t *err)
 {
+    return pyc_server_new_on(cf, auth, NULL, err);
+}
+
+pyc_server_t *
+pyc_server_new_on(pyc_connfile_t *cf, pyc_auth_t *auth, int *fds, pyc_error_t *err)
+{
     static const int types[PYC_CHAN_COUNT] = {ZMQ_ROUTER, ZMQ_XPUB, ZMQ_ROUTER, ZMQ_ROUTER, ZMQ_ROUTER};
     pyc_server_t *srv = calloc(1, sizeof *srv);
     if (srv == NULL) {
         pyc_error_code(err, PYC_ENOMEM, "out of memory");
-        return NULL;
+        goto fail;
     }
     srv->auth = auth;
     srv->max_message = (int64_t)(PYC_SERVER_MAX_BUFFERS + PYC_SERVER_MAX_DICT);
@@ -395,7 +407,10 @@ pyc_server_new(pyc_connfile_t *cf, pyc_auth_t *auth, pyc_error_t *err)
     if (pyc_connfile_curve(cf) && cf->curve_restricted && (srv->zap = pyc_zap_start(srv->zctx, cf, err)) == NULL)
         goto fail;
     for (int c = 0; c < PYC_CHAN_COUNT; c++) {
-        if (bind_channel(srv, cf, c, types[c], err) < 0)
+        int fd = fds != NULL ? fds[c] : -1;
+        if (fds != NULL)
+            fds[c] = -1;                  /* the socket's now, or closed */
+        if (bind_channel(srv, cf, c, types[c], fd, err) < 0)
             goto fail;
     }
     size_t fd_size = sizeof srv->shell_fd;
@@ -415,6 +430,11 @@ pyc_server_new(pyc_connfile_t *cf, pyc_auth_t *auth, pyc_error_t *err)
     }
     return srv;
 fail:
+    for (int c = 0; fds != NULL && c < PYC_CHAN_COUNT; c++) {
+        if (fds[c] >= 0)
+            close(fds[c]);
+        fds[c] = -1;
+    }
     pyc_server_destroy(&srv);
     return NULL;
 }
@@ -485,6 +505,17 @@ pyc_server_close(pyc_server_t *srv)
         zmq_ctx_term(srv->zctx);
     srv->zctx = NULL;
     pyc_zap_join(&srv->zap);     /* its thread ended when the context was terminated */
+}
+
+void
+pyc_server_unbind(pyc_server_t *srv)
+{
+    for (int c = 0; c < PYC_CHAN_COUNT; c++) {
+        char ep[512];
+        size_t len = sizeof ep;
+        if (srv->sock[c] != NULL && zmq_getsockopt(srv->sock[c], ZMQ_LAST_ENDPOINT, ep, &len) == 0)
+            zmq_unbind(srv->sock[c], ep);
+    }
 }
 
 void

@@ -40,6 +40,16 @@ typedef bool (*pyc_control_fn)(void *ctx, pyc_msg_t *msg);
  * back into cf.  auth is borrowed and must outlive the server. */
 pyc_server_t *pyc_server_new(pyc_connfile_t *cf, pyc_auth_t *auth, pyc_error_t *err);
 
+/* As pyc_server_new, on listening sockets that are bound already (a restore: the live kernel's own, passed
+ * to the snapshot that takes over, so that no port is ever free for another process to take and a client that
+ * connects meanwhile waits in the backlog).  fds[chan] (-1: bind as usual) become the server's, or are closed
+ * on failure; each is set to -1. */
+/* Stops accepting connections on every channel (the listening sockets close here; connections made stay).
+ * A restore calls it before pyc_server_close, whose copies of the listening sockets the snapshot serves. */
+void pyc_server_unbind(pyc_server_t *srv);
+
+pyc_server_t *pyc_server_new_on(pyc_connfile_t *cf, pyc_auth_t *auth, int *fds, pyc_error_t *err);
+
 /* What the server tells its owner, each call on the control thread with ctx. */
 typedef struct pyc_server_callbacks {
     pyc_control_fn on_control;   /* each decoded control request */

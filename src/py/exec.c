@@ -45,6 +45,24 @@ pyc__py_support(const char *module, const char *name)
     return func;              /* a reference the table keeps, or, past its size, one that is never freed */
 }
 
+json_t *
+pyc_py_support_call(const char *module, const char *name, json_t *args)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *f = pyc__py_support(module, name);
+    PyObject *a = f != NULL && args != NULL ? pyc__py_from_json(args) : NULL;
+    PyObject *t = a != NULL && PyList_Check(a) ? PyList_AsTuple(a) : NULL;
+    PyObject *r = t != NULL ? PyObject_CallObject(f, t) : NULL;
+    json_t *out = r != NULL ? pyc__py_to_json(r) : NULL;
+    if (out == NULL)
+        pyc__py_report(name);
+    Py_XDECREF(r);
+    Py_XDECREF(t);
+    Py_XDECREF(a);
+    PyGILState_Release(g);
+    return out;
+}
+
 /* Before a cell that is not silent: pyc._shell.pre_cell records its source as In[count]; returns true when
  * an IPython shell wants post_cell after it.  A failure is reported and does not stop the cell. */
 static bool

@@ -210,4 +210,8 @@ void pyc_py_debug_session(bool on);
 /* Runs atexit handlers and finalizes the interpreter.  Must hold the GIL (pyc_py_enter). */
 void pyc_py_finalize(void);
 
+/* Calls module.name(*args) of the pyc package (args a JSON array, not stolen) and returns its result as JSON
+ * (a new reference), or NULL after reporting the exception to the log.  Any thread: takes the GIL. */
+json_t *pyc_py_support_call(const char *module, const char *name, json_t *args);
+
 #endif

@@ -368,6 +368,79 @@ def fork(client, n=1, outlive=False, timeout=60, ip=None):
     return clients
 
 
+def snapshot(client, name=None, timeout=60):
+    """Takes a snapshot of the kernel's state after its last finished request (comm target pyc.snapshot): a
+    parked copy-on-write fork that costs only the pages the kernel writes from then on.  Returns its record,
+    {"name", "pid", "execution_count", "taken", "automatic"}; a name taken again replaces the older one."""
+    data = {"op": "take"}
+    if name is not None:
+        data["name"] = str(name)
+    reply, _ = request(client, data, timeout=timeout, target="pyc.snapshot")
+    return reply["snapshot"]
+
+
+def snapshots(client, timeout=60):
+    """The kernel's snapshots, oldest first, each with "bytes": the memory it really holds (its own pages)."""
+    reply, _ = request(client, {"op": "list"}, timeout=timeout, target="pyc.snapshot")
+    return reply["snapshots"]
+
+
+def drop_snapshot(client, name, timeout=60):
+    """Ends the snapshot `name`."""
+    request(client, {"op": "drop", "name": str(name)}, timeout=timeout, target="pyc.snapshot")
+
+
+def restore(client, name, timeout=30, reconnect=True):
+    """Makes the snapshot `name` (or "-N", the Nth newest) the kernel's state, and returns once the restored
+    kernel answers on client's channels.  It is the same kernel to every client: same ports, key and kernel
+    pid (jupyter_client's interrupt, restart and shutdown keep working); the execution count goes on.
+
+    The kernel's sockets close and open again in the snapshot's process: other clients' ZeroMQ sockets
+    reconnect by themselves (within about 0.2 s); with reconnect, this client's channels are made anew at
+    once instead.  Returns {"restoring": name, "pid": the process that now runs the kernel}."""
+    import zmq
+
+    # The old process drops this client's connections when it lets go: new channels are made only then, so that
+    # none reaches the old process in its last milliseconds (a request sent there would be lost).
+    shell = _sync(client.shell_channel.socket)
+    monitor = None
+    if reconnect:
+        addr = "inproc://pyc-restore-%s" % uuid.uuid4().hex
+        shell.monitor(addr, zmq.EVENT_DISCONNECTED)
+        monitor = zmq.Context.shadow(client.context.underlying).socket(zmq.PAIR)
+        monitor.connect(addr)
+    try:
+        reply, _ = request(client, {"op": "restore", "name": str(name)}, timeout=timeout, target="pyc.snapshot")
+        if monitor is not None and monitor.poll(int(timeout * 1000)):
+            monitor.recv_multipart()
+    finally:
+        if monitor is not None:
+            shell.disable_monitor()
+            monitor.close(linger=0)
+    pid = reply["pid"]
+    if reconnect:
+        client.stop_channels()
+        # jupyter_client's channels cannot be started twice: new ones are made (the attributes its channel
+        # properties fill on first use, in 7.x and 8.x)
+        for attr in ("_shell_channel", "_iopub_channel", "_stdin_channel", "_hb_channel", "_control_channel"):
+            if hasattr(client, attr):
+                setattr(client, attr, None)
+        client.start_channels()
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the restored kernel did not answer within %s s" % timeout)
+        try:
+            # short: a request that reached the old process just before it let go is lost, not answered
+            answer, _ = request(client, {"op": "list"}, timeout=min(left, 0.25), target="pyc.snapshot")
+        except TimeoutError:
+            continue
+        if answer.get("pid") == pid:
+            return reply
+        time.sleep(0.005)
+
+
 def run_isolated(client, code, timeout=None, wait=None):
     """Runs code in a forked child of the kernel (execute_request metadata {"pyc": {"isolate": "fork"}}):
     its output streams as usual, the names it binds that pickle are merged back into the kernel, and an

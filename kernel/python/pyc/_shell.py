@@ -114,6 +114,26 @@ def pre_cell(n, code, store_history):
     return False
 
 
+def inputs_since(n):
+    """The sources of the cells after cell n (In[n+1:]), which a restored snapshot takes over so that In
+    keeps every cell the session ran (a snapshot's own In ends at the cell it was taken after)."""
+    inputs = _namespace().get("_ih")
+    return [str(s) for s in inputs[n + 1:]] if isinstance(inputs, list) else []
+
+
+def resume(n, sources):
+    """In a snapshot just restored, which holds cells up to n: In gets the sources of the cells run since
+    (they ran, and were undone; the history has them too), so that In[k] stays cell k."""
+    inputs = _namespace().get("_ih")
+    if not isinstance(inputs, list) or host is not None:
+        return None
+    del inputs[n + 1:]
+    while len(inputs) < n + 1:
+        inputs.append("")
+    inputs.extend(str(s) for s in sources)
+    return None
+
+
 def post_cell(ok, error):
     if host is not None:
         host.pyc_post_cell(ok, error)

@@ -1,0 +1,308 @@
+/*
+ * snapshot.c -- time travel (README, "Time travel"): the kernel's table of snapshots, the comm target
+ * pyc.snapshot, and restores.  A snapshot is a parked copy-on-write fork of the kernel (kernel/timetravel.c
+ * makes and wakes them, through the config's snapshot callbacks); restoring one makes its state the live
+ * kernel's, on the same ports, key and kernel pid.
+ *
+ * The table lists the snapshots this kernel may restore, oldest first: their names, processes, and the
+ * execution count they hold.  A restore happens once the request that asked for it has been answered (and
+ * its idle published): the kernel hands its ports to the snapshot, which goes on with the table, the
+ * execution count and the inputs (In) of the cells run since, so that counts and history continue.  The
+ * snapshot restored stays in the table: it left a parked copy of itself before it took over.
+ */
+#include "kernelint.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "proc.h"
+#include "py.h"
+
+/* The snapshot named name, or -1. */
+static int
+find(const pyc_kernel_t *k, const char *name)
+{
+    for (int i = 0; i < k->n_snaps; i++) {
+        if (strcmp(k->snaps[i].name, name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* Forgets entry i (its process is not touched). */
+static void
+forget(pyc_kernel_t *k, int i)
+{
+    free(k->snaps[i].name);
+    memmove(&k->snaps[i], &k->snaps[i + 1], (size_t)(k->n_snaps - i - 1) * sizeof k->snaps[0]);
+    k->n_snaps--;
+}
+
+/* Appends a record (name copied).  Returns 0, or -1 when out of memory. */
+static int
+add(pyc_kernel_t *k, const char *name, pid_t pid, int count, double taken, bool automatic)
+{
+    char *n = strdup(name);
+    pyc__snapshot_t *grown = n != NULL ? realloc(k->snaps, (size_t)(k->n_snaps + 1) * sizeof *grown) : NULL;
+    if (grown == NULL) {
+        free(n);
+        return -1;
+    }
+    k->snaps = grown;
+    k->snaps[k->n_snaps++] = (pyc__snapshot_t){n, pid, count, taken, automatic};
+    return 0;
+}
+
+static json_t *
+record_json(const pyc__snapshot_t *s, bool with_memory)
+{
+    json_t *j = json_pack("{s:s, s:i, s:i, s:f, s:b}", "name", s->name, "pid", (int)s->pid, "execution_count",
+                          s->execution_count, "taken", s->taken, "automatic", s->automatic);
+    unsigned long long uss;
+    if (with_memory && j != NULL)
+        json_object_set_new(j, "bytes", pyc_proc_private(s->pid, &uss) == 0 ? json_integer((json_int_t)uss)
+                                                                              : json_null());
+    return j;
+}
+
+/* Drops entries whose process is gone (killed from outside, or ended with a root that is gone). */
+static void
+prune(pyc_kernel_t *k)
+{
+    for (int i = 0; i < k->n_snaps;) {
+        if (kill(k->snaps[i].pid, 0) < 0 || pyc_proc_start(k->snaps[i].pid) == 0)
+            forget(k, i);
+        else
+            i++;
+    }
+}
+
+json_t *
+pyc__snapshot_list(pyc_kernel_t *k)
+{
+    prune(k);
+    json_t *a = json_array();
+    for (int i = 0; i < k->n_snaps; i++)
+        json_array_append_new(a, record_json(&k->snaps[i], true));
+    return a;
+}
+
+int
+pyc__snapshot_drop(pyc_kernel_t *k, const char *name)
+{
+    int i = find(k, name);
+    if (i < 0)
+        return -1;
+    if (k->snapshot_drop != NULL)
+        k->snapshot_drop(k->snaps[i].pid);
+    forget(k, i);
+    return 0;
+}
+
+/* The number of cells that the user's In holds up to now, from count+1 on: sent to a restored snapshot. */
+static json_t *
+inputs_since(int count)
+{
+    json_t *args = json_pack("[i]", count);
+    json_t *r = args != NULL ? pyc_py_support_call("pyc._shell", "inputs_since", args) : NULL;
+    json_decref(args);
+    return r != NULL ? r : json_array();
+}
+
+int
+pyc__snapshot_take(pyc_kernel_t *k, const char *name, bool automatic, json_t **answer, pyc_error_t *err)
+{
+    *answer = NULL;
+    if (k->snapshot_take == NULL)
+        return pyc_error_code(err, PYC_EINVAL, "this kernel cannot take snapshots");
+    char autoname[64];
+    if (name == NULL || name[0] == '\0') {
+        snprintf(autoname, sizeof autoname, "%s%d", automatic ? "auto-" : "snapshot-", ++k->snap_seq);
+        name = autoname;
+    }
+    if (strlen(name) > 200)
+        return pyc_error_code(err, PYC_EINVAL, "a snapshot's name has at most 200 bytes");
+    int old = find(k, name);
+    if (old >= 0)
+        pyc__snapshot_drop(k, name);      /* a name taken again is the newer state */
+    pid_t pid = -1;
+    json_t *state = NULL;
+    int rc = k->snapshot_take(k->snapshot_ctx, &pid, &state, err);
+    if (rc < 0)
+        return -1;
+    if (rc == 1) {
+        /* This process is the snapshot, now restored: it carries on with the state of the restorer. */
+        pyc__snapshot_resumed(k, state, pid);
+        json_decref(state);
+        return 1;
+    }
+    double taken = (double)time(NULL);
+    if (add(k, name, pid, k->execution_count, taken, automatic) < 0) {
+        if (k->snapshot_drop != NULL)
+            k->snapshot_drop(pid);
+        return pyc_error_code(err, PYC_ENOMEM, "out of memory");
+    }
+    *answer = record_json(&k->snaps[k->n_snaps - 1], false);
+    return 0;
+}
+
+int
+pyc__snapshot_request_restore(pyc_kernel_t *k, const char *name, pyc_error_t *err)
+{
+    prune(k);
+    int i = -1;
+    char *end = NULL;
+    long back = name != NULL && name[0] == '-' ? strtol(name, &end, 10) : 0;
+    if (back < 0 && end != NULL && *end == '\0')
+        i = k->n_snaps + (int)back;       /* -1: the newest */
+    else if (name != NULL)
+        i = find(k, name);
+    if (i < 0 || i >= k->n_snaps)
+        return pyc_error_code(err, PYC_EINVAL, "no snapshot %s (%d taken: %%snapshots lists them)",
+                              name != NULL ? name : "", k->n_snaps);
+    k->restore_to = i + 1;
+    return 0;
+}
+
+void
+pyc__snapshot_restore_now(pyc_kernel_t *k)
+{
+    if (k->restore_to <= 0 || k->restore_to > k->n_snaps) {
+        k->restore_to = 0;
+        return;
+    }
+    pyc__snapshot_t *s = &k->snaps[k->restore_to - 1];
+    k->restore_to = 0;
+    json_t *table = json_array();
+    for (int i = 0; i < k->n_snaps; i++)
+        json_array_append_new(table, record_json(&k->snaps[i], false));
+    json_t *state = json_pack("{s:i, s:o, s:o, s:s, s:i}", "execution_count", k->execution_count, "inputs",
+                              inputs_since(s->execution_count), "snapshots", table, "name", s->name, "from",
+                              (int)getpid());
+    pyc_history_t *h = k->history;
+    if (h != NULL) {
+        /* The cells run here stay in the history: written before the ports change hands. */
+        pyc_error_t herr;
+        pyc_persist_hold(k->persist);
+        if (pyc_history_flush(h, 1000, &herr) < 0)
+            pyc_log("%s", herr.text);
+        pyc_persist_release(k->persist);
+    }
+    pyc_error_t err;
+    pyc_log("restoring snapshot %s (process %ld, cell %d)", s->name, (long)s->pid, s->execution_count);
+    if (k->snapshot_hand_over(k->snapshot_ctx, s->pid, state, &err) < 0) {
+        pyc_log("restore of %s failed: %s", s->name, err.text);
+        free(k->restore_error);
+        k->restore_error = strdup(err.text);
+    }
+    json_decref(state);
+}
+
+void
+pyc__snapshot_resumed(pyc_kernel_t *k, json_t *state, pid_t copy)
+{
+    const char *name = json_string_value(json_object_get(state, "name"));
+    int held = k->execution_count;
+    for (int i = 0; i < k->n_snaps; i++)
+        free(k->snaps[i].name);
+    k->n_snaps = 0;
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(state, "snapshots"), i, r) {
+        const char *n = json_string_value(json_object_get(r, "name"));
+        pid_t pid = (pid_t)json_integer_value(json_object_get(r, "pid"));
+        if (n == NULL)
+            continue;
+        if (name != NULL && strcmp(n, name) == 0) {
+            if (copy <= 0)
+                continue;                 /* no copy could be made: this snapshot is used up */
+            pid = copy;
+        }
+        add(k, n, pid, (int)json_integer_value(json_object_get(r, "execution_count")),
+            json_number_value(json_object_get(r, "taken")), json_is_true(json_object_get(r, "automatic")));
+    }
+    k->execution_count = (int)json_integer_value(json_object_get(state, "execution_count"));
+    json_t *args = json_pack("[i, O]", held, json_object_get(state, "inputs"));
+    json_decref(pyc_py_support_call("pyc._shell", "resume", args));
+    json_decref(args);
+    json_decref(k->restored);
+    k->restored = json_pack("{s:s?, s:i, s:i, s:f}", "name", name, "execution_count", held, "from",
+                            (int)json_integer_value(json_object_get(state, "from")), "at", (double)time(NULL));
+    /* The clients reconnect now (ZeroMQ does it by itself, within about 0.1 s): the first request waits for a
+     * subscriber, so that its output is not published before anyone listens again. */
+    k->await_subscriber_ms = 1000;       /* subscriptions were counted from zero when the server started */
+    pyc_log("restored: snapshot %s (cell %d) is the kernel now", name != NULL ? name : "?", held);
+}
+
+/* Comm target pyc.snapshot: comm_open with data {"op": "take"|"list"|"drop"|"restore", "name": ...}.  The
+ * answer is one comm_msg, then comm_close: take {"status": "ok", "snapshot": {name, pid, execution_count,
+ * taken, automatic}}; list {"status": "ok", "snapshots": [... with "bytes", what each really costs], "pid": the
+ * kernel's process, "restored": {name, execution_count, from, at} after a restore};
+ * drop {"status": "ok"}; restore {"status": "ok", "restoring": name, "pid"} (the restore follows the
+ * request's idle); an error {"status": "error", "ename": "SnapshotError", "evalue"}. */
+void
+pyc__on_snapshot(pyc_kernel_t *k, const pyc_msg_t *msg)
+{
+    json_t *content = msg->content;
+    const char *comm_id = json_string_value(json_object_get(content, "comm_id"));
+    json_t *data = json_object_get(content, "data");
+    const char *op = json_string_value(json_object_get(data, "op"));
+    const char *name = json_string_value(json_object_get(data, "name"));
+    json_t *result = NULL;
+    pyc_error_t err = {0};
+    if (comm_id == NULL) {
+        pyc_log("pyc.snapshot: comm_open without a comm_id");
+        return;
+    }
+    if (op == NULL || strcmp(op, "list") == 0) {
+        result = json_pack("{s:s, s:o, s:i}", "status", "ok", "snapshots", pyc__snapshot_list(k), "pid",
+                           (int)getpid());
+        if (k->restored != NULL)
+            json_object_set(result, "restored", k->restored);
+        if (k->restore_error != NULL)
+            json_object_set_new(result, "restore_error", json_string(k->restore_error));
+    } else if (strcmp(op, "take") == 0) {
+        json_t *snap = NULL;
+        int rc = pyc__snapshot_take(k, name, false, &snap, &err);
+        if (rc == 1) {
+            k->just_forked = true;    /* the request and its idle are the kernel's that took the snapshot */
+            return;
+        }
+        if (rc == 0)
+            result = json_pack("{s:s, s:o}", "status", "ok", "snapshot", snap);
+    } else if (strcmp(op, "drop") == 0) {
+        if (name == NULL || pyc__snapshot_drop(k, name) < 0)
+            pyc_error_set(&err, "no snapshot %s", name != NULL ? name : "(give a name)");
+        else
+            result = json_pack("{s:s}", "status", "ok");
+    } else if (strcmp(op, "restore") == 0) {
+        if (pyc__snapshot_request_restore(k, name, &err) == 0)
+            result = json_pack("{s:s, s:s, s:i}", "status", "ok", "restoring", k->snaps[k->restore_to - 1].name,
+                               "pid", (int)k->snaps[k->restore_to - 1].pid);
+    } else {
+        pyc_error_set(&err, "unknown op %s (take, list, drop, restore)", op);
+    }
+    if (result == NULL)
+        result = json_pack("{s:s, s:s, s:s}", "status", "error", "ename", "SnapshotError", "evalue", err.text);
+    pyc__publish(k, msg, "comm_msg", json_pack("{s:s, s:o}", "comm_id", comm_id, "data", result));
+    pyc__publish(k, msg, "comm_close", json_pack("{s:s, s:{}}", "comm_id", comm_id, "data"));
+}
+
+void
+pyc__snapshots_end(pyc_kernel_t *k)
+{
+    for (int i = 0; i < k->n_snaps; i++)
+        free(k->snaps[i].name);
+    free(k->snaps);
+    k->snaps = NULL;
+    k->n_snaps = 0;
+    free(k->restore_error);
+    k->restore_error = NULL;
+    json_decref(k->restored);
+    k->restored = NULL;
+}
