@@ -169,6 +169,11 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
         }
         k->await_subscriber_ms = 0;
     }
+    if (chan == PYC_CHAN_SHELL && pyc__snapshot_before_cell(k, msg) == 1) {
+        /* This process is the snapshot taken before that cell, now restored: the cell was its restorer's. */
+        pyc_fork_keep_inherited(msg);
+        return;
+    }
     pyc__set_parent(k, msg);
     k->current = msg;
     dispatch(k, chan, msg);
@@ -182,8 +187,7 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
     }
     pyc_msg_destroy(&msg);
     if (!k->aborting) {
-        if (k->restore_to > 0)
-            pyc__snapshot_restore_now(k);
+        pyc__snapshot_after_request(k);
         return;
     }
     for (size_t i = 0; i < k->n_queued; i++) {
@@ -198,6 +202,5 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
     k->queued = NULL;
     k->n_queued = 0;
     k->aborting = false;
-    if (k->restore_to > 0)
-        pyc__snapshot_restore_now(k);
+    pyc__snapshot_after_request(k);
 }

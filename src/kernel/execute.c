@@ -231,6 +231,12 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     else if (pyc_limits_for_cell(&k->limits, json_object_get(msg->metadata, "pyc"), &cl, &lerr) < 0 ||
              (isolated = pyc__isolation_of(msg, &code, &iso_timeout, &lerr)) < 0)
         bad = lerr.text;
+    else if (k->txn && isolated)
+        bad = "a cell is either isolated or a transaction, not both (an isolated cell leaves the kernel as it was)";
+    if (code != NULL)
+        code = pyc__snapshot_strip_transaction(code);
+    if (bad != NULL && k->txn)
+        pyc__snapshot_after_cell(k, true);     /* nothing ran: the transaction's snapshot goes */
     pyc_cellclock_start(&k->cell.clock);
     if (bad != NULL) {
         reply_bad_request(k, chan, msg, bad);
@@ -327,6 +333,12 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         pyc__publish(k, msg, "stream", json_pack("{s:s, s:s}", "name", "stderr", "text", notice));
     if (res.ok && !silent && store_history)
         checkpoint_cell(k, count, code);   /* without a %%isolate line: replay runs it in the kernel */
+    const char *txn = pyc__snapshot_after_cell(k, res.ok && why == PYC_GUARD_NONE);
+    if (txn != NULL) {
+        if (iso_md == NULL)
+            iso_md = json_object();
+        json_object_set_new(iso_md, "transaction", json_string(txn));
+    }
 
     if (!res.ok && stop_on_error && !silent)
         pyc__abort_queue(k);     /* before the reply: a request sent after the client saw it is not aborted */

@@ -291,4 +291,5 @@ pyc_kernel_py_host(pyc_kernel_t *k, pyc_py_host_t *host)
     host->parent = host_parent;
     host->parent_copy = host_parent_copy;
     host->stream_write_for = host_stream_write_for;
+    host->kernel_call = pyc__kernel_call;
 }

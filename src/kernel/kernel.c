@@ -15,6 +15,7 @@
 #include "config.h"
 #include "fork.h"
 #include "log.h"
+#include "units.h"
 
 /* How often an idle kernel looks for forked sessions that ended, for those it has no pidfd of. */
 #define CHILDREN_LOOK_MS 30000
@@ -217,6 +218,21 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     k->snapshot_hand_over = cfg->snapshot_hand_over;
     k->snapshot_drop = cfg->snapshot_drop;
     k->snapshot_ctx = cfg->snapshot_ctx;
+    /* Automatic snapshots before each cell (README, "Time travel"): how many are kept, and how much memory
+     * they may hold together.  Bad values are logged and leave them off (or without a budget). */
+    const char *v = getenv("PYC_SNAPSHOTS");
+    char *end = NULL;
+    long n = v != NULL && v[0] != '\0' ? strtol(v, &end, 10) : 0;
+    if (v != NULL && v[0] != '\0' && (end == NULL || *end != '\0' || n < 0 || n > 1000))
+        pyc_log("PYC_SNAPSHOTS=%s: not a count from 0 to 1000; automatic snapshots are off", v);
+    else
+        k->auto_snapshots = (int)n;
+    v = getenv("PYC_SNAPSHOT_MEMORY");
+    size_t budget = 0;
+    pyc_error_t uerr;
+    if (v != NULL && v[0] != '\0' && pyc_units_bytes(v, &budget, &uerr) < 0)
+        pyc_log("PYC_SNAPSHOT_MEMORY: %s; the automatic snapshots have no memory budget", uerr.text);
+    k->snapshot_budget = budget;
     k->fork_ctx = cfg->fork_ctx;
     k->max_children = cfg->max_children > 0 ? cfg->max_children : PYC_MAX_CHILDREN_DEFAULT;
     k->main_thread = pthread_self();

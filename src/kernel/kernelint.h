@@ -136,6 +136,12 @@ struct pyc_kernel {
     char *restore_error;         /* owned: why the last restore failed, for the list; NULL */
     json_t *restored;            /* owned: which snapshot this kernel was restored from, and when; NULL */
     int await_subscriber_ms;     /* after a restore: how long the first request waits for an iopub subscriber */
+    int auto_snapshots;          /* automatic snapshots before each cell kept at most (PYC_SNAPSHOTS; 0: off) */
+    unsigned long long snapshot_budget; /* bytes the automatic ones may hold together (PYC_SNAPSHOT_MEMORY) */
+    bool txn;                    /* the cell being run is a transaction, whose snapshot is txn_name */
+    char txn_name[256];
+    bool restore_drop;           /* the snapshot being restored is used up (a transaction's): no copy kept */
+    char *take_after;            /* owned: the name of a snapshot to take once the request is answered; NULL */
     bool flushed_at_end;         /* the handler published the output streams after the last user code it
                                   * ran (execute): the flush before idle is not needed */
     bool user_forked;            /* this process is a child of user code (os.fork): not a kernel */
@@ -339,6 +345,22 @@ void pyc__snapshot_restore_now(pyc_kernel_t *k);
 /* In a snapshot just restored: takes the restorer's state (execution count, inputs, table). */
 void pyc__snapshot_resumed(pyc_kernel_t *k, json_t *state, pid_t copy);
 void pyc__snapshots_end(pyc_kernel_t *k);
+/* Before an execute_request: takes the snapshot the cell asks for (metadata pyc.snapshot: true or a name),
+ * a transaction's (metadata pyc.transaction, or a first line %%transaction), or an automatic one (when
+ * PYC_SNAPSHOTS is set), then keeps the automatic ones within their bounds.  Returns 1 in the snapshot once
+ * restored (the caller drops the request: it was the restorer's), else 0. */
+int pyc__snapshot_before_cell(pyc_kernel_t *k, const pyc_msg_t *msg);
+/* After a transaction's cell: drops its snapshot when the cell succeeded ("committed"), or asks for its
+ * restore once the reply is out ("rolled_back"); NULL when the cell was no transaction. */
+const char *pyc__snapshot_after_cell(pyc_kernel_t *k, bool ok);
+/* The interpreter's kernel_call (py.h): "snapshot.take" {"name"?} and "snapshot.restore" {"name"} once the
+ * running cell has been answered, "snapshot.list", "snapshot.drop" {"name"} at once. */
+json_t *pyc__kernel_call(void *ctx, const char *op, json_t *args);
+/* After a request: takes the snapshot a cell asked for (%snapshot), then restores one (%restore, a rolled
+ * back transaction).  Returns 1 in a snapshot taken here once it is restored (the caller returns). */
+int pyc__snapshot_after_request(pyc_kernel_t *k);
+/* code without a first line %%transaction. */
+const char *pyc__snapshot_strip_transaction(const char *code);
 
 /* ---- handlers.c ----------------------------------------------------------------------------------------- */
 

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -181,9 +182,10 @@ pyc__snapshot_restore_now(pyc_kernel_t *k)
     json_t *table = json_array();
     for (int i = 0; i < k->n_snaps; i++)
         json_array_append_new(table, record_json(&k->snaps[i], false));
-    json_t *state = json_pack("{s:i, s:o, s:o, s:s, s:i}", "execution_count", k->execution_count, "inputs",
+    json_t *state = json_pack("{s:i, s:o, s:o, s:s, s:i, s:b}", "execution_count", k->execution_count, "inputs",
                               inputs_since(s->execution_count), "snapshots", table, "name", s->name, "from",
-                              (int)getpid());
+                              (int)getpid(), "used_up", k->restore_drop);
+    k->restore_drop = false;
     pyc_history_t *h = k->history;
     if (h != NULL) {
         /* The cells run here stay in the history: written before the ports change hands. */
@@ -208,6 +210,11 @@ pyc__snapshot_resumed(pyc_kernel_t *k, json_t *state, pid_t copy)
 {
     const char *name = json_string_value(json_object_get(state, "name"));
     int held = k->execution_count;
+    if (copy > 0 && json_is_true(json_object_get(state, "used_up"))) {
+        if (k->snapshot_drop != NULL)
+            k->snapshot_drop(copy);
+        copy = -1;
+    }
     for (int i = 0; i < k->n_snaps; i++)
         free(k->snaps[i].name);
     k->n_snaps = 0;
@@ -293,6 +300,172 @@ pyc__on_snapshot(pyc_kernel_t *k, const pyc_msg_t *msg)
     pyc__publish(k, msg, "comm_close", json_pack("{s:s, s:{}}", "comm_id", comm_id, "data"));
 }
 
+/* The automatic snapshots, oldest first, are dropped until at most k->auto_snapshots are left and together
+ * they hold at most k->snapshot_budget bytes (0: no budget); the newest is always kept. */
+static void
+bound_automatic(pyc_kernel_t *k)
+{
+    for (;;) {
+        int n = 0, oldest = -1;
+        unsigned long long bytes = 0, uss;
+        for (int i = 0; i < k->n_snaps; i++) {
+            if (!k->snaps[i].automatic)
+                continue;
+            n++;
+            if (oldest < 0)
+                oldest = i;
+            if (k->snapshot_budget > 0 && pyc_proc_private(k->snaps[i].pid, &uss) == 0)
+                bytes += uss;
+        }
+        bool over = n > k->auto_snapshots || (k->snapshot_budget > 0 && bytes > k->snapshot_budget);
+        if (n <= 1 || !over)
+            return;
+        pyc_log("snapshots: dropping %s (%d automatic, %llu bytes held; at most %d and %llu bytes)",
+                k->snaps[oldest].name, n, bytes, k->auto_snapshots, k->snapshot_budget);
+        pyc__snapshot_drop(k, k->snaps[oldest].name);
+    }
+}
+
+/* True when code's first line is the %%transaction magic. */
+static bool
+transaction_line(const char *code)
+{
+    return code != NULL && strncmp(code, "%%transaction", 13) == 0 &&
+           (code[13] == '\n' || code[13] == ' ' || code[13] == '\0' || code[13] == '\r');
+}
+
+const char *
+pyc__snapshot_strip_transaction(const char *code)
+{
+    if (!transaction_line(code))
+        return code;
+    const char *nl = strchr(code, '\n');
+    return nl != NULL ? nl + 1 : "";
+}
+
+int
+pyc__snapshot_before_cell(pyc_kernel_t *k, const pyc_msg_t *msg)
+{
+    k->txn = false;
+    if (k->snapshot_take == NULL || k->aborting || msg->invalid != NULL ||
+        strcmp(msg->msg_type, "execute_request") != 0)
+        return 0;
+    json_t *c = msg->content;
+    if (json_is_true(json_object_get(c, "silent")))
+        return 0;
+    json_t *md = json_object_get(msg->metadata, "pyc");
+    json_t *snap = json_object_get(md, "snapshot");
+    bool txn = json_is_true(json_object_get(md, "transaction")) ||
+               transaction_line(json_string_value(json_object_get(c, "code")));
+    bool automatic = k->auto_snapshots > 0 && !json_is_false(json_object_get(c, "store_history"));
+    if (!txn && !automatic && !(json_is_true(snap) || json_is_string(snap)))
+        return 0;
+    char name[256];
+    if (txn)
+        snprintf(name, sizeof name, "transaction-%d", k->execution_count + 1);
+    else if (json_is_string(snap))
+        snprintf(name, sizeof name, "%.200s", json_string_value(snap));
+    else
+        snprintf(name, sizeof name, "%s%d", automatic && !json_is_true(snap) ? "auto-before-" : "before-",
+                 k->execution_count + 1);
+    json_t *answer = NULL;
+    pyc_error_t err;
+    int rc = pyc__snapshot_take(k, name, !txn && automatic && !json_is_true(snap) && !json_is_string(snap),
+                                &answer, &err);
+    if (rc == 1)
+        return 1;
+    json_decref(answer);
+    if (rc < 0) {
+        pyc_log("snapshot before the cell: %s%s", err.text, txn ? " (the transaction cannot be undone)" : "");
+        return 0;
+    }
+    k->txn = txn;
+    snprintf(k->txn_name, sizeof k->txn_name, "%s", name);
+    bound_automatic(k);
+    return 0;
+}
+
+const char *
+pyc__snapshot_after_cell(pyc_kernel_t *k, bool ok)
+{
+    if (!k->txn)
+        return NULL;
+    k->txn = false;
+    if (ok) {
+        pyc__snapshot_drop(k, k->txn_name);
+        return "committed";
+    }
+    pyc_error_t err;
+    if (pyc__snapshot_request_restore(k, k->txn_name, &err) < 0) {
+        pyc_log("transaction: %s", err.text);
+        return "failed";
+    }
+    k->restore_drop = true;          /* the transaction's snapshot is used up by its rollback */
+    return "rolled_back";
+}
+
+json_t *
+pyc__kernel_call(void *ctx, const char *op, json_t *args)
+{
+    pyc_kernel_t *k = ctx;
+    const char *name = json_string_value(json_object_get(args, "name"));
+    pyc_error_t err = {0};
+    if (!pthread_equal(pthread_self(), k->main_thread) || k->snapshot_take == NULL)
+        return json_pack("{s:s, s:s}", "status", "error", "evalue",
+                         "snapshots are taken and restored from the kernel's main shell only");
+    if (strcmp(op, "snapshot.list") == 0) {
+        json_t *r = json_pack("{s:s, s:o}", "status", "ok", "snapshots", pyc__snapshot_list(k));
+        if (k->restored != NULL)
+            json_object_set(r, "restored", k->restored);
+        return r;
+    }
+    if (strcmp(op, "snapshot.take") == 0) {
+        char autoname[64];
+        if (name == NULL || name[0] == '\0') {
+            snprintf(autoname, sizeof autoname, "snapshot-%d", ++k->snap_seq);
+            name = autoname;
+        }
+        if (strlen(name) > 200)
+            return json_pack("{s:s, s:s}", "status", "error", "evalue", "a snapshot's name has at most 200 bytes");
+        free(k->take_after);
+        k->take_after = strdup(name);
+        return json_pack("{s:s, s:s}", "status", "ok", "name", name);
+    }
+    if (strcmp(op, "snapshot.drop") == 0) {
+        if (name != NULL && pyc__snapshot_drop(k, name) == 0)
+            return json_pack("{s:s}", "status", "ok");
+        pyc_error_set(&err, "no snapshot %s", name != NULL ? name : "(give a name)");
+    } else if (strcmp(op, "snapshot.restore") == 0) {
+        if (pyc__snapshot_request_restore(k, name, &err) == 0)
+            return json_pack("{s:s, s:s, s:i}", "status", "ok", "name", k->snaps[k->restore_to - 1].name,
+                             "execution_count", k->snaps[k->restore_to - 1].execution_count);
+    } else {
+        pyc_error_set(&err, "unknown operation %s", op);
+    }
+    return json_pack("{s:s, s:s}", "status", "error", "evalue", err.text);
+}
+
+int
+pyc__snapshot_after_request(pyc_kernel_t *k)
+{
+    if (k->take_after != NULL) {
+        char *name = k->take_after;
+        k->take_after = NULL;
+        json_t *answer = NULL;
+        pyc_error_t err;
+        int rc = pyc__snapshot_take(k, name, false, &answer, &err);
+        if (rc < 0)
+            pyc_log("%%snapshot %s: %s", name, err.text);
+        json_decref(answer);
+        free(name);
+        if (rc == 1)
+            return 1;
+    }
+    if (k->restore_to > 0)
+        pyc__snapshot_restore_now(k);
+    return 0;
+}
+
 void
 pyc__snapshots_end(pyc_kernel_t *k)
 {
@@ -303,6 +476,8 @@ pyc__snapshots_end(pyc_kernel_t *k)
     k->n_snaps = 0;
     free(k->restore_error);
     k->restore_error = NULL;
+    free(k->take_after);
+    k->take_after = NULL;
     json_decref(k->restored);
     k->restored = NULL;
 }

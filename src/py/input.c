@@ -137,7 +137,40 @@ py_parent(PyObject *self, PyObject *noargs)
     return r;
 }
 
+/* _pyc.kernel_call(op, args_json): an operation of the kernel (pyc._magics' %snapshot, %snapshots,
+ * %restore), answered as JSON text. */
+static PyObject *
+py_kernel_call(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *op, *text;
+    if (!PyArg_ParseTuple(args, "ss", &op, &text))
+        return NULL;
+    if (pyc__py_host.kernel_call == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "this kernel has no such operation");
+        return NULL;
+    }
+    json_t *a = json_loads(text, JSON_DECODE_ANY, NULL);
+    if (a == NULL) {
+        PyErr_SetString(PyExc_ValueError, "kernel_call: the arguments are not JSON");
+        return NULL;
+    }
+    json_t *r;
+    Py_BEGIN_ALLOW_THREADS
+    r = pyc__py_host.kernel_call(pyc__py_host.ctx, op, a);
+    Py_END_ALLOW_THREADS
+    json_decref(a);
+    char *out = r != NULL ? json_dumps(r, JSON_COMPACT) : NULL;
+    json_decref(r);
+    if (out == NULL)
+        return PyErr_NoMemory();
+    PyObject *res = PyUnicode_FromString(out);
+    free(out);
+    return res;
+}
+
 PyMethodDef pyc__py_input_methods[] = {
+    {"kernel_call", (PyCFunction)py_kernel_call, METH_VARARGS, "kernel_call(op, args_json) -> answer_json"},
     {"parent", (PyCFunction)py_parent, METH_NOARGS, "The request that output goes to (its message, header filled)."},
     {"add_payload", (PyCFunction)py_add_payload, METH_O, "Add a payload to the current execute_reply."},
     {"input", (PyCFunction)py_input, METH_VARARGS, "input(prompt='') -> str, asked of the frontend."},

@@ -46,6 +46,10 @@ typedef struct pyc_py_host {
      * parent_copy).  Text for the current parent is coalesced as usual; text for an earlier cell is
      * published at once under its own parent, so that it appears in the cell that started the thread. */
     void (*stream_write_for)(void *ctx, int which, const char *data, size_t n, const char *parent, size_t plen);
+    /* An operation of the kernel asked for by Python code (the %snapshot magics): op and args (borrowed)
+     * give an answer, a new reference, {"status": "ok", ...} or {"status": "error", "evalue"}.  Main thread,
+     * with the GIL released by the caller. */
+    json_t *(*kernel_call)(void *ctx, const char *op, json_t *args);
 } pyc_py_host_t;
 
 typedef struct pyc_py_config {
