@@ -168,6 +168,48 @@ out:
     return rc;
 }
 
+int
+pyc_checkpoint_restored(pyc_checkpoint_t *c, const char *path, int count, pyc_error_t *err)
+{
+    if (path != NULL && (c->path == NULL || strcmp(c->path, path) != 0)) {
+        /* The restorer's file: this kernel goes on writing it, under its token (from its first line). */
+        char first[128];
+        int in = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t r = in >= 0 ? pread(in, first, sizeof first - 1, 0) : -1;
+        if (in >= 0)
+            close(in);
+        size_t ml = strlen(MAGIC);
+        if (r < (ssize_t)(ml + TOKEN_LEN) || memcmp(first, MAGIC, ml) != 0)
+            return pyc_error_set(err, "checkpoint: %s is not a pyc checkpoint", path);
+        int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+        char *p = strdup(path);
+        if (fd < 0 || p == NULL) {
+            if (fd >= 0)
+                close(fd);
+            free(p);
+            return pyc_error_set(err, "checkpoint: cannot open %s: %s", path, strerror(errno));
+        }
+        if (c->fd >= 0)
+            close(c->fd);
+        free(c->path);
+        c->fd = fd;
+        c->path = p;
+        memcpy(c->token, first + ml, TOKEN_LEN);
+        c->token[TOKEN_LEN] = '\0';
+    }
+    if (c->fd < 0)
+        return 0;                /* no cell was written yet: nothing to leave out */
+    char date[PYC_MSG_DATE_LEN + 1], text[512];
+    pyc_msg_now(date);
+    int n = snprintf(text, sizeof text,
+                     "\n# %%%% pyc %s restore In[%d] %s\n# The kernel went back to its state after In[%d] (a snapshot "
+                     "was restored): a replay leaves out the cells above that came after In[%d].\n",
+                     c->token, count, date, count, count);
+    if (pyc_write_all(c->fd, text, (size_t)n) < 0)
+        return pyc_error_set(err, "checkpoint: cannot write %s: %s", c->path, strerror(errno));
+    return 0;
+}
+
 void
 pyc_checkpoint_set_caps(pyc_checkpoint_t *c, size_t max_cell, size_t max_bytes)
 {
@@ -297,7 +339,9 @@ pyc_checkpoint_parse(const char *text, size_t len, char ***cells_out, size_t *n_
 {
     char marker[64];
     char **cells = NULL;
+    long *counts = NULL;         /* each cell's In[N], for the restore lines */
     size_t n = 0, cap = 0;
+    long count = 0;
     *cells_out = NULL;
     *n_out = 0;
     size_t ml = strlen(MAGIC);
@@ -315,18 +359,40 @@ pyc_checkpoint_parse(const char *text, size_t len, char ***cells_out, size_t *n_
         const char *nl = memchr(line, '\n', (size_t)(end - line));
         const char *next = nl != NULL ? nl + 1 : end;
         if ((size_t)(end - line) >= (size_t)mlen && memcmp(line, marker, (size_t)mlen) == 0) {
+            size_t before = n;
             if (cell != NULL && push_cell(&cells, &n, &cap, cell, line) < 0)
                 goto oom;
-            cell = next;
+            if (n > before) {
+                long *g = realloc(counts, cap * sizeof *g);
+                if (g == NULL)
+                    goto oom;
+                counts = g;
+                counts[n - 1] = count;
+            }
+            /* "In[N] DATE" opens a cell; "restore In[N] DATE" says the kernel went back to its state after
+             * In[N]: the cells recorded since with a later count were undone, and are left out. */
+            const char *rest = line + mlen, *stop = nl != NULL ? nl : end;
+            bool restore = (size_t)(stop - rest) > 8 && memcmp(rest, "restore ", 8) == 0;
+            const char *in = restore ? rest + 8 : rest;
+            count = (size_t)(stop - in) > 3 && memcmp(in, "In[", 3) == 0 ? strtol(in + 3, NULL, 10) : count + 1;
+            if (restore) {
+                while (n > 0 && counts[n - 1] > count)
+                    free(cells[--n]);
+                cell = NULL;
+            } else {
+                cell = next;
+            }
         }
         line = next;
     }
     if (cell != NULL && push_cell(&cells, &n, &cap, cell, end) < 0)
         goto oom;
+    free(counts);
     *cells_out = cells;
     *n_out = n;
     return 0;
 oom:
+    free(counts);
     pyc_checkpoint_free_cells(cells, n);
     return pyc_error_code(err, PYC_ENOMEM, "out of memory");
 }

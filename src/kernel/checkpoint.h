@@ -12,6 +12,9 @@
  *     # %% pyc 3f9c0a1b2c3d4e5f In[1] 2026-12-02T15:04:07.123456Z
  *     import numpy as np
  *
+ * A restore (README, "Time travel") adds a line "# %% pyc TOKEN restore In[N] DATE" and a comment: a replay
+ * then leaves out the cells above it whose count is past N, which the restore undid.
+ *
  * The random token on every cell marker is what replay splits on, so that a line "# %%" inside a cell's own
  * code cannot cut it in two.
  *
@@ -44,6 +47,11 @@ pyc_checkpoint_t *pyc_checkpoint_new(const char *dir, const char *id, const char
 int pyc_checkpoint_add(pyc_checkpoint_t *c, int execution_count, const char *code, pyc_error_t *err);
 
 /* Sets the largest cell and the largest file (0: no bound). */
+/* A restore (README, "Time travel"): this kernel goes on with the checkpoint file path (the kernel it
+ * replaces wrote it; NULL: its own), and writes a line there that makes a replay leave out the cells recorded
+ * after In[count] (the state it went back to).  Returns 0, or -1 with err. */
+int pyc_checkpoint_restored(pyc_checkpoint_t *c, const char *path, int count, pyc_error_t *err);
+
 void pyc_checkpoint_set_caps(pyc_checkpoint_t *c, size_t max_cell, size_t max_bytes);
 
 /* Removes the checkpoint files (*.py) in dir not written for more than max_age seconds.  Returns how many

@@ -199,6 +199,25 @@ fail:
     return NULL;
 }
 
+int
+pyc_history_continue(pyc_history_t *self, int session, pyc_error_t *err)
+{
+    if (session <= 0 || session == self->session)
+        return 0;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(self->db, "DELETE FROM sessions WHERE session = ?1 AND NOT EXISTS"
+                                          " (SELECT 1 FROM history WHERE session = ?1)", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int(st, 1, self->session);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK)
+        return pyc_error_set(err, "history: cannot continue session %d: %s", session, sqlite3_errmsg(self->db));
+    self->session = session;
+    return 0;
+}
+
 void
 pyc_history_close(pyc_history_t **self_p)
 {

@@ -42,6 +42,11 @@ void pyc_history_close(pyc_history_t **self_p);
 /* The number of the current session (1 for the first one in a file), or 0 when self is NULL. */
 int pyc_history_session(const pyc_history_t *self);
 
+/* This connection goes on writing the session `session` of the same file (a kernel restored from a snapshot
+ * continues the history of the kernel it replaces), instead of the one it opened, whose row goes (it holds no
+ * line yet).  Returns 0, or -1 with err (the connection keeps its own session). */
+int pyc_history_continue(pyc_history_t *self, int session, pyc_error_t *err);
+
 /* Records cell `line` (the execution_count) of the current session; output may be NULL (the text/plain of
  * the result, if any).  Cheap: must not cost a disk sync per cell.
  *

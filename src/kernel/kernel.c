@@ -440,6 +440,8 @@ pyc__history(pyc_kernel_t *k)
         k->history = pyc_history_open_default(&herr);
         if (k->history == NULL)
             pyc_log("history is off: %s", herr.text);
+        else if (k->history_continue > 0 && pyc_history_continue(k->history, k->history_continue, &herr) < 0)
+            pyc_log("%s", herr.text);
         pyc_persist_attach(k->persist, k->history);
     }
     return k->history;

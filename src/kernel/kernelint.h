@@ -123,6 +123,7 @@ struct pyc_kernel {
     char *kernel_info;           /* owned: the kernel_info_reply content, made by pyc_kernel_starting */
     pyc_history_t *history;      /* owned; opened on first use (pyc__history); NULL when it could not be */
     bool history_tried;
+    int history_continue;        /* the history session to write on (a restored kernel's), 0: a new one */
     pyc_persist_t *persist;      /* owned: the thread that commits the history (persist.h) */
     int history_unkicked;        /* rows queued since the writer was last kicked now (pyc__history_kick) */
     pyc__child_t *children;      /* owned: live forked sessions, reaped when idle */

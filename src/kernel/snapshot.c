@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "log.h"
 #include "proc.h"
 #include "py.h"
@@ -133,6 +134,7 @@ pyc__snapshot_take(pyc_kernel_t *k, const char *name, bool automatic, json_t **a
         pyc__snapshot_drop(k, name);      /* a name taken again is the newer state */
     pid_t pid = -1;
     json_t *state = NULL;
+    pyc__checkpoint(k);          /* made now, so that a restored snapshot shares it (its token) */
     int rc = k->snapshot_take(k->snapshot_ctx, &pid, &state, err);
     if (rc < 0)
         return -1;
@@ -182,9 +184,12 @@ pyc__snapshot_restore_now(pyc_kernel_t *k)
     json_t *table = json_array();
     for (int i = 0; i < k->n_snaps; i++)
         json_array_append_new(table, record_json(&k->snaps[i], false));
-    json_t *state = json_pack("{s:i, s:o, s:o, s:s, s:i, s:b}", "execution_count", k->execution_count, "inputs",
-                              inputs_since(s->execution_count), "snapshots", table, "name", s->name, "from",
-                              (int)getpid(), "used_up", k->restore_drop);
+    const char *cp = k->checkpoint != NULL ? pyc_checkpoint_path(k->checkpoint) : NULL;
+    json_t *state = json_pack("{s:i, s:o, s:o, s:s, s:i, s:b, s:i, s:s?}", "execution_count", k->execution_count,
+                              "inputs", inputs_since(s->execution_count), "snapshots", table, "name", s->name,
+                              "from", (int)getpid(), "used_up", k->restore_drop, "history_session",
+                              k->history != NULL ? pyc_history_session(k->history) : k->history_continue,
+                              "checkpoint", cp);
     k->restore_drop = false;
     pyc_history_t *h = k->history;
     if (h != NULL) {
@@ -234,6 +239,12 @@ pyc__snapshot_resumed(pyc_kernel_t *k, json_t *state, pid_t copy)
             json_number_value(json_object_get(r, "taken")), json_is_true(json_object_get(r, "automatic")));
     }
     k->execution_count = (int)json_integer_value(json_object_get(state, "execution_count"));
+    k->history_continue = (int)json_integer_value(json_object_get(state, "history_session"));
+    pyc_error_t cerr;
+    if (pyc__checkpoint(k) != NULL &&
+        pyc_checkpoint_restored(k->checkpoint, json_string_value(json_object_get(state, "checkpoint")), held,
+                                &cerr) < 0)
+        pyc_log("%s", cerr.text);
     json_t *args = json_pack("[i, O]", held, json_object_get(state, "inputs"));
     json_decref(pyc_py_support_call("pyc._shell", "resume", args));
     json_decref(args);

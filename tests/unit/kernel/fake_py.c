@@ -219,6 +219,15 @@ pyc_py_debugger_available(void)
 }
 
 json_t *
+pyc_py_support_call(const char *module, const char *name, json_t *args)
+{
+    (void)module;
+    (void)name;
+    (void)args;
+    return NULL;                 /* as a Python helper that raised */
+}
+
+json_t *
 pyc_py_debug_call(const char *func, json_t *args, pyc_error_t *err)
 {
     (void)func;

@@ -81,6 +81,42 @@ test_checkpoint_round_trip(void **state)
     pyc_checkpoint_destroy(&c);
 }
 
+/* A restore (time travel) leaves out the cells recorded after the state it went back to; a second kernel
+ * (the restored one, with a checkpoint object of its own) goes on writing the same file under its token. */
+static void
+test_checkpoint_restore(void **state)
+{
+    char dir[PATH_MAX];
+    pyc_error_t err;
+    snprintf(dir, sizeof dir, "%s/r", (const char *)*state);
+    pyc_checkpoint_t *c = pyc_checkpoint_new(dir, "k", "3.11.2", &err);
+    pyc_checkpoint_t *other = pyc_checkpoint_new(dir, "other", "3.11.2", &err);
+    assert_non_null(c);
+    assert_non_null(other);
+    for (int i = 1; i <= 4; i++) {
+        char code[32];
+        snprintf(code, sizeof code, "x = %d", i);
+        assert_int_equal(pyc_checkpoint_add(c, i, code, &err), 0);
+    }
+    /* back to the state after In[2]; the count goes on from 5 */
+    assert_int_equal(pyc_checkpoint_restored(other, pyc_checkpoint_path(c), 2, &err), 0);
+    assert_string_equal(pyc_checkpoint_path(other), pyc_checkpoint_path(c));
+    assert_int_equal(pyc_checkpoint_add(other, 5, "y = 5", &err), 0);
+    /* and back again, after In[1] */
+    assert_int_equal(pyc_checkpoint_restored(other, NULL, 1, &err), 0);
+    assert_int_equal(pyc_checkpoint_add(other, 6, "z = 6", &err), 0);
+    char **got;
+    size_t n;
+    assert_int_equal(pyc_checkpoint_load(pyc_checkpoint_path(c), &got, &n, &err), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(got[0], "x = 1");
+    assert_string_equal(got[1], "z = 6");
+    pyc_checkpoint_free_cells(got, n);
+    assert_int_equal(pyc_checkpoint_restored(other, "/nonexistent/x.py", 1, &err), -1);
+    pyc_checkpoint_destroy(&c);
+    pyc_checkpoint_destroy(&other);
+}
+
 static void
 test_checkpoint_refusals(void **state)
 {
@@ -171,6 +207,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_checkpoint_round_trip, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test(test_checkpoint_refusals),
+        cmocka_unit_test_setup_teardown(test_checkpoint_restore, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_bounds, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_expire, unit_tmpdir_setup, unit_tmpdir_teardown),
     };

@@ -183,6 +183,32 @@ test_sessions_across_reopen(void **state)
     sqlite3_close(db);
 }
 
+/* A kernel restored from a snapshot writes on the session of the kernel it replaced (time travel): the
+ * session it opened goes, and the lines go on. */
+static void
+test_continue_session(void **state)
+{
+    char path[PATH_MAX];
+    pyc_error_t err;
+    join(path, (char *)*state, "history.sqlite");
+    pyc_history_t *a = open_ok(path);
+    add_ok(a, 1, "x = 1", NULL);
+    add_ok(a, 2, "x = 2", NULL);
+    pyc_history_t *b = open_ok(path);
+    assert_int_equal(pyc_history_session(b), 2);
+    assert_int_equal(pyc_history_continue(b, 1, &err), 0);
+    assert_int_equal(pyc_history_session(b), 1);
+    pyc_history_close(&a);
+    add_ok(b, 3, "y = 3", NULL);
+    expect_history(b, "{\"hist_access_type\": \"range\", \"session\": 0, \"start\": 1, \"stop\": 10, \"output\": false}",
+                   "[[1, 1, \"x = 1\"], [1, 2, \"x = 2\"], [1, 3, \"y = 3\"]]");
+    pyc_history_close(&b);
+    /* the session that b opened is gone; the next one is 2 again (autoincrement keeps counting: 3) */
+    pyc_history_t *c = open_ok(path);
+    assert_true(pyc_history_session(c) >= 2);
+    pyc_history_close(&c);
+}
+
 static void
 test_tail(void **state)
 {
@@ -653,6 +679,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory),
         cmocka_unit_test_setup_teardown(test_sessions_across_reopen, unit_tmpdir_setup, unit_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_continue_session, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_tail, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_range, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_search, unit_tmpdir_setup, unit_tmpdir_teardown),
