@@ -289,6 +289,7 @@ pyc__on_usage(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     json_object_set_new(p, "checkpoint",
                         k->checkpoint != NULL ? json_string(pyc_checkpoint_path(k->checkpoint)) : json_null());
     json_object_set_new(p, "environment", pyc_py_environment());
+    json_object_set_new(p, "snapshots", pyc__snapshot_usage(k));
     json_object_set_new(r, "status", json_string("ok"));
     pyc__reply(k, chan, msg, "usage_reply", NULL, r);
 }

@@ -247,6 +247,9 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     else
         pyc_limits_init(&k->limits);
     pyc_outgate_set_session_caps(&k->out, k->limits.output_bytes, k->limits.output_messages);
+    /* Under a memory cap, the automatic snapshots' own pages are bounded by it unless a budget is given. */
+    if (k->snapshot_budget == 0 && k->limits.memory > 0)
+        k->snapshot_budget = (unsigned long long)k->limits.memory;
     k->hard_exit = cfg->hard_exit;
     k->hard_exit_ctx = cfg->hard_exit_ctx;
     k->flush_io = cfg->flush_io;

@@ -62,6 +62,7 @@ typedef struct pyc__snapshot {
     int execution_count;         /* the cells it holds */
     double taken;                /* seconds since the epoch */
     bool automatic;
+    json_t *not_carried;         /* owned: sentences naming what it does not hold (threads, connections, GPU) */
 } pyc__snapshot_t;
 
 /* A forked session: its pid, its connection file (removed when it ends), whether it outlives us, and the
@@ -130,7 +131,9 @@ struct pyc_kernel {
     int n_children;
     int children_epfd;           /* owned: an epoll set of the children's pidfds (-1 until the first) */
     bool just_forked;            /* this process is a child that has not finished the fork request */
-    pyc__snapshot_t *snaps;      /* owned: the snapshots this kernel may restore, oldest first (snapshot.c) */
+    pyc__snapshot_t *snaps;      /* owned: the snapshots this kernel may restore, oldest first (snapshot.c);
+                                  * changed by the main thread under usage_lock, which usage_request reads it
+                                  * under */
     int n_snaps;
     int snap_seq;                /* numbers the snapshots taken without a name */
     int restore_to;              /* 1 + the entry to restore once the request being handled is answered; 0 */
@@ -346,6 +349,8 @@ void pyc__snapshot_restore_now(pyc_kernel_t *k);
 /* In a snapshot just restored: takes the restorer's state (execution count, inputs, table). */
 void pyc__snapshot_resumed(pyc_kernel_t *k, json_t *state, pid_t copy);
 void pyc__snapshots_end(pyc_kernel_t *k);
+/* {"count", "bytes"} of the snapshots, for usage_request (any thread: under usage_lock). */
+json_t *pyc__snapshot_usage(pyc_kernel_t *k);
 /* Before an execute_request: takes the snapshot the cell asks for (metadata pyc.snapshot: true or a name),
  * a transaction's (metadata pyc.transaction, or a first line %%transaction), or an automatic one (when
  * PYC_SNAPSHOTS is set), then keeps the automatic ones within their bounds.  Returns 1 in the snapshot once

@@ -40,31 +40,67 @@ find(const pyc_kernel_t *k, const char *name)
 static void
 forget(pyc_kernel_t *k, int i)
 {
+    pthread_mutex_lock(&k->usage_lock);
     free(k->snaps[i].name);
+    json_decref(k->snaps[i].not_carried);
     memmove(&k->snaps[i], &k->snaps[i + 1], (size_t)(k->n_snaps - i - 1) * sizeof k->snaps[0]);
     k->n_snaps--;
+    pthread_mutex_unlock(&k->usage_lock);
 }
 
-/* Appends a record (name copied).  Returns 0, or -1 when out of memory. */
+/* Appends a record (name copied, not_carried stolen).  Returns 0, or -1 when out of memory. */
 static int
-add(pyc_kernel_t *k, const char *name, pid_t pid, int count, double taken, bool automatic)
+add(pyc_kernel_t *k, const char *name, pid_t pid, int count, double taken, bool automatic, json_t *not_carried)
 {
     char *n = strdup(name);
+    pthread_mutex_lock(&k->usage_lock);
     pyc__snapshot_t *grown = n != NULL ? realloc(k->snaps, (size_t)(k->n_snaps + 1) * sizeof *grown) : NULL;
+    if (grown != NULL) {
+        k->snaps = grown;
+        k->snaps[k->n_snaps++] = (pyc__snapshot_t){n, pid, count, taken, automatic,
+                                                   not_carried != NULL ? not_carried : json_array()};
+    }
+    pthread_mutex_unlock(&k->usage_lock);
     if (grown == NULL) {
         free(n);
+        json_decref(not_carried);
         return -1;
     }
-    k->snaps = grown;
-    k->snaps[k->n_snaps++] = (pyc__snapshot_t){n, pid, count, taken, automatic};
     return 0;
+}
+
+json_t *
+pyc__snapshot_usage(pyc_kernel_t *k)
+{
+    unsigned long long total = 0, uss;
+    pthread_mutex_lock(&k->usage_lock);
+    int n = k->n_snaps;
+    for (int i = 0; i < n; i++) {
+        if (pyc_proc_private(k->snaps[i].pid, &uss) == 0)
+            total += uss;
+    }
+    pthread_mutex_unlock(&k->usage_lock);
+    return json_pack("{s:i, s:I}", "count", n, "bytes", (json_int_t)total);
+}
+
+/* The bytes the snapshots hold of their own, together. */
+static unsigned long long
+held_bytes(const pyc_kernel_t *k)
+{
+    unsigned long long total = 0, uss;
+    for (int i = 0; i < k->n_snaps; i++) {
+        if (pyc_proc_private(k->snaps[i].pid, &uss) == 0)
+            total += uss;
+    }
+    return total;
 }
 
 static json_t *
 record_json(const pyc__snapshot_t *s, bool with_memory)
 {
-    json_t *j = json_pack("{s:s, s:i, s:i, s:f, s:b}", "name", s->name, "pid", (int)s->pid, "execution_count",
-                          s->execution_count, "taken", s->taken, "automatic", s->automatic);
+    json_t *j = json_pack("{s:s, s:i, s:i, s:f, s:b, s:O}", "name", s->name, "pid", (int)s->pid,
+                          "execution_count", s->execution_count, "taken", s->taken, "automatic", s->automatic,
+                          "not_carried", s->not_carried);
     unsigned long long uss;
     if (with_memory && j != NULL)
         json_object_set_new(j, "bytes", pyc_proc_private(s->pid, &uss) == 0 ? json_integer((json_int_t)uss)
@@ -132,10 +168,29 @@ pyc__snapshot_take(pyc_kernel_t *k, const char *name, bool automatic, json_t **a
     int old = find(k, name);
     if (old >= 0)
         pyc__snapshot_drop(k, name);      /* a name taken again is the newer state */
+    /* Under a memory cap, the snapshots' own pages count: together they may hold as much as the cap. */
+    unsigned long long held = k->limits.memory > 0 ? held_bytes(k) : 0;
+    if (k->limits.memory > 0 && held >= (unsigned long long)k->limits.memory)
+        return pyc_error_code(err, PYC_EINVAL, "the snapshots hold %llu MiB of their own, as much as the kernel's "
+                              "memory limit (%llu MiB): drop one first", held >> 20,
+                              (unsigned long long)k->limits.memory >> 20);
+    /* What the snapshot will not hold, named now (the live kernel's threads and connections). */
+    json_t *ports = json_array();
+    for (int c = 0; c < PYC_CHAN_COUNT; c++)
+        json_array_append_new(ports, json_integer(k->cf.ports[c]));
+    json_t *args = json_pack("[o]", ports);
+    json_t *lost = pyc_py_support_call("pyc._timetravel", "losses", args);
+    json_decref(args);
+    if (!json_is_array(lost)) {
+        json_decref(lost);
+        lost = json_array();
+    }
     pid_t pid = -1;
     json_t *state = NULL;
     pyc__checkpoint(k);          /* made now, so that a restored snapshot shares it (its token) */
     int rc = k->snapshot_take(k->snapshot_ctx, &pid, &state, err);
+    if (rc != 0)
+        json_decref(lost);
     if (rc < 0)
         return -1;
     if (rc == 1) {
@@ -145,7 +200,7 @@ pyc__snapshot_take(pyc_kernel_t *k, const char *name, bool automatic, json_t **a
         return 1;
     }
     double taken = (double)time(NULL);
-    if (add(k, name, pid, k->execution_count, taken, automatic) < 0) {
+    if (add(k, name, pid, k->execution_count, taken, automatic, lost) < 0) {
         if (k->snapshot_drop != NULL)
             k->snapshot_drop(pid);
         return pyc_error_code(err, PYC_ENOMEM, "out of memory");
@@ -215,14 +270,14 @@ pyc__snapshot_resumed(pyc_kernel_t *k, json_t *state, pid_t copy)
 {
     const char *name = json_string_value(json_object_get(state, "name"));
     int held = k->execution_count;
+    json_t *lost = NULL;
     if (copy > 0 && json_is_true(json_object_get(state, "used_up"))) {
         if (k->snapshot_drop != NULL)
             k->snapshot_drop(copy);
         copy = -1;
     }
-    for (int i = 0; i < k->n_snaps; i++)
-        free(k->snaps[i].name);
-    k->n_snaps = 0;
+    while (k->n_snaps > 0)
+        forget(k, k->n_snaps - 1);
     size_t i;
     json_t *r;
     json_array_foreach(json_object_get(state, "snapshots"), i, r) {
@@ -236,7 +291,10 @@ pyc__snapshot_resumed(pyc_kernel_t *k, json_t *state, pid_t copy)
             pid = copy;
         }
         add(k, n, pid, (int)json_integer_value(json_object_get(r, "execution_count")),
-            json_number_value(json_object_get(r, "taken")), json_is_true(json_object_get(r, "automatic")));
+            json_number_value(json_object_get(r, "taken")), json_is_true(json_object_get(r, "automatic")),
+            json_incref(json_object_get(r, "not_carried")));
+        if (name != NULL && strcmp(n, name) == 0)
+            lost = json_object_get(r, "not_carried");
     }
     k->execution_count = (int)json_integer_value(json_object_get(state, "execution_count"));
     k->history_continue = (int)json_integer_value(json_object_get(state, "history_session"));
@@ -249,8 +307,11 @@ pyc__snapshot_resumed(pyc_kernel_t *k, json_t *state, pid_t copy)
     json_decref(pyc_py_support_call("pyc._shell", "resume", args));
     json_decref(args);
     json_decref(k->restored);
-    k->restored = json_pack("{s:s?, s:i, s:i, s:f}", "name", name, "execution_count", held, "from",
-                            (int)json_integer_value(json_object_get(state, "from")), "at", (double)time(NULL));
+    k->restored = json_pack("{s:s?, s:i, s:i, s:f, s:O?}", "name", name, "execution_count", held, "from",
+                            (int)json_integer_value(json_object_get(state, "from")), "at", (double)time(NULL),
+                            "not_carried", lost);
+    for (size_t j = 0; j < json_array_size(lost); j++)
+        pyc_log("restored %s without: %s", name != NULL ? name : "?", json_string_value(json_array_get(lost, j)));
     /* The clients reconnect now (ZeroMQ does it by itself, within about 0.1 s): the first request waits for a
      * subscriber, so that its output is not published before anyone listens again. */
     k->await_subscriber_ms = 1000;       /* subscriptions were counted from zero when the server started */
@@ -300,8 +361,10 @@ pyc__on_snapshot(pyc_kernel_t *k, const pyc_msg_t *msg)
             result = json_pack("{s:s}", "status", "ok");
     } else if (strcmp(op, "restore") == 0) {
         if (pyc__snapshot_request_restore(k, name, &err) == 0)
-            result = json_pack("{s:s, s:s, s:i}", "status", "ok", "restoring", k->snaps[k->restore_to - 1].name,
-                               "pid", (int)k->snaps[k->restore_to - 1].pid);
+            result = json_pack("{s:s, s:s, s:i, s:i, s:O}", "status", "ok", "restoring",
+                               k->snaps[k->restore_to - 1].name, "pid", (int)k->snaps[k->restore_to - 1].pid,
+                               "execution_count", k->snaps[k->restore_to - 1].execution_count, "not_carried",
+                               k->snaps[k->restore_to - 1].not_carried);
     } else {
         pyc_error_set(&err, "unknown op %s (take, list, drop, restore)", op);
     }
@@ -448,8 +511,9 @@ pyc__kernel_call(void *ctx, const char *op, json_t *args)
         pyc_error_set(&err, "no snapshot %s", name != NULL ? name : "(give a name)");
     } else if (strcmp(op, "snapshot.restore") == 0) {
         if (pyc__snapshot_request_restore(k, name, &err) == 0)
-            return json_pack("{s:s, s:s, s:i}", "status", "ok", "name", k->snaps[k->restore_to - 1].name,
-                             "execution_count", k->snaps[k->restore_to - 1].execution_count);
+            return json_pack("{s:s, s:s, s:i, s:O}", "status", "ok", "name", k->snaps[k->restore_to - 1].name,
+                             "execution_count", k->snaps[k->restore_to - 1].execution_count, "not_carried",
+                             k->snaps[k->restore_to - 1].not_carried);
     } else {
         pyc_error_set(&err, "unknown operation %s", op);
     }
@@ -480,8 +544,8 @@ pyc__snapshot_after_request(pyc_kernel_t *k)
 void
 pyc__snapshots_end(pyc_kernel_t *k)
 {
-    for (int i = 0; i < k->n_snaps; i++)
-        free(k->snaps[i].name);
+    while (k->n_snaps > 0)
+        forget(k, k->n_snaps - 1);
     free(k->snaps);
     k->snaps = NULL;
     k->n_snaps = 0;

@@ -736,6 +736,8 @@ def _magic_snapshots(line, frame):
                                            time.strftime("%H:%M:%S", time.localtime(s["taken"])),
                                            _size(held) if held is not None else "?",
                                            "  (automatic)" if s.get("automatic") else ""))
+        for lost in s.get("not_carried") or []:
+            print("%*s  not in it: %s" % (width, "", lost))
     restored = answer.get("restored")
     if restored:
         print("restored from %s (In[%d]) at %s" % (restored.get("name"), restored.get("execution_count", 0),
@@ -751,6 +753,8 @@ def _magic_restore(line, frame):
         raise UsageError("%restore NAME  or  %restore -N  (%snapshots lists them)")
     answer = _kernel_call("snapshot.restore", name=words[0])
     print("restoring %s (the state after In[%d]) when this cell ends" % (answer["name"], answer["execution_count"]))
+    for lost in answer.get("not_carried") or []:
+        print("  not in the snapshot: %s" % lost)
     return None
 
 
