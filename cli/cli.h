@@ -296,10 +296,21 @@ enum { CLI_LS_JSON, CLI_LS_NOPTS };
 enum { CLI_COMPLETE_JSON, CLI_COMPLETE_NOPTS };
 enum { CLI_KILL_ALL, CLI_KILL_NOPTS };
 enum { CLI_FORK_JSON, CLI_FORK_NOPTS };
+enum { CLI_SNAP_JSON, CLI_SNAP_NOPTS };
 enum { CLI_CP_TIMEOUT, CLI_CP_NOPTS };
 enum { CLI_FIRE_JSON, CLI_FIRE_TIMEOUT, CLI_FIRE_ISOLATE, CLI_FIRE_NOPTS };
 enum { CLI_POLL_JSON, CLI_POLL_WAIT, CLI_POLL_NOPTS };
 enum { CLI_EVENTS_FOLLOW, CLI_EVENTS_SINCE, CLI_EVENTS_JSON, CLI_EVENTS_NOPTS };
+
+/* Sends one request to a comm target and waits for its answer, up to timeout_s (0: as long as the kernel's
+ * process lives; after a few seconds a line says that the request waits for a running cell).  Returns the
+ * answer message (its content.data holds the answer, its buffers the pickle of a get) with *rc
+ * PYC_EXIT_OK, or NULL with *rc set (printed): PYC_EXIT_CONNECTION when no answer came in time (or the
+ * kernel is stopped, or ignores our key), PYC_EXIT_LOST when its process ended meanwhile.  An answer
+ * whose status is not "ok" is printed and still returned, with *rc PYC_EXIT_ERROR: fork's error answer lists
+ * the children made before the failure, which must be ended.  (transfer.c) */
+pyc_msg_t *cli_comm_request(pyc_client_t *cl, const char *session, const char *target, json_t *data,
+                            const pyc_frame_t *bufs, size_t nbufs, double timeout_s, int *rc);
 
 /* The commands (a->pos[0] is NAME wherever the synopsis starts with NAME). */
 int cli_new(const cli_args_t *a);
@@ -315,6 +326,9 @@ int cli_cp(const cli_args_t *a);
 int cli_attach(const cli_args_t *a);
 int cli_fire(const cli_args_t *a);
 int cli_poll(const cli_args_t *a);
+int cli_snapshot(const cli_args_t *a);
+int cli_snapshots(const cli_args_t *a);
+int cli_undo(const cli_args_t *a);
 
 /* The code of a cell as `run` and `fire` take it: "-" is stdin, "@PATH" (one line) a file's contents,
  * anything else the code itself.  A new string, or NULL (printed) when it cannot be read. */

@@ -53,6 +53,10 @@ static const cli_optspec_t fork_opts[CLI_FORK_NOPTS] = {
     [CLI_FORK_JSON] = {"json", false, 0},
 };
 
+static const cli_optspec_t snap_opts[CLI_SNAP_NOPTS] = {
+    [CLI_SNAP_JSON] = {"json", false, 0},
+};
+
 static const cli_optspec_t cp_opts[CLI_CP_NOPTS] = {
     [CLI_CP_TIMEOUT] = {"timeout", true, 0},
 };
@@ -166,6 +170,26 @@ const cli_command_t cli_commands[] = {
      "A NEWNAME that is live (or unresponsive) is refused (exit 4).  The request waits for a running cell\n"
      "to end, as long as the kernel lives; Ctrl-C stops waiting (exit 130).",
      OPTS(fork_opts), 2, -1},
+    {"snapshot", cli_snapshot, "snapshot NAME [SNAP] [--json]",
+     "a snapshot of NAME's state, to go back to with pyc undo",
+     "Takes a snapshot of session NAME's kernel (README, \"Time travel\"): a parked copy-on-write fork that\n"
+     "holds the state after the last finished cell and costs only the pages the kernel writes from then\n"
+     "on.  SNAP names it (default snapshot-N); a name taken again is the newer state.  Prints the name;\n"
+     "--json the snapshot's record.  It waits for a running cell to end.",
+     OPTS(snap_opts), 1, 2},
+    {"snapshots", cli_snapshots, "snapshots NAME [--json]",
+     "NAME's snapshots: name, cells held, age, memory",
+     "Lists session NAME's snapshots, oldest first: NAME, -N (what pyc undo NAME N takes), the execution\n"
+     "count they hold, when taken, and the memory each really holds (the pages written since on either\n"
+     "side), then what each does not hold (threads, network connections, GPU contexts).  --json prints\n"
+     "the kernel's answer.",
+     OPTS(snap_opts), 1, 1},
+    {"undo", cli_undo, "undo NAME [N|SNAP] [--json]",
+     "take NAME back to a snapshot (default: the newest)",
+     "Restores session NAME's kernel to its Nth newest snapshot (default 1) or to the snapshot SNAP, and\n"
+     "returns once the restored kernel answers.  It stays the same session: same pid, ports and key; the\n"
+     "execution count goes on.  The snapshot stays, for another undo.  It waits for a running cell to end.",
+     OPTS(snap_opts), 1, 2},
     {"cp", cli_cp, "cp SRC DST [--timeout S]",
      "copy objects: SESSION:VAR, SESSION:, FILE.pkl, -",
      "Copies objects as pickles.  A side is SESSION:VAR (a variable), SESSION: (every picklable user\n"

@@ -44,16 +44,9 @@
 #define PID_START_WAIT_MS 1000   /* how long a child's /proc entry may take to read */
 #define MAX_STDIN_PICKLE ((size_t)1 << 36)
 
-/* Sends one request to a comm target and waits for its answer, up to timeout_s (0: as long as the kernel's
- * process lives; after BUSY_NOTE_S a line says that the request waits for a running cell).  Returns the
- * answer message (its content.data holds the answer, its buffers the pickle of a get) with *rc
- * PYC_EXIT_OK, or NULL with *rc set (printed): PYC_EXIT_CONNECTION when no answer came in time (or the
- * kernel is stopped, or ignores our key), PYC_EXIT_LOST when its process ended meanwhile.  An answer
- * whose status is not "ok" is printed and still returned, with *rc PYC_EXIT_ERROR: fork's error answer lists
- * the children made before the failure, which must be ended. */
-static pyc_msg_t *
-comm_request(pyc_client_t *cl, const char *session, const char *target, json_t *data, const pyc_frame_t *bufs,
-             size_t nbufs, double timeout_s, int *rc)
+pyc_msg_t *
+cli_comm_request(pyc_client_t *cl, const char *session, const char *target, json_t *data, const pyc_frame_t *bufs,
+                 size_t nbufs, double timeout_s, int *rc)
 {
     pyc_error_t err;
     char id[PYC_MSG_ID_LEN + 1], comm_id[PYC_MSG_ID_LEN + 1];
@@ -300,7 +293,7 @@ cli_fork(const cli_args_t *a)
     for (int i = 0; i < n && cnames != NULL; i++)
         json_array_append_new(cnames, json_string(a->pos[1 + i]));
     json_t *data = cnames != NULL ? json_pack("{s:i, s:b, s:o}", "n", n, "outlive", 1, "names", cnames) : NULL;
-    pyc_msg_t *answer = data != NULL ? comm_request(cl, a->pos[0], "pyc.fork", data, NULL, 0, 0, &rc) : NULL;
+    pyc_msg_t *answer = data != NULL ? cli_comm_request(cl, a->pos[0], "pyc.fork", data, NULL, 0, 0, &rc) : NULL;
     json_decref(data);
     json_t *children = answer != NULL ? json_object_get(json_object_get(answer->content, "data"), "children") : NULL;
     if (rc != PYC_EXIT_OK) {
@@ -548,7 +541,7 @@ cli_cp(const cli_args_t *a)
             goto out;
         data = src.var[0] != '\0' ? json_pack("{s:s, s:s}", "op", "get", "name", src.var)
                                   : json_pack("{s:s, s:n}", "op", "get", "names");
-        got = data != NULL ? comm_request(scl, src.session, "pyc.pickle", data, NULL, 0, timeout, &rc) : NULL;
+        got = data != NULL ? cli_comm_request(scl, src.session, "pyc.pickle", data, NULL, 0, timeout, &rc) : NULL;
         json_decref(data);
         data = NULL;
         if (rc != PYC_EXIT_OK)
@@ -599,7 +592,7 @@ cli_cp(const cli_args_t *a)
         rc = PYC_EXIT_ERROR;
         goto out;
     }
-    put = comm_request(dcl, dst.session, "pyc.pickle", data, bufs, nbufs, timeout, &rc);
+    put = cli_comm_request(dcl, dst.session, "pyc.pickle", data, bufs, nbufs, timeout, &rc);
 out:
     /* The clients go first: their connections write the frames and the file from where they are (client.h),
      * and may still hold views of them until they are closed. */

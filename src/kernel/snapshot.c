@@ -221,7 +221,7 @@ pyc__snapshot_request_restore(pyc_kernel_t *k, const char *name, pyc_error_t *er
     else if (name != NULL)
         i = find(k, name);
     if (i < 0 || i >= k->n_snaps)
-        return pyc_error_code(err, PYC_EINVAL, "no snapshot %s (%d taken: %%snapshots lists them)",
+        return pyc_error_code(err, PYC_EINVAL, "no snapshot %s (%d taken)",
                               name != NULL ? name : "", k->n_snaps);
     k->restore_to = i + 1;
     return 0;
