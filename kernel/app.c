@@ -58,6 +58,7 @@ int
 pyc_app_start(pyc_app_t *a, pyc_error_t *err)
 {
     pyc_server_callbacks_t cb = {.on_control = pyc_kernel_control, .on_subscribe = pyc_kernel_subscribed,
+                                 .on_unsubscribe = pyc_kernel_unsubscribed,
                                  .ctx = a->kernel};
     if (pyc_server_start(a->srv, &cb, err) < 0)
         return -1;

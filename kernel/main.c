@@ -458,7 +458,11 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
         int chan;
         if (parent.pid != app.watch_parent)
             watch_parent(&parent, app.watch_parent);
-        pyc_msg_t *msg = pyc_server_next(app.srv, 0, &chan);
+        /* After a restore: the requests the replaced kernel got during the hand-over come first. */
+        pyc_msg_t *msg = pyc_kernel_next_forwarded(app.kernel);
+        chan = PYC_CHAN_SHELL;
+        if (msg == NULL)
+            msg = pyc_server_next(app.srv, 0, &chan);
         if (msg == NULL) {
             /* Nothing queued: deferred work first, then the wait. */
             int again_ms = pyc_kernel_idle(app.kernel);

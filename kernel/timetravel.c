@@ -487,9 +487,12 @@ pyc_tt_hand_over(pyc_app_t *a, pid_t to, json_t *state, pyc_error_t *err)
     int fds[PYC_CHAN_COUNT];
     if (pyc_fork_listening_fds(&a->cf, fds) < 0)
         pyc_log("restore: the listening sockets were not found; the snapshot binds the ports again");
-    /* Our sockets close first: nothing more is accepted here, and what is queued leaves (up to a second). */
+    /* Requests that came after the one that asked for the restore are the restored kernel's to answer; then
+     * our sockets close (what is queued leaves, up to a second), which drops the clients' connections: they
+     * reconnect by themselves, to the snapshot.  (Not zmq_unbind first: it drops the connections made
+     * through the listener at once, with what they held unread.) */
     double t0 = pyc_now_s();
-    pyc_server_unbind(a->srv);
+    json_object_set_new(state, "forwarded", pyc_kernel_take_pending(a->kernel));
     pyc_server_close(a->srv);
     pyc_log("restore: sockets closed in %.1f ms", (pyc_now_s() - t0) * 1000);
     json_t *answer = NULL;

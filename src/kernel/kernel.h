@@ -151,6 +151,9 @@ bool pyc_kernel_control(void *k, pyc_msg_t *msg);
  * topic, no parent, and content {"subscription": topic}.  A topic that is not UTF-8 gets no welcome. */
 void pyc_kernel_subscribed(void *k, const char *topic, size_t len);
 
+/* The server's on_unsubscribe callback: one subscriber fewer (counted for restores). */
+void pyc_kernel_unsubscribed(void *k);
+
 /* Main thread, GIL released: handles one request from shell or control and destroys it. */
 void pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg);
 
@@ -164,6 +167,15 @@ int pyc_kernel_idle(pyc_kernel_t *k);
 /* Main thread: a descriptor to watch while waiting for requests, readable when pyc_kernel_idle has work (a
  * forked session ended), or -1. */
 int pyc_kernel_wait_fd(const pyc_kernel_t *k);
+
+/* A restore (README, "Time travel"), in the kernel that hands over, once its listening sockets are closed:
+ * the shell requests that came and were not handled yet, as a JSON array of their frames (hex), which the
+ * restored kernel handles first (pyc_kernel_next_forwarded).  A new reference. */
+json_t *pyc_kernel_take_pending(pyc_kernel_t *k);
+
+/* In a restored kernel: the next request forwarded by the kernel it replaced (checked and decoded with the
+ * key), or NULL.  It came on shell. */
+pyc_msg_t *pyc_kernel_next_forwarded(pyc_kernel_t *k);
 
 /* The sockets were made anew after a restore failed (timetravel.c): the kernel sends through them from now on. */
 void pyc_kernel_rebind(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth);

@@ -139,13 +139,16 @@ struct pyc_kernel {
     int restore_to;              /* 1 + the entry to restore once the request being handled is answered; 0 */
     char *restore_error;         /* owned: why the last restore failed, for the list; NULL */
     json_t *restored;            /* owned: which snapshot this kernel was restored from, and when; NULL */
-    int await_subscriber_ms;     /* after a restore: how long the first request waits for an iopub subscriber */
+    int await_subscribers;       /* after a restore: the subscribers the replaced kernel had, which requests */
+    double await_until;          /* wait for (pyc_now_s() clock) until they are back or this time is past */
     int auto_snapshots;          /* automatic snapshots before each cell kept at most (PYC_SNAPSHOTS; 0: off) */
     unsigned long long snapshot_budget; /* bytes the automatic ones may hold together (PYC_SNAPSHOT_MEMORY) */
     bool txn;                    /* the cell being run is a transaction, whose snapshot is txn_name */
     char txn_name[256];
     bool restore_drop;           /* the snapshot being restored is used up (a transaction's): no copy kept */
     char *take_after;            /* owned: the name of a snapshot to take once the request is answered; NULL */
+    json_t *forwarded;           /* owned: shell requests the replaced kernel got during a restore, as frames */
+    double forward_after;        /* pyc_now_s() time before which they are not answered */
     bool flushed_at_end;         /* the handler published the output streams after the last user code it
                                   * ran (execute): the flush before idle is not needed */
     bool user_forked;            /* this process is a child of user code (os.fork): not a kernel */
@@ -165,7 +168,7 @@ struct pyc_kernel {
     atomic_int iso_pid;          /* the running isolated cell's process, 0 when none */
     atomic_int iso_stop;         /* why the kernel killed it: 0 not, ISO_STOP_INTERRUPT or ISO_STOP_DEADLINE */
     atomic_int memory_interrupts;/* the memory watch's interrupts of the running cell */
-    atomic_int subscriptions;    /* iopub subscriptions since the last restore (the control thread counts) */
+    atomic_int subscriptions;    /* live iopub subscriptions (the control thread counts them) */
     pyc_outgate_t out;           /* the running cell's output cap; its own lock */
     pthread_mutex_t usage_lock;  /* guards usage (control thread and any other) */
     pyc_usage_state_t usage;

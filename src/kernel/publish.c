@@ -273,6 +273,13 @@ pyc_kernel_subscribed(void *ctx, const char *topic, size_t len)
     send_json(k, PYC_CHAN_IOPUB, &ident, 1, "iopub_welcome", NULL, 0, NULL, json_pack("{s:o}", "subscription", sub));
 }
 
+void
+pyc_kernel_unsubscribed(void *ctx)
+{
+    pyc_kernel_t *k = ctx;
+    atomic_fetch_sub(&k->subscriptions, 1);
+}
+
 /* PYC_REPLY_PACE_US, read once: microseconds per message, 0 for off. */
 static long
 reply_pace_us(void)

@@ -194,15 +194,15 @@ io_recv_stdin(pyc_io_t *io, int timeout_ms)
 
 /* Control thread: reads the subscription messages waiting on the XPUB iopub socket and tells the kernel
  * of each new subscription (JEP 65: it answers with iopub_welcome).  The socket is read under iopub_lock;
- * the callback runs after the lock is released, because it publishes.  Unsubscriptions (first byte 0) and
- * anything else are read and dropped.  At most 64 a round; more wait for the next round, which the
+ * the callback runs after the lock is released, because it publishes.  Unsubscriptions (first byte 0) are
+ * counted to on_unsubscribe; anything else is read and dropped.  At most 64 a round; more wait for the next round, which the
  * re-signalled queue brings at once. */
 static void
 drain_subscriptions(pyc_server_t *srv)
 {
     enum { MAX_ROUND = 64 };
     zmq_msg_t subs[MAX_ROUND];
-    int n = 0;
+    int n = 0, unsubs = 0;
     bool more = false;
     pthread_mutex_lock(&srv->iopub_lock);
     while (!srv->stop_iopub && iopub_readable(srv)) {
@@ -216,12 +216,16 @@ drain_subscriptions(pyc_server_t *srv)
             break;
         }
         const unsigned char *d = zmq_msg_data(&subs[n]);
-        if (zmq_msg_size(&subs[n]) >= 1 && d[0] == 1 && !zmq_msg_more(&subs[n]))
+        if (zmq_msg_size(&subs[n]) >= 1 && d[0] == 1 && !zmq_msg_more(&subs[n])) {
             n++;
-        else
+        } else {
+            unsubs += zmq_msg_size(&subs[n]) >= 1 && d[0] == 0 && !zmq_msg_more(&subs[n]);
             zmq_msg_close(&subs[n]);
+        }
     }
     pthread_mutex_unlock(&srv->iopub_lock);
+    for (int i = 0; i < unsubs && srv->cb.on_unsubscribe != NULL; i++)
+        srv->cb.on_unsubscribe(srv->cb.ctx);
     for (int i = 0; i < n; i++) {
         if (srv->cb.on_subscribe != NULL)
             srv->cb.on_subscribe(srv->cb.ctx, (const char *)zmq_msg_data(&subs[i]) + 1, zmq_msg_size(&subs[i]) - 1);
@@ -335,8 +339,11 @@ bind_channel(pyc_server_t *srv, pyc_connfile_t *cf, int chan, int type, int fd, 
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     if (chan == PYC_CHAN_IOPUB) {
         zmq_setsockopt(s, ZMQ_SNDHWM, &srv->iopub_hwm, sizeof srv->iopub_hwm);
-        /* Every subscription is passed up, not only the first of each topic: each client gets its welcome. */
+        /* Every subscription is passed up, not only the first of each topic: each client gets its welcome;
+         * and every unsubscription, a client that goes away included, so that the kernel knows how many
+         * listen (a restore waits for as many to come back). */
         zmq_setsockopt(s, ZMQ_XPUB_VERBOSE, &one, sizeof one);
+        zmq_setsockopt(s, ZMQ_XPUB_VERBOSER, &one, sizeof one);
     }
     else if (chan != PYC_CHAN_HB)
         zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero);
@@ -505,17 +512,6 @@ pyc_server_close(pyc_server_t *srv)
         zmq_ctx_term(srv->zctx);
     srv->zctx = NULL;
     pyc_zap_join(&srv->zap);     /* its thread ended when the context was terminated */
-}
-
-void
-pyc_server_unbind(pyc_server_t *srv)
-{
-    for (int c = 0; c < PYC_CHAN_COUNT; c++) {
-        char ep[512];
-        size_t len = sizeof ep;
-        if (srv->sock[c] != NULL && zmq_getsockopt(srv->sock[c], ZMQ_LAST_ENDPOINT, ep, &len) == 0)
-            zmq_unbind(srv->sock[c], ep);
-    }
 }
 
 void

@@ -44,10 +44,6 @@ pyc_server_t *pyc_server_new(pyc_connfile_t *cf, pyc_auth_t *auth, pyc_error_t *
  * to the snapshot that takes over, so that no port is ever free for another process to take and a client that
  * connects meanwhile waits in the backlog).  fds[chan] (-1: bind as usual) become the server's, or are closed
  * on failure; each is set to -1. */
-/* Stops accepting connections on every channel (the listening sockets close here; connections made stay).
- * A restore calls it before pyc_server_close, whose copies of the listening sockets the snapshot serves. */
-void pyc_server_unbind(pyc_server_t *srv);
-
 pyc_server_t *pyc_server_new_on(pyc_connfile_t *cf, pyc_auth_t *auth, int *fds, pyc_error_t *err);
 
 /* What the server tells its owner, each call on the control thread with ctx. */
@@ -56,6 +52,8 @@ typedef struct pyc_server_callbacks {
     /* A client subscribed to iopub with this topic (not NUL-terminated; may be empty, which means all).
      * Called outside every lock of the server, so it may publish. */
     void (*on_subscribe)(void *ctx, const char *topic, size_t len);
+    /* A subscription ended (a client unsubscribed or went away); may be NULL. */
+    void (*on_unsubscribe)(void *ctx);
     void *ctx;
 } pyc_server_callbacks_t;
 
