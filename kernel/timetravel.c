@@ -491,10 +491,8 @@ pyc_tt_hand_over(pyc_app_t *a, pid_t to, json_t *state, pyc_error_t *err)
      * our sockets close (what is queued leaves, up to a second), which drops the clients' connections: they
      * reconnect by themselves, to the snapshot.  (Not zmq_unbind first: it drops the connections made
      * through the listener at once, with what they held unread.) */
-    double t0 = pyc_now_s();
     json_object_set_new(state, "forwarded", pyc_kernel_take_pending(a->kernel));
     pyc_server_close(a->srv);
-    pyc_log("restore: sockets closed in %.1f ms", (pyc_now_s() - t0) * 1000);
     json_t *answer = NULL;
     int sent = send_fds(fd, fds, PYC_CHAN_COUNT);
     for (int c = 0; c < PYC_CHAN_COUNT; c++) {

@@ -404,8 +404,9 @@ bound_automatic(pyc_kernel_t *k)
         bool over = n > k->auto_snapshots || (k->snapshot_budget > 0 && bytes > k->snapshot_budget);
         if (n <= 1 || !over)
             return;
-        pyc_log("snapshots: dropping %s (%d automatic, %llu bytes held; at most %d and %llu bytes)",
-                k->snaps[oldest].name, n, bytes, k->auto_snapshots, k->snapshot_budget);
+        if (k->snapshot_budget > 0)
+            pyc_log("snapshots: dropping %s (%d automatic hold %llu MiB; at most %d and %llu MiB)",
+                    k->snaps[oldest].name, n, bytes >> 20, k->auto_snapshots, k->snapshot_budget >> 20);
         pyc__snapshot_drop(k, k->snaps[oldest].name);
     }
 }

@@ -10,6 +10,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from pyctest import (
+    IS_PYC,
+    NOT_PYC_REASON,
     PYC_PYTHON,
     PYC_SRCDIR,
     child_env,
@@ -21,6 +23,7 @@ from pyctest import (
 
 QUICKSTART = os.path.join(PYC_SRCDIR, "examples", "quickstart.ipynb")
 ECOSYSTEM = os.path.join(PYC_SRCDIR, "examples", "ecosystem.ipynb")
+TIMETRAVEL = os.path.join(PYC_SRCDIR, "examples", "timetravel.ipynb")
 
 # (source prefix, expected outputs as (output_type, name-or-mime, text))
 EXPECTED = [
@@ -178,6 +181,33 @@ def test_nbconvert_execute_ecosystem(tmp_path):
     assert "Hi, pyc!" in texts["helper_module.greet('pyc')   # %autoreload picked up the new file"]
     assert texts["await later"] == "64"
     assert not (tmp_path / "helper_module.py").exists()
+
+
+def test_nbconvert_execute_timetravel(tmp_path):
+    """examples/timetravel.ipynb through nbconvert: %snapshot, %restore and a rolled-back %%transaction in the
+    middle of a notebook run by nbclient, whose channels reconnect by themselves to the restored kernel."""
+    if not IS_PYC:
+        pytest.skip(NOT_PYC_REASON)
+    pytest.importorskip("pandas")
+    nb_path = tmp_path / "timetravel.ipynb"
+    shutil.copy(TIMETRAVEL, nb_path)
+    rc, out = run_watched(
+        [PYC_PYTHON, "-m", "nbconvert", "--to", "notebook", "--execute", "--inplace",
+         "--ExecutePreprocessor.kernel_name=pyc", "--ExecutePreprocessor.timeout=60", str(nb_path)],
+        timeout=180,
+    )  # fmt: skip
+    assert rc == 0, out
+    nb = nbformat.read(str(nb_path), as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    text = ["".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in c.outputs) for c in code]
+    assert "1000.0" in text[2] and "qty" not in text[2]           # the cell that should not have run
+    assert "restoring clean" in text[3]
+    assert "10.0" in text[4] and "qty" in text[4] and "1000.0" not in text[4]
+    assert [o.ename for o in code[5].outputs if o.output_type == "error"] == ["AssertionError"]
+    assert text[6] == "['price', 'qty']"
+    assert "total" in text[7]
+    assert text[8].startswith("clean")
+    assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
 
 
 def test_nbclient_error_raises():
