@@ -195,8 +195,8 @@ io_recv_stdin(pyc_io_t *io, int timeout_ms)
 /* Control thread: reads the subscription messages waiting on the XPUB iopub socket and tells the kernel
  * of each new subscription (JEP 65: it answers with iopub_welcome).  The socket is read under iopub_lock;
  * the callback runs after the lock is released, because it publishes.  Unsubscriptions (first byte 0) are
- * counted to on_unsubscribe; anything else is read and dropped.  At most 64 a round; more wait for the next round, which the
- * re-signalled queue brings at once. */
+ * counted to on_unsubscribe; anything else is read and dropped.  At most 64 a round; more wait for the next
+ * round, which the re-signalled queue brings at once. */
 static void
 drain_subscriptions(pyc_server_t *srv)
 {

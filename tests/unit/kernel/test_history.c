@@ -200,10 +200,11 @@ test_continue_session(void **state)
     assert_int_equal(pyc_history_session(b), 1);
     pyc_history_close(&a);
     add_ok(b, 3, "y = 3", NULL);
-    expect_history(b, "{\"hist_access_type\": \"range\", \"session\": 0, \"start\": 1, \"stop\": 10, \"output\": false}",
+    expect_history(b,
+                   "{\"hist_access_type\": \"range\", \"session\": 0, \"start\": 1, \"stop\": 10, \"output\": false}",
                    "[[1, 1, \"x = 1\"], [1, 2, \"x = 2\"], [1, 3, \"y = 3\"]]");
     pyc_history_close(&b);
-    /* the session that b opened is gone; the next one is 2 again (autoincrement keeps counting: 3) */
+    /* the session that b opened is gone (AUTOINCREMENT does not give its number again) */
     pyc_history_t *c = open_ok(path);
     assert_true(pyc_history_session(c) >= 2);
     pyc_history_close(&c);
