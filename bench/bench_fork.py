@@ -34,6 +34,19 @@ def rollup_mb(pid, field):
         return sum(int(l.split()[1]) for l in f if l.startswith(field + ":")) / 1024
 
 
+def temp_kernelspec(pyc, prefix):
+    """A temporary Jupyter path with a `pyc` kernelspec for the pyc-kernel at path pyc, made the process's
+    JUPYTER_PATH, JUPYTER_DATA_DIR and JUPYTER_RUNTIME_DIR; returns the directory (the caller removes it)."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(os.path.join(tmp, "kernels", "pyc"))
+    with open(os.path.join(tmp, "kernels", "pyc", "kernel.json"), "w") as f:
+        json.dump({"argv": [os.path.abspath(pyc), "-f", "{connection_file}"], "display_name": "pyc",
+                   "language": "python"}, f)
+    for var in ("JUPYTER_PATH", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR"):
+        os.environ[var] = tmp
+    return tmp
+
+
 def fan_out(kc, n, gib, pids, runs):
     """Forks the session into n children by one request, runs times; returns the times in ms from the
     request to the answer and the slowest kernel_info round after it.  The children are ended by pid."""
@@ -93,13 +106,7 @@ def main():
     from jupyter_client.manager import KernelManager
     from jupyter_client.session import Session
 
-    tmp = tempfile.mkdtemp(prefix="pyc-bench-fork-")
-    os.makedirs(os.path.join(tmp, "kernels", "pyc"))
-    with open(os.path.join(tmp, "kernels", "pyc", "kernel.json"), "w") as f:
-        json.dump({"argv": [os.path.abspath(args.pyc), "-f", "{connection_file}"], "display_name": "pyc",
-                   "language": "python"}, f)
-    for var in ("JUPYTER_PATH", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR"):
-        os.environ[var] = tmp
+    tmp = temp_kernelspec(args.pyc, "pyc-bench-fork-")
     os.environ["PYC_MAX_CHILDREN"] = str(max([32] + [int(x) for x in args.fan.split(",") if x.strip()]))
     km = KernelManager(kernel_name="pyc")
     km.start_kernel()

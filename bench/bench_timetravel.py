@@ -18,14 +18,12 @@ Goal: restore of a 1 GiB session in at most 50 ms.  Every process it starts is e
 
 import argparse
 import ast
-import json
 import os
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 
@@ -149,15 +147,11 @@ def main():
     args = ap.parse_args()
 
     sys.path.insert(0, os.path.join(here, "..", "cli", "python"))
+    sys.path.insert(0, here)
     import pyc_client
+    from bench_fork import temp_kernelspec
 
-    tmp = tempfile.mkdtemp(prefix="pyc-bench-tt-")
-    os.makedirs(os.path.join(tmp, "kernels", "pyc"))
-    with open(os.path.join(tmp, "kernels", "pyc", "kernel.json"), "w") as f:
-        json.dump({"argv": [os.path.abspath(args.pyc), "-f", "{connection_file}"], "display_name": "pyc",
-                   "language": "python"}, f)
-    for var in ("JUPYTER_PATH", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR"):
-        os.environ[var] = tmp
+    tmp = temp_kernelspec(args.pyc, "pyc-bench-tt-")
     os.environ["PYC_CHECKPOINT"] = "0"
     try:
         print("%-8s %10s %14s %22s %12s %14s %14s %9s" % ("session", "take ms", "restore ms", "(min-max)",

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "random.h"
 #include "register.h"
+#include "timetravel.h"
 #include "zap.h"
 
 /* True for an address only this machine can reach: ipc, 127.0.0.0/8, ::1, localhost. */
@@ -158,6 +159,7 @@ child_become(void *ctx, bool outlive, pid_t parent, pyc_error_t *err)
     pyc_fork_keep_inherited(a->auth);
     a->srv = NULL;
     a->auth = NULL;
+    pyc_tt_forget_root();        /* its snapshots are its own, its parent's are not its */
     if (child_connection(a, path, sizeof path, id, sizeof id, err) < 0 || pyc_app_bind(a, err) < 0 ||
         pyc_connfile_write(path, &a->cf, err) < 0)
         return NULL;

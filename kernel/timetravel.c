@@ -59,6 +59,12 @@ enum { SNAP_GO = 1, SNAP_DROP = 2, SNAP_READY = 3, SNAP_FAILED = 4, SNAP_PARKED 
  * (the kernel's own pid then) and inherited by every fork. */
 static pid_t root_pid;
 
+void
+pyc_tt_forget_root(void)
+{
+    root_pid = 0;
+}
+
 pid_t
 pyc_tt_root(void)
 {
@@ -374,16 +380,10 @@ pyc_tt_take(pyc_app_t *a, pid_t *pid_out, json_t **state, pyc_error_t *err)
          * come back to the root, which the keeper then is. */
         prctl(PR_SET_CHILD_SUBREAPER, 1);
     }
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return pyc_error_set(err, "pipe: %s", strerror(errno));
-    int saved;
-    pid_t pid = pyc_kernel_fork(a->kernel, &saved);
-    if (pid < 0) {
-        close(p[0]);
-        close(p[1]);
-        return pyc_error_set(err, "fork: %s", strerror(saved));
-    }
+    int p[2], saved;
+    pid_t pid = pyc_fork_piped(a->kernel, p, err);
+    if (pid < 0)
+        return -1;
     if (pid == 0) {
         close(p[0]);
         become_parked(a, p[1]);

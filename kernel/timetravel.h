@@ -12,6 +12,9 @@
 #include "app.h"
 #include "error.h"
 
+/* In a forked session (pyc.fork): it is a kernel of its own, the root of its own snapshots. */
+void pyc_tt_forget_root(void);
+
 /* The root process: the one Jupyter started (the keeper, after a restore), whose end ends every snapshot. */
 pid_t pyc_tt_root(void);
 

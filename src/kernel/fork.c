@@ -199,14 +199,11 @@ typedef struct pending {
 /* Forks one child.  In the parent returns its pid and sets *fd to the read end of its report pipe, without
  * waiting for the report; in the child closes the report pipes of its elder siblings (earlier[0..n_earlier),
  * which are the parent's), becomes a kernel and returns 0; returns -1 with err when pipe or fork failed. */
-static pid_t
-fork_one(pyc_kernel_t *k, const pyc_fork_spec_t *spec, bool outlive, const pending_t *earlier, int n_earlier,
-         int *fd, pyc_error_t *err)
+pid_t
+pyc_fork_piped(pyc_kernel_t *k, int p[2], pyc_error_t *err)
 {
-    int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return pyc_error_set(err, "pipe: %s", strerror(errno));
-    pid_t parent = getpid();
     int saved;
     pid_t pid = pyc_kernel_fork(k, &saved);
     if (pid < 0) {
@@ -214,6 +211,18 @@ fork_one(pyc_kernel_t *k, const pyc_fork_spec_t *spec, bool outlive, const pendi
         close(p[1]);
         return pyc_error_set(err, "fork: %s", strerror(saved));
     }
+    return pid;
+}
+
+static pid_t
+fork_one(pyc_kernel_t *k, const pyc_fork_spec_t *spec, bool outlive, const pending_t *earlier, int n_earlier,
+         int *fd, pyc_error_t *err)
+{
+    int p[2];
+    pid_t parent = getpid();
+    pid_t pid = pyc_fork_piped(k, p, err);
+    if (pid < 0)
+        return -1;
     if (pid == 0) {
         close(p[0]);
         for (int i = 0; i < n_earlier; i++)

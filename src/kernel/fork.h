@@ -50,6 +50,10 @@ int pyc_fork_children(pyc_kernel_t *k, const pyc_fork_spec_t *spec, int n, bool 
  * parent's ports bound (a restarted parent could not bind them again) and its clients' connections open. */
 void pyc_fork_close_kernel_sockets(const pyc_connfile_t *cf, int keep);
 
+/* A pipe (close-on-exec) for a child's report, then pyc_kernel_fork: returns what fork returns, both ends
+ * open in p on either side; -1 with err (and no pipe) when either failed. */
+pid_t pyc_fork_piped(pyc_kernel_t *k, int p[2], pyc_error_t *err);
+
 /* Duplicates (close-on-exec) the five listening sockets of cf's endpoints that this process holds into
  * out[chan], for a restore to hand over.  Returns 0, or -1 with every out[chan] -1 when not all five were
  * found. */

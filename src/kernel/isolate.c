@@ -90,6 +90,7 @@ iso_child(pyc_kernel_t *k, int fd, const char *code, const pyc_py_exec_opts_t *o
     iso.fd = fd;
     k->io = &iso.io;
     k->journal = NULL;           /* the parent journals what it relays; its lock may be held at the fork */
+    k->snapshot_take = NULL;     /* a snapshot is the kernel's, never an isolated cell's (%snapshot refuses) */
     k->allow_stdin = false;
     pyc_outgate_set(&k->out, false, 0, 0);   /* the parent counts what it relays (relay_admitted) */
     pyc_streams_set_passthrough(k->streams);

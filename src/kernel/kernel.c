@@ -382,7 +382,11 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     atomic_store(&k->executing, 0);
     atomic_store(&k->quit, 0);
     atomic_store(&k->subscriptions, 0);
-    pyc__forget_children(k);     /* the parent's children are not ours */
+    pyc__forget_children(k);
+    /* The parent's snapshots are its own (a restored snapshot gets its table from the restorer). */
+    pyc__snapshots_end(k);
+    k->restore_to = 0;
+    k->txn = false;     /* the parent's children are not ours */
     /* The parent's debugger thread does not exist here (its memory is left as it is); the control thread of
      * the parent may have held the lock at the fork. */
     pyc__debugger_forget(k->debugger);

@@ -251,6 +251,22 @@ def test_ctrl_c_while_waiting_for_the_lock(sessions):
     pyc("run", name, "1", check=EXIT_OK)
 
 
+def _wait_stopped(pid, timeout=5.0):
+    """Waits until every thread of pid is stopped (state T in /proc)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = []
+        for tid in os.listdir("/proc/%d/task" % pid):
+            try:
+                with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                pass
+        if states and all(st in ("T", "t") for st in states):
+            return
+        time.sleep(0.01)
+
+
 def test_ls_while_another_pyc_holds_the_lock(sessions):
     """`ls` says what the holder of a name's lock does: a kill in progress is "ending", not "starting"."""
     name = sessions.new()
@@ -263,8 +279,10 @@ def test_ls_while_another_pyc_holds_the_lock(sessions):
     fd = _hold_lock(name, "new 1\n")
     try:
         assert _state(name) == ["live"]          # a `new` that has not replaced it yet
-        os.kill(read_session(name)["pid"], signal.SIGSTOP)
+        pid = read_session(name)["pid"]
+        os.kill(pid, signal.SIGSTOP)
         try:
+            _wait_stopped(pid)               # every thread, the heartbeat's too (a loaded machine takes a while)
             assert _state(name) == ["starting"]
         finally:
             os.kill(read_session(name)["pid"], signal.SIGCONT)

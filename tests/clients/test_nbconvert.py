@@ -155,19 +155,25 @@ def error_notebook():
     )
 
 
+def execute_example(source, tmp_path, cell_timeout):
+    """Runs a copy of an example notebook in tmp_path with `jupyter nbconvert --execute` on the pyc kernelspec
+    and returns the executed notebook (asserting nbconvert succeeded)."""
+    nb_path = tmp_path / os.path.basename(source)
+    shutil.copy(source, nb_path)
+    rc, out = run_watched(
+        [PYC_PYTHON, "-m", "nbconvert", "--to", "notebook", "--execute", "--inplace",
+         "--ExecutePreprocessor.kernel_name=pyc", "--ExecutePreprocessor.timeout=%d" % cell_timeout, str(nb_path)],
+        timeout=2 * cell_timeout,
+    )  # fmt: skip
+    assert rc == 0, out
+    return nbformat.read(str(nb_path), as_version=4)
+
+
 def test_nbconvert_execute_ecosystem(tmp_path):
     """examples/ecosystem.ipynb: IPython.display, magics, %autoreload, plotly, sympy, rich, altair,
     scikit-learn and asyncio, through nbconvert, without an error (a copy runs: it writes a module beside
     itself)."""
-    nb_path = tmp_path / "ecosystem.ipynb"
-    shutil.copy(ECOSYSTEM, nb_path)
-    rc, out = run_watched(
-        [PYC_PYTHON, "-m", "nbconvert", "--to", "notebook", "--execute", "--inplace",
-         "--ExecutePreprocessor.kernel_name=pyc", "--ExecutePreprocessor.timeout=120", str(nb_path)],
-        timeout=240,
-    )  # fmt: skip
-    assert rc == 0, out
-    nb = nbformat.read(str(nb_path), as_version=4)
+    nb = execute_example(ECOSYSTEM, tmp_path, 120)
     outputs = {c.source.splitlines()[0]: c.outputs for c in nb.cells if c.cell_type == "code"}
     errors = [o for outs in outputs.values() for o in outs if o.output_type == "error"]
     assert not errors, errors
@@ -189,15 +195,7 @@ def test_nbconvert_execute_timetravel(tmp_path):
     if not IS_PYC:
         pytest.skip(NOT_PYC_REASON)
     pytest.importorskip("pandas")
-    nb_path = tmp_path / "timetravel.ipynb"
-    shutil.copy(TIMETRAVEL, nb_path)
-    rc, out = run_watched(
-        [PYC_PYTHON, "-m", "nbconvert", "--to", "notebook", "--execute", "--inplace",
-         "--ExecutePreprocessor.kernel_name=pyc", "--ExecutePreprocessor.timeout=60", str(nb_path)],
-        timeout=180,
-    )  # fmt: skip
-    assert rc == 0, out
-    nb = nbformat.read(str(nb_path), as_version=4)
+    nb = execute_example(TIMETRAVEL, tmp_path, 90)
     code = [c for c in nb.cells if c.cell_type == "code"]
     text = ["".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in c.outputs) for c in code]
     assert "1000.0" in text[2] and "qty" not in text[2]           # the cell that should not have run

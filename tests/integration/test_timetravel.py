@@ -247,6 +247,10 @@ def test_a_transaction_cannot_be_isolated(kc):
     r = _run_transaction(kc, "%%transaction\nx = 1", metadata={"pyc": {"isolate": "fork"}})
     assert r["content"]["status"] == "error" and "isolated or a transaction" in r["content"]["evalue"]
     assert listed(kc) == []
+    # and an isolated cell takes no snapshot: they are the kernel's
+    reply, msgs = execute(kc, "%%isolate\n%snapshot inside")
+    assert reply["content"]["status"] == "error" and "main shell only" in reply["content"]["evalue"]
+    assert listed(kc) == []
 
 
 def test_automatic_snapshots_keep_the_newest_within_count_and_memory():
@@ -326,6 +330,32 @@ def test_what_a_snapshot_does_not_hold_is_said(fresh_kernel):
     # the thread is not in the restored kernel
     assert eval_value(kc, "[x.name for x in threading.enumerate() if x.name == 'worker']") == "[]"
     assert "restored t without" in fresh_kernel.stderr()
+
+
+def test_a_forked_session_has_snapshots_of_its_own(fresh_kernel):
+    kc = fresh_kernel.kc
+    ok(kc, "x = 'parent'")
+    snap(kc, "p")
+    (child,) = pyc_client.fork(kc, 1)
+    try:
+        register_pid(child.pyc_child["pid"])
+        child.wait_for_ready(timeout=TIMEOUT)
+        assert listed(child) == []                 # the parent's are not its own
+        ok(child, "x = 'child'")
+        snap(child, "c")
+        ok(child, "x = 'changed'")
+        restore(child, "c")
+        assert eval_value(child, "x") == "'child'"
+        assert [s["name"] for s in listed(child)] == ["c"]
+        assert pid_alive(child.pyc_child["pid"])   # its process stays, as the parent's does
+    finally:
+        child.stop_channels()
+        pyctest.kill_pid(child.pyc_child["pid"])
+    # the parent is untouched, and still restores its own
+    assert eval_value(kc, "x") == "'parent'"
+    ok(kc, "x = 'later'")
+    restore(kc, "p")
+    assert eval_value(kc, "x") == "'parent'"
 
 
 def test_bad_requests_leave_the_kernel_as_it_was(kc):
