@@ -374,7 +374,14 @@ pyc_checkpoint_parse(const char *text, size_t len, char ***cells_out, size_t *n_
             const char *rest = line + mlen, *stop = nl != NULL ? nl : end;
             bool restore = (size_t)(stop - rest) > 8 && memcmp(rest, "restore ", 8) == 0;
             const char *in = restore ? rest + 8 : rest;
-            count = (size_t)(stop - in) > 3 && memcmp(in, "In[", 3) == 0 ? strtol(in + 3, NULL, 10) : count + 1;
+            /* The count's digits, read within the line (the text is not NUL-terminated). */
+            long parsed = -1;
+            if ((size_t)(stop - in) > 3 && memcmp(in, "In[", 3) == 0) {
+                parsed = 0;
+                for (const char *d = in + 3; d < stop && *d >= '0' && *d <= '9' && parsed < 1000000000; d++)
+                    parsed = parsed * 10 + (*d - '0');
+            }
+            count = parsed >= 0 ? parsed : count + 1;
             if (restore) {
                 while (n > 0 && counts[n - 1] > count)
                     free(cells[--n]);
