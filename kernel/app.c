@@ -63,7 +63,15 @@ pyc_app_start(pyc_app_t *a, pyc_error_t *err)
                                  .ctx = a->kernel};
     if (pyc_server_start(a->srv, &cb, err) < 0)
         return -1;
+    /* The mask the process was started with, but SIGINT and SIGTERM always reach the main thread: a launcher
+     * that had them blocked (a Python thread that blocked SIGINT around a fork, a supervisor) hands the mask
+     * on to the kernel through exec, and an interrupt would then wait forever. */
+    sigset_t ours;
+    sigemptyset(&ours);
+    sigaddset(&ours, SIGINT);
+    sigaddset(&ours, SIGTERM);
     pthread_sigmask(SIG_SETMASK, &a->saved_mask, NULL);
+    pthread_sigmask(SIG_UNBLOCK, &ours, NULL);
     return 0;
 }
 

@@ -42,8 +42,8 @@ typedef struct pyc_app {
  * by the system and written back into a->cf).  Returns 0, or -1 with err. */
 int pyc_app_bind(pyc_app_t *a, pyc_error_t *err);
 
-/* Starts the server's threads with the kernel's control handler, then restores the signal mask.  Returns 0,
- * or -1 with err. */
+/* Starts the server's threads with the kernel's control handler, then restores the signal mask, with SIGINT
+ * and SIGTERM unblocked whatever the launcher had.  Returns 0, or -1 with err. */
 int pyc_app_start(pyc_app_t *a, pyc_error_t *err);
 
 /* Removes the connection file this kernel wrote (own_connection_file), unless another process has replaced

@@ -2,6 +2,7 @@
  * main.c -- the pyc-kernel program: arguments, wiring of the modules, the main loop and exit codes.
  *
  *   pyc-kernel -f CONNECTION_FILE [LIMITS] [--replay FILE] [--checkpoint-dir DIR | --no-checkpoint]
+ *              [--snapshots N [--snapshot-memory SIZE]]
  *                                     run a kernel (what Jupyter starts, through kernel.json)
  *   pyc-kernel install [...]          install the kernelspec (see install.c)
  *   pyc-kernel gateway-launch [...]   the launcher of Enterprise Gateway and gateway_provisioners, which starts
@@ -12,7 +13,8 @@
  * LIMITS are --idle-timeout=S --lifetime=S --shutdown-grace=S --cell-timeout=S --cell-grace=S
  * --output-limit=BYTES --output-messages=N --memory-limit=BYTES (limit.h); each may also come from its
  * PYC_* environment variable, which an option overrides.  PYC_REPLAY, PYC_CHECKPOINT_DIR and PYC_CHECKPOINT=0
- * stand for the other options likewise.  IPython options a launcher appends (`--Class.trait=VALUE`, e.g.
+ * stand for the other options likewise, and PYC_SNAPSHOTS, PYC_SNAPSHOT_MEMORY for --snapshots, --snapshot-memory
+ * (README, "Time travel").  IPython options a launcher appends (`--Class.trait=VALUE`, e.g.
  * nbclient's --HistoryManager.hist_file=:memory:) are taken out first: see take_traitlets_options.
  * PYC_SESSION (set by `pyc new`) names the `pyc` session this kernel is, which then writes the sessions'
  * event log beside its connection file.
@@ -61,6 +63,7 @@ usage(FILE *f)
 {
     fprintf(f, "usage: pyc-kernel -f CONNECTION_FILE [LIMIT OPTIONS] [--replay FILE]\n"
                "                  [--checkpoint-dir DIR | --no-checkpoint]\n"
+               "                  [--snapshots N [--snapshot-memory SIZE]]   (a snapshot before each cell)\n"
                "       pyc-kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME]\n"
                "                          [--display-name TEXT] [--env NAME=VALUE]...\n"
                "       pyc-kernel gateway-launch --help   (a kernel in a pod or on a remote host, for\n"
@@ -555,12 +558,14 @@ main(int argc, char **argv)
     e = getenv("PYC_CHECKPOINT");
     ro.no_checkpoint = e != NULL && (strcmp(e, "0") == 0 || strcmp(e, "off") == 0 || strcmp(e, "no") == 0);
     /* The fixed options, then one per limit (limit.h's table). */
-    enum { OPT_CF, OPT_REPLAY, OPT_CHECKPOINT_DIR, OPT_NO_CHECKPOINT, OPT_LIMITS };
+    enum { OPT_CF, OPT_REPLAY, OPT_CHECKPOINT_DIR, OPT_NO_CHECKPOINT, OPT_SNAPSHOTS, OPT_SNAPSHOT_MEMORY, OPT_LIMITS };
     pyc_argspec_t specs[OPT_LIMITS + 16] = {
         {"connection-file", true, 'f'},
         {"replay", true, 0},
         {"checkpoint-dir", true, 0},
         {"no-checkpoint", false, 0},
+        {"snapshots", true, 0},
+        {"snapshot-memory", true, 0},
     };
     int nspecs = OPT_LIMITS, cap = (int)(sizeof specs / sizeof specs[0]);
     for (const pyc_limit_desc_t *d = pyc_limit_descs; d->option != NULL && nspecs < cap; d++)
@@ -596,6 +601,12 @@ main(int argc, char **argv)
             break;
         case OPT_NO_CHECKPOINT:
             ro.no_checkpoint = true;
+            break;
+        case OPT_SNAPSHOTS:          /* the kernel reads them with their variables (snapshot.c checks them) */
+            setenv("PYC_SNAPSHOTS", v, 1);
+            break;
+        case OPT_SNAPSHOT_MEMORY:
+            setenv("PYC_SNAPSHOT_MEMORY", v, 1);
             break;
         default:
             if (pyc_limits_set(&ro.limits, specs[k].name, v, &err) < 0) {

@@ -158,3 +158,22 @@ def test_an_interrupt_during_the_kernels_work_before_the_first_bytecode_reaches_
         assert took < 10, "the interrupt took %.1f s" % took
     finally:
         k.shutdown()
+
+
+def test_a_kernel_launched_with_sigint_blocked_is_interrupted():
+    """A launcher whose thread had SIGINT blocked hands the mask on through exec (a Python thread that blocked
+    it around a fork did so in this suite once): the kernel unblocks SIGINT and SIGTERM itself, or an
+    interrupt would wait forever.  (ipykernel inherits the mask: this is pyc's own.)"""
+    import signal as sig
+
+    if not pyctest.IS_PYC:
+        pytest.skip(pyctest.NOT_PYC_REASON)
+    old = sig.pthread_sigmask(sig.SIG_BLOCK, {sig.SIGINT, sig.SIGTERM})
+    try:
+        k = pyctest.Kernel("pyc")
+    finally:
+        sig.pthread_sigmask(sig.SIG_SETMASK, old)
+    try:
+        run_and_interrupt(k, BUSY["sleep"], k.km.interrupt_kernel)
+    finally:
+        k.shutdown(now=True)

@@ -254,7 +254,7 @@ def test_a_transaction_cannot_be_isolated(kc):
 
 
 def test_automatic_snapshots_keep_the_newest_within_count_and_memory():
-    k = Kernel("pyc", env={"PYC_SNAPSHOTS": "3", "PYC_SNAPSHOT_MEMORY": "60M"})
+    k = Kernel("pyc", extra_arguments=["--snapshots=3", "--snapshot-memory=60M"])
     try:
         kc = k.kc
         for i in range(5):
