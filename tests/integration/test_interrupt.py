@@ -161,9 +161,9 @@ def test_an_interrupt_during_the_kernels_work_before_the_first_bytecode_reaches_
 
 
 def test_a_kernel_launched_with_sigint_blocked_is_interrupted():
-    """A launcher whose thread had SIGINT blocked hands the mask on through exec (a Python thread that blocked
-    it around a fork did so in this suite once): the kernel unblocks SIGINT and SIGTERM itself, or an
-    interrupt would wait forever.  (ipykernel inherits the mask: this is pyc's own.)"""
+    """A launcher whose thread had SIGINT blocked hands the mask on through exec (the kernels of a -n 2 run of
+    this suite once started so, 17 interrupt tests failing): the kernel unblocks SIGINT and SIGTERM itself, or
+    an interrupt would wait forever.  (ipykernel inherits the mask: this is pyc's own.)"""
     import signal as sig
 
     if not pyctest.IS_PYC:
