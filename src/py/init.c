@@ -257,6 +257,11 @@ pyc_py_init(const pyc_py_config_t *cfg, const pyc_py_host_t *host, pyc_error_t *
     if (PyImport_AppendInittab("_pyc", module_init) < 0)
         return pyc_error_set(err, "could not register the _pyc module");
 
+    /* A kernel started with SIGINT ignored (a background job of a non-interactive shell, nohup) would stay
+     * uninterruptible: CPython installs its KeyboardInterrupt handler only over the default action, and
+     * PyErr_SetInterrupt does nothing for a signal it sees ignored.  An interrupt must reach a cell, as in
+     * ipykernel (which sets its own handler): the default action first, for CPython to take over. */
+    signal(SIGINT, SIG_DFL);
     PyConfig_InitPythonConfig(&config);
     config.install_signal_handlers = 1;
     config.parse_argv = 0;

@@ -160,19 +160,28 @@ def test_an_interrupt_during_the_kernels_work_before_the_first_bytecode_reaches_
         k.shutdown()
 
 
-def test_a_kernel_launched_with_sigint_blocked_is_interrupted():
-    """A launcher whose thread had SIGINT blocked hands the mask on through exec (the kernels of a -n 2 run of
-    this suite once started so, 17 interrupt tests failing): the kernel unblocks SIGINT and SIGTERM itself, or
-    an interrupt would wait forever.  (ipykernel inherits the mask: this is pyc's own.)"""
+@pytest.mark.parametrize("how", ["blocked", "ignored"])
+def test_a_kernel_launched_with_sigint_blocked_or_ignored_is_interrupted(how):
+    """A launcher that had SIGINT blocked (a thread's mask) or ignored (a background job of a non-interactive
+    shell, nohup) hands that on through exec: the kernel unblocks SIGINT and SIGTERM itself and gives SIGINT
+    its default action before CPython starts (which otherwise leaves an ignored SIGINT ignored, and
+    PyErr_SetInterrupt does nothing), or an interrupt would wait forever.  Both failed before: 17-20
+    interrupt and deadline tests of a suite run from a background job."""
     import signal as sig
 
     if not pyctest.IS_PYC:
         pytest.skip(pyctest.NOT_PYC_REASON)
-    old = sig.pthread_sigmask(sig.SIG_BLOCK, {sig.SIGINT, sig.SIGTERM})
+    if how == "blocked":
+        old = sig.pthread_sigmask(sig.SIG_BLOCK, {sig.SIGINT, sig.SIGTERM})
+    else:
+        old = sig.signal(sig.SIGINT, sig.SIG_IGN)
     try:
         k = pyctest.Kernel("pyc")
     finally:
-        sig.pthread_sigmask(sig.SIG_SETMASK, old)
+        if how == "blocked":
+            sig.pthread_sigmask(sig.SIG_SETMASK, old)
+        else:
+            sig.signal(sig.SIGINT, old)
     try:
         run_and_interrupt(k, BUSY["sleep"], k.km.interrupt_kernel)
     finally:
