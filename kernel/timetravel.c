@@ -15,7 +15,7 @@
  * L closes its sockets (what is queued gets its second to leave), connects to S and sends GO with the state
  * that carries over (snapshot.c's).  S first forks a parked copy of itself, which keeps the snapshot for
  * another restore, then binds the same ports with the same key, starts its threads and answers READY.  L then
- * leaves the stage: the root process execs the keeper (keeper.c), which keeps the pid Jupyter knows and
+ * leaves the stage: the root process execs the keeper (pyc_keeper_main), which keeps the pid Jupyter knows and
  * passes signals on; a kernel that is itself a restored snapshot tells the keeper which process is live now,
  * and exits.  When S does not answer READY, L binds its ports again and goes on: the restore failed, and
  * nothing is lost.
@@ -83,15 +83,18 @@ address(struct sockaddr_un *sa, const char *what, pid_t root, pid_t pid)
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
-int
-pyc_tt_listen(const char *what, pid_t root, pid_t pid)
+/* A Unix stream socket listening on, or connected to, that address; -1 with errno. */
+static int
+unix_socket(const char *what, pid_t root, pid_t pid, bool listening)
 {
     struct sockaddr_un sa;
     socklen_t len = address(&sa, what, root, pid);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    if (bind(fd, (struct sockaddr *)&sa, len) < 0 || listen(fd, 8) < 0) {
+    int rc = listening ? (bind(fd, (struct sockaddr *)&sa, len) < 0 ? -1 : listen(fd, 8))
+                       : connect(fd, (struct sockaddr *)&sa, len);
+    if (rc < 0) {
         int saved = errno;
         close(fd);
         errno = saved;
@@ -101,20 +104,15 @@ pyc_tt_listen(const char *what, pid_t root, pid_t pid)
 }
 
 int
+pyc_tt_listen(const char *what, pid_t root, pid_t pid)
+{
+    return unix_socket(what, root, pid, true);
+}
+
+int
 pyc_tt_connect(const char *what, pid_t root, pid_t pid)
 {
-    struct sockaddr_un sa;
-    socklen_t len = address(&sa, what, root, pid);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    if (connect(fd, (struct sockaddr *)&sa, len) < 0) {
-        int saved = errno;
-        close(fd);
-        errno = saved;
-        return -1;
-    }
-    return fd;
+    return unix_socket(what, root, pid, false);
 }
 
 bool
@@ -172,6 +170,17 @@ recv_json(int fd, int ms, json_t **j)
 /* The kernel's own actions for the signals a parked snapshot treats otherwise, given back when it goes live. */
 static struct sigaction kernel_sigint, kernel_sigterm, kernel_sighup;
 
+/* Closes the listening sockets a restore handed over (each -1 after). */
+static void
+close_fds(int *fds)
+{
+    for (int c = 0; c < PYC_CHAN_COUNT; c++) {
+        if (fds[c] >= 0)
+            close(fds[c]);
+        fds[c] = -1;
+    }
+}
+
 /* Sends the kernel's listening sockets (n descriptors, -1 for none) ahead of an order: one byte, with the
  * descriptors as SCM_RIGHTS when there are. */
 static int
@@ -218,10 +227,7 @@ recv_fds(int sock, int *fds)
     size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
     memcpy(fds, CMSG_DATA(c), sizeof(int) * (n < PYC_CHAN_COUNT ? n : PYC_CHAN_COUNT));
     if (n != PYC_CHAN_COUNT) {
-        for (size_t i = 0; i < n && i < PYC_CHAN_COUNT; i++)
-            close(fds[i]);
-        for (int i = 0; i < PYC_CHAN_COUNT; i++)
-            fds[i] = -1;
+        close_fds(fds);
         return 0;
     }
     return 1;
@@ -231,8 +237,12 @@ recv_fds(int sock, int *fds)
 static int
 serve(pyc_app_t *a, int *fds, pyc_error_t *err)
 {
-    if (fds != NULL && fds[0] >= 0) {
-        a->use_fds = fds;
+    /* Sockets handed over are served once (pyc_server_new_on takes them, also on failure); ports alone are
+     * tried again until the kernel that held them has let go. */
+    bool given = fds != NULL && fds[0] >= 0;
+    uint64_t t0 = pyc_now_ns();
+    for (;;) {
+        a->use_fds = given ? fds : NULL;
         int rc = pyc_app_bind(a, err);
         a->use_fds = NULL;
         if (rc == 0)
@@ -240,21 +250,11 @@ serve(pyc_app_t *a, int *fds, pyc_error_t *err)
         pyc_server_destroy(&a->srv);
         pyc_auth_destroy(&a->auth);
         pthread_sigmask(SIG_SETMASK, &a->saved_mask, NULL);
-        return -1;
-    }
-    uint64_t t0 = pyc_now_ns();
-    for (;;) {
-        if (pyc_app_bind(a, err) == 0)
-            break;
-        pyc_server_destroy(&a->srv);
-        pyc_auth_destroy(&a->auth);
-        pthread_sigmask(SIG_SETMASK, &a->saved_mask, NULL);
-        if (pyc_ms_since(t0) >= BIND_RETRY_MS)
+        if (given || pyc_ms_since(t0) >= BIND_RETRY_MS)
             return -1;
         struct timespec ts = {0, 2 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    return 0;
 }
 
 /* In a snapshot that was told to go: becomes the live kernel on the connection's ports. */
@@ -310,10 +310,7 @@ park(pyc_app_t *a, int report_fd, int *conn, int *fds)
             _exit(0);
         if (type != SNAP_GO || state == NULL) {
             json_decref(state);
-            for (int i = 0; i < PYC_CHAN_COUNT; i++) {
-                if (fds[i] >= 0)
-                    close(fds[i]);
-            }
+            close_fds(fds);
             close(c);
             continue;
         }
@@ -399,10 +396,7 @@ pyc_tt_take(pyc_app_t *a, pid_t *pid_out, json_t **state, pyc_error_t *err)
                 break;
             }
             close(conn);
-            for (int i = 0; i < PYC_CHAN_COUNT; i++) {
-                if (fds[i] >= 0)
-                    close(fds[i]);
-            }
+            close_fds(fds);
             json_decref(*state);
             setpgid(0, 0);
             pyc_msg_reseed();
@@ -445,8 +439,8 @@ pyc_tt_drop(pid_t pid)
     return rc;
 }
 
-/* The root's way out of the stage: it becomes the keeper of the pid Jupyter knows (keeper.c), with nothing of
- * the kernel left in it. */
+/* The root's way out of the stage: it becomes the keeper of the pid Jupyter knows (pyc_keeper_main), with
+ * nothing of the kernel left in it. */
 static void
 exec_keeper(pid_t active)
 {
@@ -495,10 +489,7 @@ pyc_tt_hand_over(pyc_app_t *a, pid_t to, json_t *state, pyc_error_t *err)
     pyc_server_close(a->srv);
     json_t *answer = NULL;
     int sent = send_fds(fd, fds, PYC_CHAN_COUNT);
-    for (int c = 0; c < PYC_CHAN_COUNT; c++) {
-        if (fds[c] >= 0)
-            close(fds[c]);
-    }
+    close_fds(fds);
     uint32_t type = sent == 0 && send_json(fd, SNAP_GO, state) == 0 ? recv_json(fd, READY_TIMEOUT_MS, &answer) : 0;
     if (type != SNAP_READY) {
         const char *why = json_string_value(json_object_get(answer, "error"));

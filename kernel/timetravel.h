@@ -44,7 +44,7 @@ bool pyc_tt_peer_ok(int fd, pid_t *pid);
 int pyc_app_snapshot_take(void *ctx, pid_t *pid, json_t **state, pyc_error_t *err);
 int pyc_app_snapshot_hand_over(void *ctx, pid_t to, json_t *state, pyc_error_t *err);
 
-/* `pyc-kernel --keeper PID` (keeper.c): the process Jupyter started, once a restore moved the kernel to the
+/* `pyc-kernel --keeper PID` (timetravel.c): the process Jupyter started, once a restore moved the kernel to the
  * snapshot PID.  Returns the exit code. */
 int pyc_keeper_main(pid_t active);
 

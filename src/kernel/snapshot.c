@@ -16,10 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "checkpoint.h"
 #include "clock.h"
 #include "log.h"
@@ -71,20 +72,6 @@ add(pyc_kernel_t *k, const char *name, pid_t pid, int count, double taken, bool 
     return 0;
 }
 
-json_t *
-pyc__snapshot_usage(pyc_kernel_t *k)
-{
-    unsigned long long total = 0, uss;
-    pthread_mutex_lock(&k->usage_lock);
-    int n = k->n_snaps;
-    for (int i = 0; i < n; i++) {
-        if (pyc_proc_private(k->snaps[i].pid, &uss) == 0)
-            total += uss;
-    }
-    pthread_mutex_unlock(&k->usage_lock);
-    return json_pack("{s:i, s:I}", "count", n, "bytes", (json_int_t)total);
-}
-
 /* The bytes the snapshots hold of their own, together. */
 static unsigned long long
 held_bytes(const pyc_kernel_t *k)
@@ -95,6 +82,16 @@ held_bytes(const pyc_kernel_t *k)
             total += uss;
     }
     return total;
+}
+
+json_t *
+pyc__snapshot_usage(pyc_kernel_t *k)
+{
+    pthread_mutex_lock(&k->usage_lock);
+    int n = k->n_snaps;
+    unsigned long long total = held_bytes(k);
+    pthread_mutex_unlock(&k->usage_lock);
+    return json_pack("{s:i, s:I}", "count", n, "bytes", (json_int_t)total);
 }
 
 static json_t *
@@ -154,6 +151,22 @@ inputs_since(int count)
     return r != NULL ? r : json_array();
 }
 
+/* The name a snapshot is taken under: name, or a new "snapshot-N" (auto-N) when it is NULL or empty, written
+ * into buf (at least 64 bytes).  NULL with err when name is too long. */
+static const char *
+snapshot_name(pyc_kernel_t *k, const char *name, bool automatic, char *buf, size_t cap, pyc_error_t *err)
+{
+    if (name == NULL || name[0] == '\0') {
+        snprintf(buf, cap, "%s%d", automatic ? "auto-" : "snapshot-", ++k->snap_seq);
+        return buf;
+    }
+    if (strlen(name) > 200) {
+        pyc_error_code(err, PYC_EINVAL, "a snapshot's name has at most 200 bytes");
+        return NULL;
+    }
+    return name;
+}
+
 int
 pyc__snapshot_take(pyc_kernel_t *k, const char *name, bool automatic, json_t **answer, pyc_error_t *err)
 {
@@ -161,12 +174,8 @@ pyc__snapshot_take(pyc_kernel_t *k, const char *name, bool automatic, json_t **a
     if (k->snapshot_take == NULL)
         return pyc_error_code(err, PYC_EINVAL, "this kernel cannot take snapshots");
     char autoname[64];
-    if (name == NULL || name[0] == '\0') {
-        snprintf(autoname, sizeof autoname, "%s%d", automatic ? "auto-" : "snapshot-", ++k->snap_seq);
-        name = autoname;
-    }
-    if (strlen(name) > 200)
-        return pyc_error_code(err, PYC_EINVAL, "a snapshot's name has at most 200 bytes");
+    if ((name = snapshot_name(k, name, automatic, autoname, sizeof autoname, err)) == NULL)
+        return -1;
     int old = find(k, name);
     if (old >= 0)
         pyc__snapshot_drop(k, name);      /* a name taken again is the newer state */
@@ -328,6 +337,29 @@ pyc__snapshot_resumed(pyc_kernel_t *k, json_t *state, pid_t copy)
     pyc_log("restored: snapshot %s (cell %d) is the kernel now", name != NULL ? name : "?", held);
 }
 
+/* The answer to a list: the snapshots, the kernel's process, which snapshot it was restored from and why the
+ * last restore failed (when one did). */
+static json_t *
+list_answer(pyc_kernel_t *k)
+{
+    json_t *r = json_pack("{s:s, s:o, s:i}", "status", "ok", "snapshots", pyc__snapshot_list(k), "pid",
+                          (int)getpid());
+    if (k->restored != NULL)
+        json_object_set(r, "restored", k->restored);
+    if (k->restore_error != NULL)
+        json_object_set_new(r, "restore_error", json_string(k->restore_error));
+    return r;
+}
+
+/* The answer to a restore just asked for (pyc__snapshot_request_restore succeeded). */
+static json_t *
+restore_answer(const pyc_kernel_t *k)
+{
+    const pyc__snapshot_t *s = &k->snaps[k->restore_to - 1];
+    return json_pack("{s:s, s:s, s:i, s:i, s:O}", "status", "ok", "restoring", s->name, "pid", (int)s->pid,
+                     "execution_count", s->execution_count, "not_carried", s->not_carried);
+}
+
 /* Comm target pyc.snapshot: comm_open with data {"op": "take"|"list"|"drop"|"restore", "name": ...}.  The
  * answer is one comm_msg, then comm_close: take {"status": "ok", "snapshot": {name, pid, execution_count,
  * taken, automatic}}; list {"status": "ok", "snapshots": [... with "bytes", what each really costs], "pid": the
@@ -349,12 +381,7 @@ pyc__on_snapshot(pyc_kernel_t *k, const pyc_msg_t *msg)
         return;
     }
     if (op == NULL || strcmp(op, "list") == 0) {
-        result = json_pack("{s:s, s:o, s:i}", "status", "ok", "snapshots", pyc__snapshot_list(k), "pid",
-                           (int)getpid());
-        if (k->restored != NULL)
-            json_object_set(result, "restored", k->restored);
-        if (k->restore_error != NULL)
-            json_object_set_new(result, "restore_error", json_string(k->restore_error));
+        result = list_answer(k);
     } else if (strcmp(op, "take") == 0) {
         json_t *snap = NULL;
         int rc = pyc__snapshot_take(k, name, false, &snap, &err);
@@ -371,10 +398,7 @@ pyc__on_snapshot(pyc_kernel_t *k, const pyc_msg_t *msg)
             result = json_pack("{s:s}", "status", "ok");
     } else if (strcmp(op, "restore") == 0) {
         if (pyc__snapshot_request_restore(k, name, &err) == 0)
-            result = json_pack("{s:s, s:s, s:i, s:i, s:O}", "status", "ok", "restoring",
-                               k->snaps[k->restore_to - 1].name, "pid", (int)k->snaps[k->restore_to - 1].pid,
-                               "execution_count", k->snaps[k->restore_to - 1].execution_count, "not_carried",
-                               k->snaps[k->restore_to - 1].not_carried);
+            result = restore_answer(k);
     } else {
         pyc_error_set(&err, "unknown op %s (take, list, drop, restore)", op);
     }
@@ -445,18 +469,19 @@ pyc__snapshot_before_cell(pyc_kernel_t *k, const pyc_msg_t *msg)
     bool automatic = k->auto_snapshots > 0 && !json_is_false(json_object_get(c, "store_history"));
     if (!txn && !automatic && !(json_is_true(snap) || json_is_string(snap)))
         return 0;
+    /* Automatic only when nothing else asked for it: a transaction's or the request's own is not dropped by
+     * the automatic ones' bounds. */
+    bool is_auto = !txn && automatic && !json_is_true(snap) && !json_is_string(snap);
     char name[256];
     if (txn)
         snprintf(name, sizeof name, "transaction-%d", k->execution_count + 1);
     else if (json_is_string(snap))
         snprintf(name, sizeof name, "%.200s", json_string_value(snap));
     else
-        snprintf(name, sizeof name, "%s%d", automatic && !json_is_true(snap) ? "auto-before-" : "before-",
-                 k->execution_count + 1);
+        snprintf(name, sizeof name, "%s%d", is_auto ? "auto-before-" : "before-", k->execution_count + 1);
     json_t *answer = NULL;
     pyc_error_t err;
-    int rc = pyc__snapshot_take(k, name, !txn && automatic && !json_is_true(snap) && !json_is_string(snap),
-                                &answer, &err);
+    int rc = pyc__snapshot_take(k, name, is_auto, &answer, &err);
     if (rc == 1)
         return 1;
     json_decref(answer);
@@ -498,33 +523,22 @@ pyc__kernel_call(void *ctx, const char *op, json_t *args)
     if (!pthread_equal(pthread_self(), k->main_thread) || k->snapshot_take == NULL)
         return json_pack("{s:s, s:s}", "status", "error", "evalue",
                          "snapshots are taken and restored from the kernel's main shell only");
-    if (strcmp(op, "snapshot.list") == 0) {
-        json_t *r = json_pack("{s:s, s:o}", "status", "ok", "snapshots", pyc__snapshot_list(k));
-        if (k->restored != NULL)
-            json_object_set(r, "restored", k->restored);
-        return r;
-    }
+    if (strcmp(op, "snapshot.list") == 0)
+        return list_answer(k);
     if (strcmp(op, "snapshot.take") == 0) {
         char autoname[64];
-        if (name == NULL || name[0] == '\0') {
-            snprintf(autoname, sizeof autoname, "snapshot-%d", ++k->snap_seq);
-            name = autoname;
+        if ((name = snapshot_name(k, name, false, autoname, sizeof autoname, &err)) != NULL) {
+            free(k->take_after);
+            k->take_after = strdup(name);
+            return json_pack("{s:s, s:s}", "status", "ok", "name", name);
         }
-        if (strlen(name) > 200)
-            return json_pack("{s:s, s:s}", "status", "error", "evalue", "a snapshot's name has at most 200 bytes");
-        free(k->take_after);
-        k->take_after = strdup(name);
-        return json_pack("{s:s, s:s}", "status", "ok", "name", name);
-    }
-    if (strcmp(op, "snapshot.drop") == 0) {
+    } else if (strcmp(op, "snapshot.drop") == 0) {
         if (name != NULL && pyc__snapshot_drop(k, name) == 0)
             return json_pack("{s:s}", "status", "ok");
         pyc_error_set(&err, "no snapshot %s", name != NULL ? name : "(give a name)");
     } else if (strcmp(op, "snapshot.restore") == 0) {
         if (pyc__snapshot_request_restore(k, name, &err) == 0)
-            return json_pack("{s:s, s:s, s:i, s:O}", "status", "ok", "name", k->snaps[k->restore_to - 1].name,
-                             "execution_count", k->snaps[k->restore_to - 1].execution_count, "not_carried",
-                             k->snaps[k->restore_to - 1].not_carried);
+            return restore_answer(k);
     } else {
         pyc_error_set(&err, "unknown operation %s", op);
     }
@@ -560,7 +574,6 @@ pyc__snapshot_after_request(pyc_kernel_t *k)
 json_t *
 pyc_kernel_take_pending(pyc_kernel_t *k)
 {
-    static const char hex[] = "0123456789abcdef";
     json_t *out = json_array();
     pyc_msg_t *m;
     /* Until the shell socket has been quiet for QUIET_MS (at most MAX_MS): a client that sends a burst of
@@ -587,11 +600,7 @@ pyc_kernel_take_pending(pyc_kernel_t *k)
             char *text = malloc(f->size * 2 + 1);
             if (text == NULL)
                 break;
-            for (size_t j = 0; j < f->size; j++) {
-                text[2 * j] = hex[((const unsigned char *)f->data)[j] >> 4];
-                text[2 * j + 1] = hex[((const unsigned char *)f->data)[j] & 15];
-            }
-            text[f->size * 2] = '\0';
+            pyc_hex_encode(f->data, f->size, text);
             json_array_append_new(frames, json_string(text));
             free(text);
         }

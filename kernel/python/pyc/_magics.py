@@ -15,7 +15,7 @@ UnknownMagic, whose message lists what pyc supports.  Wrong arguments raise Usag
 import os
 import sys
 
-from pyc import _system
+from pyc import _system, _timetravel
 
 LINE_MAGICS = ("cd", "colors", "env", "matplotlib", "pip", "pwd", "restore", "snapshot", "snapshots", "time",
                "timeit")
@@ -623,7 +623,7 @@ def _magic_pip(line, frame):
             "refuse to install into it.  Make a virtual environment and a kernel for it:\n"
             "    python3 -m venv ENV && . ENV/bin/activate && pyc-kernel install --user --name ENV\n"
             "(or install the Debian package, apt install python3-NAME)\n" % sys.executable)
-    from pyc import _system
+    from pyc import _system, _timetravel
 
     rc = _system.run("%s -m pip %s" % (shlex.quote(sys.executable), args))
     importlib.invalidate_caches()
@@ -680,84 +680,6 @@ def _script_magic(name, program):
     return magic
 
 
-# ---- time travel (README, "Time travel"): the kernel does the work, once the cell has been answered ---------
-
-
-def _kernel_call(op, **args):
-    import json
-
-    import _pyc
-
-    answer = json.loads(_pyc.kernel_call(op, json.dumps(args)))
-    if answer.get("status") != "ok":
-        raise UsageError(answer.get("evalue", "the kernel refused %s" % op))
-    return answer
-
-
-def _magic_snapshot(line, frame):
-    """%snapshot [NAME]: a snapshot of the kernel's state as this cell leaves it, taken when the cell ends
-    (a name taken again is the newer state); %snapshot -d NAME drops one."""
-    words = line.split()
-    if words[:1] == ["-d"]:
-        if len(words) != 2:
-            raise UsageError("%snapshot -d NAME")
-        _kernel_call("snapshot.drop", name=words[1])
-        print("snapshot %s dropped" % words[1])
-        return None
-    if len(words) > 1:
-        raise UsageError("%snapshot [NAME]  (one word)")
-    answer = _kernel_call("snapshot.take", **({"name": words[0]} if words else {}))
-    print("snapshot %s: taken when this cell ends (%%restore %s goes back to it)" % (answer["name"], answer["name"]))
-    return None
-
-
-def _size(n):
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return "%.0f %s" % (n, unit) if unit == "B" else "%.1f %s" % (n, unit)
-        n /= 1024.0
-    return str(n)
-
-
-def _magic_snapshots(line, frame):
-    """%snapshots: the kernel's snapshots, oldest first: name, the cells they hold, when taken, and the memory
-    each really holds (the pages written since, on either side)."""
-    import time
-
-    answer = _kernel_call("snapshot.list")
-    snaps = answer.get("snapshots", [])
-    if not snaps:
-        print("no snapshots (%snapshot NAME takes one)")
-        return None
-    width = max(len(s["name"]) for s in snaps)
-    for i, s in enumerate(snaps):
-        held = s.get("bytes")
-        print("%-*s  -%-3d In[%d]  %s  %s%s" % (width, s["name"], len(snaps) - i, s["execution_count"],
-                                           time.strftime("%H:%M:%S", time.localtime(s["taken"])),
-                                           _size(held) if held is not None else "?",
-                                           "  (automatic)" if s.get("automatic") else ""))
-        for lost in s.get("not_carried") or []:
-            print("%*s  not in it: %s" % (width, "", lost))
-    restored = answer.get("restored")
-    if restored:
-        print("restored from %s (In[%d]) at %s" % (restored.get("name"), restored.get("execution_count", 0),
-                                                   time.strftime("%H:%M:%S", time.localtime(restored.get("at", 0)))))
-    return None
-
-
-def _magic_restore(line, frame):
-    """%restore NAME | -N: the kernel goes back to the snapshot NAME (or the Nth newest) once this cell ends;
-    the execution count goes on, and In keeps every cell."""
-    words = line.split()
-    if len(words) != 1:
-        raise UsageError("%restore NAME  or  %restore -N  (%snapshots lists them)")
-    answer = _kernel_call("snapshot.restore", name=words[0])
-    print("restoring %s (the state after In[%d]) when this cell ends" % (answer["name"], answer["execution_count"]))
-    for lost in answer.get("not_carried") or []:
-        print("  not in the snapshot: %s" % lost)
-    return None
-
-
 _LINE = {
     "cd": _magic_cd,
     "colors": _magic_colors,
@@ -765,9 +687,9 @@ _LINE = {
     "matplotlib": _magic_matplotlib,
     "pip": _magic_pip,
     "pwd": _magic_pwd,
-    "restore": _magic_restore,
-    "snapshot": _magic_snapshot,
-    "snapshots": _magic_snapshots,
+    "restore": _timetravel.magic_restore,
+    "snapshot": _timetravel.magic_snapshot,
+    "snapshots": _timetravel.magic_snapshots,
     "time": _magic_time,
     "timeit": _magic_timeit,
 }

@@ -1,4 +1,6 @@
-"""What a snapshot of the kernel cannot hold (README, "Time travel").
+"""Time travel from Python (README, "Time travel"): the magics %snapshot, %snapshots and %restore, which ask the
+kernel through _pyc.kernel_call (it takes or restores once the cell has been answered), and what a snapshot
+cannot hold.
 
 A snapshot is a fork of the kernel's process: it holds every object, picklable or not, but only the main
 thread, and the descriptors without their other end's state.  losses() names what a snapshot taken now
@@ -71,3 +73,87 @@ def losses(kernel_ports=()):
         out.append("GPU contexts (%s loaded): a fork does not copy them; do not use the GPU after a restore"
                    % (", ".join(gpu) or "torch.cuda"))
     return out
+
+
+# ---- the magics (pyc._magics' table names them) --------------------------------------------------------------
+
+
+def _kernel_call(op, **args):
+    import json
+
+    import _pyc
+    from pyc._magics import UsageError
+
+    answer = json.loads(_pyc.kernel_call(op, json.dumps(args)))
+    if answer.get("status") != "ok":
+        raise UsageError(answer.get("evalue", "the kernel refused %s" % op))
+    return answer
+
+
+def magic_snapshot(line, frame):
+    """%snapshot [NAME]: a snapshot of the kernel's state as this cell leaves it, taken when the cell ends
+    (a name taken again is the newer state); %snapshot -d NAME drops one."""
+    from pyc._magics import UsageError
+
+    words = line.split()
+    if words[:1] == ["-d"]:
+        if len(words) != 2:
+            raise UsageError("%snapshot -d NAME")
+        _kernel_call("snapshot.drop", name=words[1])
+        print("snapshot %s dropped" % words[1])
+        return None
+    if len(words) > 1:
+        raise UsageError("%snapshot [NAME]  (one word)")
+    answer = _kernel_call("snapshot.take", **({"name": words[0]} if words else {}))
+    print("snapshot %s: taken when this cell ends (%%restore %s goes back to it)" % (answer["name"], answer["name"]))
+    return None
+
+
+def _size(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return "%.0f %s" % (n, unit) if unit == "B" else "%.1f %s" % (n, unit)
+        n /= 1024.0
+    return str(n)
+
+
+def magic_snapshots(line, frame):
+    """%snapshots: the kernel's snapshots, oldest first: name, the cells they hold, when taken, and the memory
+    each really holds (the pages written since, on either side)."""
+    import time
+
+    answer = _kernel_call("snapshot.list")
+    snaps = answer.get("snapshots", [])
+    if not snaps:
+        print("no snapshots (%snapshot NAME takes one)")
+        return None
+    width = max(len(s["name"]) for s in snaps)
+    for i, s in enumerate(snaps):
+        held = s.get("bytes")
+        print("%-*s  -%-3d In[%d]  %s  %s%s" % (width, s["name"], len(snaps) - i, s["execution_count"],
+                                           time.strftime("%H:%M:%S", time.localtime(s["taken"])),
+                                           _size(held) if held is not None else "?",
+                                           "  (automatic)" if s.get("automatic") else ""))
+        for lost in s.get("not_carried") or []:
+            print("%*s  not in it: %s" % (width, "", lost))
+    restored = answer.get("restored")
+    if restored:
+        print("restored from %s (In[%d]) at %s" % (restored.get("name"), restored.get("execution_count", 0),
+                                                   time.strftime("%H:%M:%S", time.localtime(restored.get("at", 0)))))
+    return None
+
+
+def magic_restore(line, frame):
+    """%restore NAME | -N: the kernel goes back to the snapshot NAME (or the Nth newest) once this cell ends;
+    the execution count goes on, and In keeps every cell."""
+    from pyc._magics import UsageError
+
+    words = line.split()
+    if len(words) != 1:
+        raise UsageError("%restore NAME  or  %restore -N  (%snapshots lists them)")
+    answer = _kernel_call("snapshot.restore", name=words[0])
+    print("restoring %s (the state after In[%d]) when this cell ends" % (answer["restoring"],
+                                                                      answer["execution_count"]))
+    for lost in answer.get("not_carried") or []:
+        print("  not in the snapshot: %s" % lost)
+    return None
