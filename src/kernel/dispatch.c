@@ -161,16 +161,10 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
         pyc_msg_destroy(&msg);
         return;
     }
-    if (k->await_until > 0) {
-        /* Just after a restore: the clients' iopub sockets reconnect by themselves, a little after their shell
-         * sockets may have; output published before they are back would be lost (snapshot.c). */
-        while (atomic_load(&k->subscriptions) < k->await_subscribers && pyc_now_s() < k->await_until) {
-            struct timespec ts = {0, 2 * 1000 * 1000};
-            nanosleep(&ts, NULL);
-        }
-        if (atomic_load(&k->subscriptions) >= k->await_subscribers || pyc_now_s() >= k->await_until)
-            k->await_until = 0;
-    }
+    /* Just after a restore: the clients' iopub sockets reconnect by themselves, a little after their shell
+     * sockets may have; output published before they are back would be lost (snapshot.c). */
+    if (k->await_until > 0)
+        pyc__handover_await_subscribers(k);
     if (chan == PYC_CHAN_SHELL && pyc__snapshot_before_cell(k, msg) == 1) {
         /* This process is the snapshot taken before that cell, now restored: the cell was its restorer's. */
         pyc_fork_keep_inherited(msg);

@@ -39,6 +39,12 @@ struct pyc_io {
      * that take returns false for (it keeps the others) to the main thread as before; replies on shell may
      * then be sent from any thread.  Returns 0, or -1 with err.  NULL in an io without subshells. */
     int (*route_shell)(pyc_io_t *io, bool (*take)(void *ctx, pyc_msg_t *msg), void *ctx, pyc_error_t *err);
+
+    /* Main thread, before the shell is routed: sends a reply on shell to a peer that may not be connected yet
+     * (a client reconnecting to a restored kernel), waiting up to timeout_ms for the peer that its first
+     * frame names; takes the frames over as send does.  Returns 0, or -1 when no such peer came (the reply
+     * is dropped) or sending failed.  NULL in an io whose peers cannot go away (send is used then). */
+    int (*send_to_returning)(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n, int timeout_ms);
 };
 
 #endif

@@ -87,7 +87,10 @@ pyc__send_frames_id(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t
     if (chan == PYC_CHAN_IOPUB && pyc_outgate_counts(msg_type))
         atomic_store(&k->last_output_ns, pyc_now_ns());
     content_owned = false;       /* the io owns it now, whatever happens */
-    rc = k->io->send(k->io, chan, f, n);
+    if (pyc__handover_holds(k, chan, msg_type, idents, n_idents))
+        rc = pyc__handover_hold(k, chan, f, n);     /* the restored kernel sends it (snapshot.c) */
+    else
+        rc = k->io->send(k->io, chan, f, n);
 out:
     if (rc < 0)
         pyc_log("could not send %s (out of memory or channel closed)", msg_type);

@@ -399,6 +399,7 @@ pyc_server_new_on(pyc_connfile_t *cf, pyc_auth_t *auth, int *fds, pyc_error_t *e
     srv->io.send = io_send;
     srv->io.next_pending = pyc__shell_next_pending;
     srv->io.route_shell = pyc__shell_route;
+    srv->io.send_to_returning = pyc__shell_send_to_returning;
     srv->io.recv_stdin = io_recv_stdin;
     pthread_mutex_init(&srv->iopub_lock, NULL);
     srv->control_q.efd = srv->inbox_q.efd = -1;

@@ -70,6 +70,10 @@ int pyc__shell_route(pyc_io_t *io, bool (*take)(void *ctx, pyc_msg_t *msg), void
  * thread.  Takes the item over. */
 int pyc__shell_send(pyc_server_t *srv, pyc_zqitem_t *it);
 
+/* pyc_io_t.send_to_returning of the server's io: the shell send with ZMQ_ROUTER_MANDATORY, tried again
+ * until the peer is back or timeout_ms has passed. */
+int pyc__shell_send_to_returning(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n, int timeout_ms);
+
 /* Sets up the shell's queues and lock (0, or -1 when no eventfd could be made); stops the shell thread,
  * after it has sent what was queued; frees what is left. */
 int pyc__shell_init(pyc_server_t *srv);

@@ -18,8 +18,10 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 
 int
@@ -51,6 +53,52 @@ pyc__shell_send(pyc_server_t *srv, pyc_zqitem_t *it)
         pyc_log("shell: send failed: %s", zmq_strerror(zmq_errno()));
     pyc_zqueue_item_free(it);
     return rc;
+}
+
+int
+pyc__shell_send_to_returning(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n, int timeout_ms)
+{
+    pyc_server_t *srv = (pyc_server_t *)((char *)io - offsetof(pyc_server_t, io));
+    if (chan != PYC_CHAN_SHELL)
+        return io->send(io, chan, frames, n);
+    pyc_zqitem_t *it = pyc_zqueue_item_new(frames, n);
+    if (it == NULL)
+        return -1;
+    if (it->n == 0 || atomic_load(&srv->routed) || atomic_load(&srv->want_route))
+        return pyc__shell_send(srv, it);
+    /* ZMQ_ROUTER_MANDATORY for this message only: a ROUTER drops a message for a peer it does not know
+     * without a word, and with the option refuses it (EHOSTUNREACH) and keeps it, so that it can be tried
+     * again until the peer has reconnected.  The lock is let go between tries: the control thread may want
+     * the socket meanwhile (want_route), and then the message goes the usual way. */
+    double deadline = pyc_now_s() + timeout_ms / 1000.0;
+    int on = 1, off = 0, rc = -1;
+    for (;;) {
+        pthread_mutex_lock(&srv->shell_lock);
+        if (srv->closed || atomic_load(&srv->want_route)) {
+            pthread_mutex_unlock(&srv->shell_lock);
+            break;
+        }
+        void *sock = srv->sock[PYC_CHAN_SHELL];
+        zmq_setsockopt(sock, ZMQ_ROUTER_MANDATORY, &on, sizeof on);
+        rc = zmq_msg_send(&it->frames[0], sock, (it->n > 1 ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0 ? -1 : 0;
+        int why = rc < 0 ? zmq_errno() : 0;
+        zmq_setsockopt(sock, ZMQ_ROUTER_MANDATORY, &off, sizeof off);
+        for (size_t i = 1; rc == 0 && i < it->n; i++)
+            rc = zmq_msg_send(&it->frames[i], sock, i + 1 < it->n ? ZMQ_SNDMORE : 0) < 0 ? -1 : 0;
+        srv->shell_unread = true;
+        pthread_mutex_unlock(&srv->shell_lock);
+        if (rc == 0 || (why != EHOSTUNREACH && why != EAGAIN) || pyc_now_s() >= deadline) {
+            if (rc < 0 && why == EHOSTUNREACH)
+                pyc_log("shell: a reply for a client that did not come back was dropped");
+            else if (rc < 0)
+                pyc_log("shell: send failed: %s", zmq_strerror(why != 0 ? why : zmq_errno()));
+            pyc_zqueue_item_free(it);
+            return rc;
+        }
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return pyc__shell_send(srv, it);
 }
 
 /* The shell thread: replies first (so that an answer leaves before new work arrives), then every request

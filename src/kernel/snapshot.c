@@ -241,8 +241,10 @@ pyc__snapshot_request_restore(pyc_kernel_t *k, const char *name, pyc_error_t *er
 void
 pyc__snapshot_restore_now(pyc_kernel_t *k)
 {
+    k->holding = false;
     if (k->restore_to <= 0 || k->restore_to > k->n_snaps) {
         k->restore_to = 0;
+        pyc__handover_send_held(k, false);
         return;
     }
     pyc__snapshot_t *s = &k->snaps[k->restore_to - 1];
@@ -257,6 +259,7 @@ pyc__snapshot_restore_now(pyc_kernel_t *k)
                               k->history != NULL ? pyc_history_session(k->history) : k->history_continue,
                               "checkpoint", cp);
     json_object_set_new(state, "subscribers", json_integer(atomic_load(&k->subscriptions)));
+    json_object_set(state, "held", k->held != NULL ? k->held : json_array());
     k->restore_drop = false;
     pyc_history_t *h = k->history;
     if (h != NULL) {
@@ -274,6 +277,7 @@ pyc__snapshot_restore_now(pyc_kernel_t *k)
         pyc_log("restore of %s failed: %s", s->name, err.text);
         free(k->restore_error);
         k->restore_error = strdup(err.text);
+        pyc__handover_send_held(k, false);     /* serving again: the answer goes from here */
     }
     json_decref(state);
 }
@@ -310,9 +314,6 @@ pyc__snapshot_resumed(pyc_kernel_t *k, json_t *state, pid_t copy)
             lost = json_object_get(r, "not_carried");
     }
     k->execution_count = (int)json_integer_value(json_object_get(state, "execution_count"));
-    json_decref(k->forwarded);
-    k->forwarded = json_incref(json_object_get(state, "forwarded"));
-    k->forward_after = pyc_now_s() + 0.3;
     k->history_continue = (int)json_integer_value(json_object_get(state, "history_session"));
     pyc_error_t cerr;
     if (pyc__checkpoint(k) != NULL &&
@@ -328,12 +329,7 @@ pyc__snapshot_resumed(pyc_kernel_t *k, json_t *state, pid_t copy)
                             "not_carried", lost);
     for (size_t j = 0; j < json_array_size(lost); j++)
         pyc_log("restored %s without: %s", name != NULL ? name : "?", json_string_value(json_array_get(lost, j)));
-    /* The clients reconnect by themselves (ZeroMQ, within about 0.1-0.2 s; a SUB socket subscribes again
-     * once its owner next polls it, which a frontend's event loop does at once): requests wait, half a second
-     * at most, until as many iopub subscribers as the replaced kernel had are back, so that no output is
-     * published before they listen again (subscriptions were counted from zero when the server started). */
-    k->await_subscribers = (int)json_integer_value(json_object_get(state, "subscribers"));
-    k->await_until = pyc_now_s() + 0.5;
+    pyc__handover_resumed(k, state);
     pyc_log("restored: snapshot %s (cell %d) is the kernel now", name != NULL ? name : "?", held);
 }
 
@@ -569,101 +565,6 @@ pyc__snapshot_after_request(pyc_kernel_t *k)
     return 0;
 }
 
-/* ---- requests that reached the replaced kernel after it stopped taking them ------------------------- */
-
-json_t *
-pyc_kernel_take_pending(pyc_kernel_t *k)
-{
-    json_t *out = json_array();
-    pyc_msg_t *m;
-    /* Until the shell socket has been quiet for QUIET_MS (at most MAX_MS): a client that sends a burst of
-     * requests has them all here, and none reaches a socket about to close. */
-    enum { QUIET_MS = 5, MAX_MS = 100 };
-    double start = pyc_now_s(), last = start;
-    for (;;) {
-        m = k->io->next_pending(k->io);
-        if (m == NULL) {
-            double now = pyc_now_s();
-            if ((now - last) * 1000 >= QUIET_MS || (now - start) * 1000 >= MAX_MS)
-                break;
-            struct timespec ts = {0, 500 * 1000};
-            nanosleep(&ts, NULL);
-            continue;
-        }
-        last = pyc_now_s();
-        /* The frames as received (identities, delimiter, signature, the four parts, buffers): the restored
-         * kernel checks and decodes them again with the same key. */
-        size_t n = m->n_idents + 6 + m->n_buffers;
-        json_t *frames = json_array();
-        for (size_t i = 0; i < n && frames != NULL; i++) {
-            const pyc_frame_t *f = &m->idents[i];
-            char *text = malloc(f->size * 2 + 1);
-            if (text == NULL)
-                break;
-            pyc_hex_encode(f->data, f->size, text);
-            json_array_append_new(frames, json_string(text));
-            free(text);
-        }
-        pyc_log("restore: %s %s came during the hand-over: the restored kernel answers it", m->msg_type, m->msg_id);
-        json_array_append_new(out, frames);
-        pyc_msg_destroy(&m);
-    }
-    return out;
-}
-
-static int
-unhex(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-pyc_msg_t *
-pyc_kernel_next_forwarded(pyc_kernel_t *k)
-{
-    if (json_array_size(k->forwarded) > 0) {
-        /* Their senders reconnect by themselves, within 0.1-0.2 s (ZeroMQ's reconnect interval and its
-         * jitter): a reply sent before would find no one to go to. */
-        double wait = k->forward_after - pyc_now_s();
-        if (wait > 0) {
-            struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
-            nanosleep(&ts, NULL);
-        }
-    }
-    while (json_array_size(k->forwarded) > 0) {
-        json_t *frames = json_incref(json_array_get(k->forwarded, 0));
-        json_array_remove(k->forwarded, 0);
-        size_t n = json_array_size(frames), total = 0;
-        for (size_t i = 0; i < n; i++)
-            total += json_string_length(json_array_get(frames, i)) / 2;
-        pyc_frame_t *f = calloc(n > 0 ? n : 1, sizeof *f);
-        unsigned char *block = malloc(total > 0 ? total : 1), *p = block;
-        bool ok = f != NULL && block != NULL;
-        for (size_t i = 0; ok && i < n; i++) {
-            const char *t = json_string_value(json_array_get(frames, i));
-            size_t len = json_string_length(json_array_get(frames, i)) / 2;
-            f[i] = (pyc_frame_t){p, len};
-            for (size_t j = 0; ok && j < len; j++) {
-                int hi = unhex(t[2 * j]), lo = unhex(t[2 * j + 1]);
-                ok = hi >= 0 && lo >= 0;
-                *p++ = (unsigned char)(hi << 4 | lo);
-            }
-        }
-        pyc_msg_t *msg = NULL;
-        pyc_error_t err;
-        if (ok && pyc_wire_decode_request(f, n, k->auth, &msg, &err) == 0 && msg != NULL) {
-            pyc_msg_set_owner(msg, block, free);
-            free(f);
-            json_decref(frames);
-            return msg;
-        }
-        pyc_log("restore: a request forwarded by the replaced kernel cannot be read; dropped");
-        free(f);
-        free(block);
-        json_decref(frames);
-    }
-    return NULL;
-}
-
 void
 pyc__snapshots_end(pyc_kernel_t *k)
 {
@@ -678,6 +579,5 @@ pyc__snapshots_end(pyc_kernel_t *k)
     k->take_after = NULL;
     json_decref(k->restored);
     k->restored = NULL;
-    json_decref(k->forwarded);
-    k->forwarded = NULL;
+    pyc__handover_end(k);
 }

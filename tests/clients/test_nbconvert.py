@@ -1,6 +1,7 @@
 """Batch clients: `jupyter nbconvert --execute` on examples/quickstart.ipynb, and nbclient directly."""
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -165,7 +166,9 @@ def execute_example(source, tmp_path, cell_timeout):
          "--ExecutePreprocessor.kernel_name=pyc", "--ExecutePreprocessor.timeout=%d" % cell_timeout, str(nb_path)],
         timeout=2 * cell_timeout,
     )  # fmt: skip
-    assert rc == 0, out
+    # The exception's line first: a failure's summary (CI's) shows only the first line of the message.
+    errors = [line for line in out.splitlines() if re.match(r"^[\w.]+(Error|Exception): ", line)]
+    assert rc == 0, "%s\n%s" % (errors[-1] if errors else "nbconvert exited with %s" % rc, out)
     return nbformat.read(str(nb_path), as_version=4)
 
 
