@@ -206,6 +206,43 @@ test_eviction_prefers_done(void **state)
     pyc_journal_free(&j);
 }
 
+/* Two cells running at once (a subshell's beside the main shell's): each output goes to the record whose
+ * header is its parent, whichever was begun last (the lookup tries that one first); a record evicted or done
+ * is never the one found. */
+static void
+test_outputs_of_two_running_cells(void **state)
+{
+    (void)state;
+    pyc_journal_t *j = journal(2, 1000, 1000);
+    char *ha = header("a"), *hb = header("b"), *hc = header("c");
+    pyc_journal_begin(j, "a", ha, strlen(ha), 1);
+    pyc_journal_begin(j, "b", hb, strlen(hb), 2);
+    tap(j, "stream", ha, "{\"name\":\"stdout\",\"text\":\"for a\"}");
+    tap(j, "stream", hb, "{\"name\":\"stdout\",\"text\":\"for b\"}");
+    tap(j, "stream", ha, "{\"name\":\"stdout\",\"text\":\"a again\"}");
+    tap(j, "execute_reply", hb, "{\"status\":\"ok\"}");
+    tap(j, "stream", hb, "{\"name\":\"stdout\",\"text\":\"after b's reply\"}");   /* b is done: not kept */
+    json_t *r = report(j, NULL, true);
+    assert_int_equal(json_array_size(json_object_get(cell(r, 0), "outputs")), 2);
+    assert_int_equal(json_array_size(json_object_get(cell(r, 1), "outputs")), 1);
+    assert_string_equal(str(cell(r, 1), "state"), "done");
+    json_decref(r);
+    /* c evicts b (the done one); the last begun is c, and a still gets its own */
+    pyc_journal_begin(j, "c", hc, strlen(hc), 3);
+    tap(j, "stream", ha, "{\"name\":\"stdout\",\"text\":\"a third\"}");
+    tap(j, "stream", hc, "{\"name\":\"stdout\",\"text\":\"for c\"}");
+    r = report(j, NULL, true);
+    assert_string_equal(str(cell(r, 0), "id"), "a");
+    assert_int_equal(json_array_size(json_object_get(cell(r, 0), "outputs")), 3);
+    assert_string_equal(str(cell(r, 1), "id"), "c");
+    assert_int_equal(json_array_size(json_object_get(cell(r, 1), "outputs")), 1);
+    json_decref(r);
+    free(ha);
+    free(hb);
+    free(hc);
+    pyc_journal_free(&j);
+}
+
 /* A forked session keeps the done records and drops those its parent has yet to finish. */
 static void
 test_after_fork(void **state)
@@ -263,6 +300,7 @@ main(void)
         cmocka_unit_test(test_queued_then_aborted),
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_eviction_prefers_done),
+        cmocka_unit_test(test_outputs_of_two_running_cells),
         cmocka_unit_test(test_after_fork),
         cmocka_unit_test(test_off),
     };
