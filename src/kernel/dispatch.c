@@ -162,7 +162,7 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
         return;
     }
     /* Just after a restore: the clients' iopub sockets reconnect by themselves, a little after their shell
-     * sockets may have; output published before they are back would be lost (snapshot.c). */
+     * sockets may have; output published before they are back would be lost (handover.c). */
     if (k->await_until > 0)
         pyc__handover_await_subscribers(k);
     if (chan == PYC_CHAN_SHELL && pyc__snapshot_before_cell(k, msg) == 1) {
@@ -192,6 +192,18 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
         k->current = next;
         dispatch(k, PYC_CHAN_SHELL, next);
         k->current = NULL;
+        if (k->just_forked) {
+            /* A child made by a waiting request (pyc.fork, or a snapshot now restored): that request and the
+             * ones after it are its parent's, answered there. */
+            k->just_forked = false;
+            for (size_t j = i; j < k->n_queued; j++)
+                pyc_fork_keep_inherited(k->queued[j]);
+            free(k->queued);
+            k->queued = NULL;
+            k->n_queued = 0;
+            k->aborting = false;
+            return;
+        }
         pyc_msg_destroy(&next);
     }
     free(k->queued);
