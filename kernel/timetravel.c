@@ -11,14 +11,15 @@
  * kernel sends it orders, and on a pidfd of the root process (the one Jupyter started), whose end ends it.
  * It costs only the pages that either side writes after the fork (copy-on-write).
  *
- * A restore, from the live kernel L to the snapshot S, once L has answered the request that asked for it:
- * L closes its sockets (what is queued gets its second to leave), connects to S and sends GO with the state
- * that carries over (snapshot.c's).  S first forks a parked copy of itself, which keeps the snapshot for
- * another restore, then binds the same ports with the same key, starts its threads and answers READY.  L then
- * leaves the stage: the root process execs the keeper (pyc_keeper_main), which keeps the pid Jupyter knows and
- * passes signals on; a kernel that is itself a restored snapshot tells the keeper which process is live now,
- * and exits.  When S does not answer READY, L binds its ports again and goes on: the restore failed, and
- * nothing is lost.
+ * A restore, from the live kernel L to the snapshot S, once L has handled the request that asked for it (whose
+ * answer L holds back: S sends it, src/kernel/handover.c): L closes its sockets (what is queued gets its
+ * second to leave), connects to S and sends GO with the state that carries over (snapshot.c's).  S first
+ * forks a parked copy of itself, which keeps the snapshot for another restore, then binds the same ports with
+ * the same key, starts its threads and answers READY.  L then leaves the stage: the root process execs the
+ * keeper (pyc_keeper_main), which keeps the pid Jupyter knows and passes signals on; a kernel that is itself a
+ * restored snapshot tells the keeper which process is live now, and exits.  When S does not answer READY, L
+ * binds its ports again and goes on: the restore failed, and nothing is lost (the held answer and the
+ * requests passed on are L's again).
  *
  * Orders on a connection to a snapshot's socket, one record.h record each; the peer must run as our user:
  *   SNAP_GO    one frame, the state (JSON)  -> SNAP_READY {"pid"} once serving, or SNAP_FAILED {"error"}

@@ -113,9 +113,10 @@ pyc__handover_hold(pyc_kernel_t *k, int chan, pyc_outframe_t *f, size_t n)
     }
     if (k->held == NULL)
         k->held = json_array();
-    if (rc == 0 && json_array_append_new(k->held, json_pack("{s:i, s:o}", "chan", chan, "frames", frames)) == 0)
-        return 0;
+    json_t *item = rc == 0 ? json_pack("{s:i, s:O}", "chan", chan, "frames", frames) : NULL;
     json_decref(frames);
+    if (item != NULL && json_array_append_new(k->held, item) == 0)
+        return 0;
     pyc_log("restore: a message of the held answer could not be kept (out of memory); dropped");
     return -1;
 }
@@ -275,10 +276,20 @@ pyc__handover_resumed(pyc_kernel_t *k, json_t *state)
 }
 
 void
+pyc__handover_failed(pyc_kernel_t *k, json_t *state)
+{
+    /* The sockets may have been made anew (the old ones closed before the snapshot was asked): the clients
+     * come back to them as they would have to the snapshot, and the answer waits for them the same way. */
+    pyc__handover_resumed(k, state);
+    pyc__handover_send_held(k, true);
+}
+
+void
 pyc__handover_end(pyc_kernel_t *k)
 {
     json_decref(k->forwarded);
     k->forwarded = NULL;
     json_decref(k->held);
     k->held = NULL;
+    k->holding = false;
 }

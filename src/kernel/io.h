@@ -42,8 +42,9 @@ struct pyc_io {
 
     /* Main thread, before the shell is routed: sends a reply on shell to a peer that may not be connected yet
      * (a client reconnecting to a restored kernel), waiting up to timeout_ms for the peer that its first
-     * frame names; takes the frames over as send does.  Returns 0, or -1 when no such peer came (the reply
-     * is dropped) or sending failed.  NULL in an io whose peers cannot go away (send is used then). */
+     * frame names; takes the frames over as send does.  Once the shell is routed (a subshell was made
+     * meanwhile) it is sent as send does, without waiting.  Returns 0, or -1 when no such peer came (the
+     * reply is dropped) or sending failed.  NULL in an io whose peers cannot go away (send is used then). */
     int (*send_to_returning)(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n, int timeout_ms);
 };
 

@@ -434,6 +434,7 @@ pyc_kernel_rebind(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth)
 {
     k->io = io;
     k->auth = auth;
+    atomic_store(&k->subscriptions, 0);
 }
 
 pyc_history_t *

@@ -168,16 +168,18 @@ int pyc_kernel_idle(pyc_kernel_t *k);
  * forked session ended), or -1. */
 int pyc_kernel_wait_fd(const pyc_kernel_t *k);
 
-/* A restore (README, "Time travel"), in the kernel that hands over, once its listening sockets are closed:
- * the shell requests that came and were not handled yet, as a JSON array of their frames (hex), which the
- * restored kernel handles first (pyc_kernel_next_forwarded).  A new reference. */
+/* A restore (README, "Time travel"), in the kernel that hands over, just before its sockets close: the shell
+ * requests that came and were not handled yet, as a JSON array of their frames (hex), which the restored
+ * kernel handles first (pyc_kernel_next_forwarded).  A new reference. */
 json_t *pyc_kernel_take_pending(pyc_kernel_t *k);
 
-/* In a restored kernel: the next request forwarded by the kernel it replaced (checked and decoded with the
- * key), or NULL.  It came on shell. */
+/* In a restored kernel: first sends the answer the kernel it replaced held back (which may wait for the
+ * clients to come back: a second for iopub subscribers, five for a reply's peer, at most), then returns the
+ * next request that kernel forwarded (checked and decoded with the key), or NULL.  It came on shell. */
 pyc_msg_t *pyc_kernel_next_forwarded(pyc_kernel_t *k);
 
-/* The sockets were made anew after a restore failed (timetravel.c): the kernel sends through them from now on. */
+/* The sockets were made anew after a restore failed (timetravel.c): the kernel sends through them from now on,
+ * and counts their iopub subscribers from zero. */
 void pyc_kernel_rebind(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth);
 
 /* fork(2) of the kernel process, from the main thread without the GIL: CPython's fork handling, with the

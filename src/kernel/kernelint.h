@@ -136,13 +136,14 @@ struct pyc_kernel {
                                   * under */
     int n_snaps;
     int snap_seq;                /* numbers the snapshots taken without a name */
-    int restore_to;              /* 1 + the entry to restore once the request being handled is answered; 0 */
+    int restore_to;              /* 1 + the entry to restore once the request being handled ends; 0 */
+    pid_t restore_pid;           /* its process, which finds it again then (entries may have moved) */
     char *restore_error;         /* owned: why the last restore failed, for the list; NULL */
     json_t *restored;            /* owned: which snapshot this kernel was restored from, and when; NULL */
     int await_subscribers;       /* after a restore: the subscribers the replaced kernel had, which requests */
     double await_until;          /* wait for (pyc_now_s() clock) until they are back or this time is past */
-    double return_until;         /* after a restore: how long a held reply waits for its client to return */
-    bool holding;                /* a restore follows: the main thread's messages wait in held (snapshot.c) */
+    double return_until;         /* after a restore: until when a held reply waits for its client's return */
+    bool holding;                /* a restore follows: the main thread's messages wait in held (handover.c) */
     json_t *held;                /* owned: the answer held back, [{"chan", "frames" (hex)}], or NULL */
     int auto_snapshots;          /* automatic snapshots before each cell kept at most (PYC_SNAPSHOTS; 0: off) */
     unsigned long long snapshot_budget; /* bytes the automatic ones may hold together (PYC_SNAPSHOT_MEMORY) */
@@ -353,23 +354,30 @@ int pyc__snapshot_request_restore(pyc_kernel_t *k, const char *name, pyc_error_t
 /* Restores what was asked for, if anything: does not return when the restore worked. */
 void pyc__snapshot_restore_now(pyc_kernel_t *k);
 
-/* handover.c: what crosses a restore's hand-over.  Whether a message about to be sent is part of the answer
- * to a request that asked for a restore, which the restored kernel sends once the clients are back (main
- * thread only; from the request's reply or idle on, every message of the main thread until the hand-over),
- * and then holds it: the frames are taken over as pyc_io_t.send takes them.  Returns 0, or -1 when it
- * could not be kept (logged). */
+/* handover.c: what crosses a restore's hand-over.
+ *
+ * Whether a message about to be sent is part of the answer to a request that asked for a restore, which the
+ * restored kernel sends once the clients are back: on the main thread, from the request's reply on shell or
+ * its status on iopub on, every message until the hand-over (a reply to a peer whose routing id libzmq
+ * made up excepted: it goes at once). */
 bool pyc__handover_holds(pyc_kernel_t *k, int chan, const char *msg_type, const pyc_frame_t *idents,
                          size_t n_idents);
+/* Holds such a message; the frames are taken over as pyc_io_t.send takes them.  Returns 0, or -1 when it could
+ * not be kept (logged). */
 int pyc__handover_hold(pyc_kernel_t *k, int chan, pyc_outframe_t *f, size_t n);
-/* Sends what is held: to clients coming back (returning, in the restored kernel), or at once (no restore
- * happened after all). */
+/* Sends what is held: to clients coming back (returning: each within its bound), or at once (no restore
+ * happened, and the sockets did not change). */
 void pyc__handover_send_held(pyc_kernel_t *k, bool returning);
 /* In the restored kernel: takes the held answer and the forwarded requests from the state, and starts the
  * waits for the clients. */
 void pyc__handover_resumed(pyc_kernel_t *k, json_t *state);
+/* In the kernel whose hand-over failed, serving again: what the state took away is its own again, and the
+ * held answer goes to the clients as they come back. */
+void pyc__handover_failed(pyc_kernel_t *k, json_t *state);
 /* Just after a restore: waits until as many iopub subscribers as the replaced kernel had are back, or until
  * the restore's bound on that wait has passed (then never again). */
 void pyc__handover_await_subscribers(pyc_kernel_t *k);
+/* Forgets what is held or forwarded (a kernel's end, a forked child's start). */
 void pyc__handover_end(pyc_kernel_t *k);
 /* In a snapshot just restored: takes the restorer's state (execution count, inputs, table). */
 void pyc__snapshot_resumed(pyc_kernel_t *k, json_t *state, pid_t copy);

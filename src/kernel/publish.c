@@ -88,7 +88,7 @@ pyc__send_frames_id(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t
         atomic_store(&k->last_output_ns, pyc_now_ns());
     content_owned = false;       /* the io owns it now, whatever happens */
     if (pyc__handover_holds(k, chan, msg_type, idents, n_idents))
-        rc = pyc__handover_hold(k, chan, f, n);     /* the restored kernel sends it (snapshot.c) */
+        rc = pyc__handover_hold(k, chan, f, n);     /* the restored kernel sends it (handover.c) */
     else
         rc = k->io->send(k->io, chan, f, n);
 out:

@@ -5,10 +5,11 @@
  * kernel's, on the same ports, key and kernel pid.
  *
  * The table lists the snapshots this kernel may restore, oldest first: their names, processes, and the
- * execution count they hold.  A restore happens once the request that asked for it has been answered (and
- * its idle published): the kernel hands its ports to the snapshot, which goes on with the table, the
- * execution count and the inputs (In) of the cells run since, so that counts and history continue.  The
- * snapshot restored stays in the table: it left a parked copy of itself before it took over.
+ * execution count they hold.  A restore happens once the request that asked for it has been handled: the
+ * kernel hands its ports to the snapshot, which goes on with the table, the execution count and the inputs
+ * (In) of the cells run since, so that counts and history continue, and sends that request's answer (its
+ * reply and idle, held back: handover.c).  The snapshot restored stays in the table: it left a parked copy
+ * of itself before it took over.
  */
 #include "kernelint.h"
 
@@ -235,6 +236,7 @@ pyc__snapshot_request_restore(pyc_kernel_t *k, const char *name, pyc_error_t *er
         return pyc_error_code(err, PYC_EINVAL, "no snapshot %s (%d taken)",
                               name != NULL ? name : "", k->n_snaps);
     k->restore_to = i + 1;
+    k->restore_pid = k->snaps[i].pid;
     return 0;
 }
 
@@ -242,13 +244,22 @@ void
 pyc__snapshot_restore_now(pyc_kernel_t *k)
 {
     k->holding = false;
-    if (k->restore_to <= 0 || k->restore_to > k->n_snaps) {
-        k->restore_to = 0;
+    /* The entry asked for, found again by its process: the request may have dropped or taken snapshots since
+     * (bound_automatic, a name taken again), which moves the entries. */
+    int at = -1;
+    for (int i = 0; k->restore_to > 0 && i < k->n_snaps; i++) {
+        if (k->snaps[i].pid == k->restore_pid)
+            at = i;
+    }
+    k->restore_to = 0;
+    if (at < 0) {
+        pyc_log("restore: the snapshot asked for was dropped before the request ended; nothing restored");
+        free(k->restore_error);
+        k->restore_error = strdup("the snapshot asked for was dropped before the restore");
         pyc__handover_send_held(k, false);
         return;
     }
-    pyc__snapshot_t *s = &k->snaps[k->restore_to - 1];
-    k->restore_to = 0;
+    pyc__snapshot_t *s = &k->snaps[at];
     json_t *table = json_array();
     for (int i = 0; i < k->n_snaps; i++)
         json_array_append_new(table, record_json(&k->snaps[i], false));
@@ -259,7 +270,7 @@ pyc__snapshot_restore_now(pyc_kernel_t *k)
                               k->history != NULL ? pyc_history_session(k->history) : k->history_continue,
                               "checkpoint", cp);
     json_object_set_new(state, "subscribers", json_integer(atomic_load(&k->subscriptions)));
-    json_object_set(state, "held", k->held != NULL ? k->held : json_array());
+    json_object_set_new(state, "held", k->held != NULL ? json_incref(k->held) : json_array());
     k->restore_drop = false;
     pyc_history_t *h = k->history;
     if (h != NULL) {
@@ -277,7 +288,7 @@ pyc__snapshot_restore_now(pyc_kernel_t *k)
         pyc_log("restore of %s failed: %s", s->name, err.text);
         free(k->restore_error);
         k->restore_error = strdup(err.text);
-        pyc__handover_send_held(k, false);     /* serving again: the answer goes from here */
+        pyc__handover_failed(k, state);     /* serving again: the answer and what was forwarded are ours */
     }
     json_decref(state);
 }
@@ -360,8 +371,9 @@ restore_answer(const pyc_kernel_t *k)
  * answer is one comm_msg, then comm_close: take {"status": "ok", "snapshot": {name, pid, execution_count,
  * taken, automatic}}; list {"status": "ok", "snapshots": [... with "bytes", what each really costs], "pid": the
  * kernel's process, "restored": {name, execution_count, from, at} after a restore};
- * drop {"status": "ok"}; restore {"status": "ok", "restoring": name, "pid"} (the restore follows the
- * request's idle); an error {"status": "error", "ename": "SnapshotError", "evalue"}. */
+ * drop {"status": "ok"}; restore {"status": "ok", "restoring": name, "pid"} (the restore follows once the
+ * request is handled, and the request's idle comes from the restored kernel); an error {"status": "error",
+ * "ename": "SnapshotError", "evalue"}. */
 void
 pyc__on_snapshot(pyc_kernel_t *k, const pyc_msg_t *msg)
 {

@@ -196,6 +196,30 @@ def test_the_next_request_after_a_restore_is_never_lost(fresh_kernel):
         register_pid(s["pid"])
 
 
+def test_a_restore_that_fails_loses_nothing(fresh_kernel):
+    """A snapshot that cannot take over (here: stopped, so it never answers READY; the kernel has closed its
+    sockets by then and binds them again after 10 s) leaves the kernel as it was, serving: the answer to the
+    request that asked for the restore still reaches the client (from the kernel itself, once the client is
+    back), the state is the one before, and the list says why the restore failed."""
+    k, kc = fresh_kernel, fresh_kernel.kc
+    ok(kc, "x = 1")
+    record = snap(kc, "stuck")
+    ok(kc, "x = 2")
+    os.kill(record["pid"], signal.SIGSTOP)
+    try:
+        msg_id = kc.execute("%restore stuck")
+        reply = pyctest.get_reply(kc, msg_id, timeout=TIMEOUT)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        pyctest.iopub_for(kc, msg_id)
+    finally:
+        os.kill(record["pid"], signal.SIGCONT)
+    assert k.km.is_alive()
+    assert eval_value(kc, "x") == "2"
+    answer = pyc_client.request(kc, {"op": "list"}, target="pyc.snapshot")[0]
+    assert "did not take over" in answer.get("restore_error", ""), answer
+    assert [s["name"] for s in answer["snapshots"]] == []
+
+
 def test_interrupt_and_restart_after_a_restore_through_the_kernel_manager(fresh_kernel):
     k, kc = fresh_kernel, fresh_kernel.kc
     ok(kc, "x = 1")

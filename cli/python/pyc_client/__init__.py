@@ -98,12 +98,13 @@ def _recv_iopub(client, sock, deadline, what):
     return session.deserialize(msg_list, content=True, copy=False)
 
 
-def request(client, data, buffers=(), timeout=60, target=None):
+def request(client, data, buffers=(), timeout=60, target=None, settle=True):
     """Sends one pyc.pickle request (the comm_open's data, with buffers) and waits for the kernel's answer.
 
     Returns (answer data, answer buffers as memoryviews).  Raises PycError for an error answer or when the
     kernel closes the comm without an answer (no pyc.pickle target: not a pyc kernel), TimeoutError when
-    nothing comes within timeout seconds."""
+    nothing comes within timeout seconds.  With settle (the default) the request's idle is taken off the
+    channel too, within a second after the answer."""
     target = target or TARGET
     deadline = time.monotonic() + timeout
     what = "%s %s" % (target, data.get("op", ""))
@@ -133,11 +134,12 @@ def request(client, data, buffers=(), timeout=60, target=None):
                            "(is it a pyc kernel?)%s" % (target, ("\n" + detail) if detail else ""))
         elif mt == "stream" and parent == msg_id:
             stderr.append(content.get("text", ""))
-    # the comm_close and the idle status follow at once: take them off the channel (briefly)
-    settle = min(deadline, time.monotonic() + 1.0)
+    # the comm_close and the idle status follow at once: take them off the channel (briefly); not after a
+    # restore, whose idle comes from the restored kernel once this client is back (settle=False)
+    until = min(deadline, time.monotonic() + 1.0) if settle else time.monotonic()
     try:
-        while True:
-            m = _recv_iopub(client, iopub, settle, what)
+        while settle:
+            m = _recv_iopub(client, iopub, until, what)
             if m is None:
                 continue
             if (m["header"]["msg_type"] == "status" and (m.get("parent_header") or {}).get("msg_id") == msg_id
@@ -410,7 +412,8 @@ def restore(client, name, timeout=30, reconnect=True):
         monitor = zmq.Context.shadow(client.context.underlying).socket(zmq.PAIR)
         monitor.connect(addr)
     try:
-        reply, _ = request(client, {"op": "restore", "name": str(name)}, timeout=timeout, target="pyc.snapshot")
+        reply, _ = request(client, {"op": "restore", "name": str(name)}, timeout=timeout, target="pyc.snapshot",
+                           settle=False)
         if monitor is not None and monitor.poll(int(timeout * 1000)):
             monitor.recv_multipart()
     finally:

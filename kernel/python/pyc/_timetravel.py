@@ -1,5 +1,5 @@
 """Time travel from Python (README, "Time travel"): the magics %snapshot, %snapshots and %restore, which ask the
-kernel through _pyc.kernel_call (it takes or restores once the cell has been answered), and what a snapshot
+kernel through _pyc.kernel_call (it takes or restores once the cell has been handled), and what a snapshot
 cannot hold.
 
 A snapshot is a fork of the kernel's process: it holds every object, picklable or not, but only the main
