@@ -82,14 +82,28 @@ pyc_msg_reseed(void)
 void
 pyc_msg_now(char *out)
 {
+    /* The date and time to the second are formatted once a second per thread (strftime was 0.8% of a
+     * pipelined request's CPU: five headers a request); the microseconds are written digit by digit. */
+    static _Thread_local time_t cached_sec = (time_t)-1;
+    static _Thread_local char cached[20];
     struct timespec ts;
-    struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    /* strftime and an unsigned remainder, rather than one snprintf of int fields, because gcc cannot bound
-     * the int fields of struct tm and fails -Werror=format-truncation on the single call. */
-    size_t k = strftime(out, PYC_MSG_DATE_LEN + 1, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + k, PYC_MSG_DATE_LEN + 1 - k, ".%06uZ", (unsigned)(ts.tv_nsec / 1000) % 1000000u);
+    if (ts.tv_sec != cached_sec) {
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        if (strftime(cached, sizeof cached, "%Y-%m-%dT%H:%M:%S", &tm) != 19)
+            memcpy(cached, "1970-01-01T00:00:00", 20);
+        cached_sec = ts.tv_sec;
+    }
+    memcpy(out, cached, 19);
+    out[19] = '.';
+    unsigned us = (unsigned)(ts.tv_nsec / 1000) % 1000000u;
+    for (int i = 25; i >= 20; i--) {
+        out[i] = (char)('0' + us % 10);
+        us /= 10;
+    }
+    out[26] = 'Z';
+    out[27] = '\0';
 }
 
 int
@@ -101,10 +115,27 @@ pyc_msg_header(pyc_buf_t *out, const char *msg_type, const char *session, const 
     pyc_msg_now(date);
     if (msg_id_out != NULL)
         memcpy(msg_id_out, id, sizeof id);
-    return pyc_buf_addf(out,
-                        "{\"msg_id\":\"%s\",\"msg_type\":\"%s\",\"session\":\"%s\",\"username\":%s,"
-                        "\"date\":\"%s\",\"version\":\"" PYC_PROTOCOL_VERSION "\"}",
-                        id, msg_type, session, username_json, date);
+    /* Pieces appended in turn, not one formatted print: the header is built for every message sent.  The
+     * room for all of them is made first, so that the header is added whole or not at all. */
+    static const char p1[] = "{\"msg_id\":\"", p2[] = "\",\"msg_type\":\"", p3[] = "\",\"session\":\"",
+                      p4[] = "\",\"username\":", p5[] = ",\"date\":\"",
+                      p6[] = "\",\"version\":\"" PYC_PROTOCOL_VERSION "\"}";
+    size_t lt = strlen(msg_type), ls = strlen(session), lu = strlen(username_json);
+    if (pyc_buf_reserve(out, sizeof p1 + sizeof p2 + sizeof p3 + sizeof p4 + sizeof p5 + sizeof p6 - 6 +
+                                 PYC_MSG_ID_LEN + lt + ls + lu + PYC_MSG_DATE_LEN) < 0)
+        return -1;
+    pyc_buf_add(out, p1, sizeof p1 - 1);
+    pyc_buf_add(out, id, PYC_MSG_ID_LEN);
+    pyc_buf_add(out, p2, sizeof p2 - 1);
+    pyc_buf_add(out, msg_type, lt);
+    pyc_buf_add(out, p3, sizeof p3 - 1);
+    pyc_buf_add(out, session, ls);
+    pyc_buf_add(out, p4, sizeof p4 - 1);
+    pyc_buf_add(out, username_json, lu);
+    pyc_buf_add(out, p5, sizeof p5 - 1);
+    pyc_buf_add(out, date, PYC_MSG_DATE_LEN);
+    pyc_buf_add(out, p6, sizeof p6 - 1);
+    return 0;
 }
 
 /* ---- decoded messages ------------------------------------------------------------------------------- */

@@ -161,12 +161,18 @@ pyc__publish_text(pyc_kernel_t *k, const pyc_msg_t *req, const char *msg_type, c
 void
 pyc__status(pyc_kernel_t *k, const pyc_msg_t *req, const char *state)
 {
+    /* Copied together rather than printed: two of these go with every request. */
+    static const char head[] = "{\"execution_state\":\"";
     char text[64];
-    int n = snprintf(text, sizeof text, "{\"execution_state\":\"%s\"}", state);
+    size_t sl = strnlen(state, sizeof text - sizeof head - 2);
+    memcpy(text, head, sizeof head - 1);
+    memcpy(text + sizeof head - 1, state, sl);
+    memcpy(text + sizeof head - 1 + sl, "\"}", 2);
+    size_t n = sizeof head - 1 + sl + 2;
     pyc_frame_t topic = {"status", 6};
     const void *p = req != NULL ? pyc__header_frame(req)->data : NULL;
     size_t plen = req != NULL ? pyc__header_frame(req)->size : 0;
-    pyc__send_frames(k, PYC_CHAN_IOPUB, &topic, 1, "status", p, plen, NULL, text, (size_t)n, false, NULL, 0);
+    pyc__send_frames(k, PYC_CHAN_IOPUB, &topic, 1, "status", p, plen, NULL, text, n, false, NULL, 0);
 }
 
 void
