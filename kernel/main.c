@@ -454,6 +454,16 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
         goto out;
     }
     pyc_kernel_ready(app.kernel);
+    /* From here on a request allocates and frees the same few blocks over and over; without these glibc
+     * returns the top of the heap to the system after each burst and faults it back in on the next
+     * (measured: 3% of a pipelined run in page faults and trims).  Stream messages are 1 MiB blocks; from the
+     * heap they are reused, from mmap every one is faulted in and zeroed anew (measured: 10% of the CPU of a
+     * 300 MB print).  Not before now: the start-up's large passing blocks (the interpreter's, modules being
+     * loaded) then came from the heap and stayed there, 1.5 MB of the kernel's resident memory after start. */
+    malloc_trim(0);
+    mallopt(M_TRIM_THRESHOLD, 8 << 20);
+    mallopt(M_TOP_PAD, 1 << 20);
+    mallopt(M_MMAP_THRESHOLD, 4 << 20);
 
     bool restart = false;
     parent_watch_t parent = {.pid = 0, .fd = -1, .gone = false};
@@ -514,11 +524,6 @@ main(int argc, char **argv)
     /* A request allocates and frees the same few blocks over and over; without these glibc returns the
      * top of the heap to the system after each burst and faults it back in on the next (measured: 3% of a
      * pipelined run in page faults and trims). */
-    mallopt(M_TRIM_THRESHOLD, 8 << 20);
-    mallopt(M_TOP_PAD, 1 << 20);
-    /* Stream messages are 1 MiB blocks; from the heap they are reused, from mmap every one is faulted in
-     * and zeroed anew (measured: 10% of the CPU of a 300 MB print). */
-    mallopt(M_MMAP_THRESHOLD, 4 << 20);
     pyc_log_init();
     if (argc == 3 && strcmp(argv[1], "--keeper") == 0)
         return pyc_keeper_main((pid_t)strtol(argv[2], NULL, 10));   /* after a restore: timetravel.h */
