@@ -53,6 +53,7 @@
 #include "log.h"
 #include "pyenv.h"
 #include "paths.h"
+#include "pidcache.h"
 #include "proc.h"
 #include "py.h"
 #include "server.h"
@@ -521,9 +522,8 @@ out:
 int
 main(int argc, char **argv)
 {
-    /* A request allocates and frees the same few blocks over and over; without these glibc returns the
-     * top of the heap to the system after each burst and faults it back in on the next (measured: 3% of a
-     * pipelined run in page faults and trims). */
+    /* Before any thread or fork: the fork handler that keeps libzmq's cached pid true (src/kernel/pidcache.c). */
+    pyc_pidcache_init();
     pyc_log_init();
     if (argc == 3 && strcmp(argv[1], "--keeper") == 0)
         return pyc_keeper_main((pid_t)strtol(argv[2], NULL, 10));   /* after a restore: timetravel.h */

@@ -35,6 +35,7 @@ struct pyc_checkpoint {
     char token[TOKEN_LEN + 1];
     char *header;                /* the lines written when the file is created */
     int fd;                      /* -1 until the first cell */
+    off_t size;                  /* the file's size as this process wrote it, or -1: ask the descriptor */
     size_t max_cell, max_bytes;  /* pyc_checkpoint_set_caps */
     bool full;                   /* the file reached max_bytes: nothing more is added */
 };
@@ -119,6 +120,7 @@ pyc_checkpoint_new(const char *dir, const char *id, const char *python_version, 
         return NULL;
     }
     c->fd = -1;
+    c->size = -1;
     if (pyc_random_hex(c->token, TOKEN_LEN / 2, err) < 0 || set_place(c, dir, id, python_version, err) < 0 ||
         open_file(c, err) < 0)
         pyc_checkpoint_destroy(&c);
@@ -139,7 +141,12 @@ pyc_checkpoint_add(pyc_checkpoint_t *c, int count, const char *code, pyc_error_t
     size_t n = strlen(code);
     /* A cell larger than a cell may be, or one that would take the file past its size: in its place, a cell
      * that stops a replay there with the reason (a replay must not go on without a cell it needs). */
-    off_t size = lseek(c->fd, 0, SEEK_END);
+    /* The size is asked once (an lseek per cell was a tenth of the system calls a `pass` cell made on the main
+     * thread) and then kept: only this process writes through this descriptor between the points that forget
+     * it (a restore, a fork's copy, a failed write). */
+    if (c->size < 0)
+        c->size = lseek(c->fd, 0, SEEK_END);
+    off_t size = c->size;
     if (n > c->max_cell || (size > 0 && (size_t)size + n > c->max_bytes)) {
         bool file_full = n <= c->max_cell;
         snprintf(stop, sizeof stop, "raise RuntimeError('cell %d (%zu bytes) is not in this checkpoint: %s')",
@@ -159,9 +166,12 @@ pyc_checkpoint_add(pyc_checkpoint_t *c, int count, const char *code, pyc_error_t
         goto out;
     }
     if (pyc_write_all(c->fd, b.data, b.len) < 0) {
+        c->size = -1;            /* part of it may have been written */
         pyc_error_set(err, "checkpoint: cannot write %s: %s", c->path, strerror(errno));
         goto out;
     }
+    if (c->size >= 0)
+        c->size += (off_t)b.len;
     rc = 0;
 out:
     pyc_buf_free(&b);
@@ -171,6 +181,7 @@ out:
 int
 pyc_checkpoint_restored(pyc_checkpoint_t *c, const char *path, int count, pyc_error_t *err)
 {
+    c->size = -1;                /* the file grew in the process that went on after the snapshot */
     if (path != NULL && (c->path == NULL || strcmp(c->path, path) != 0)) {
         /* The restorer's file: this kernel goes on writing it, under its token (from its first line). */
         char first[128];
@@ -252,6 +263,7 @@ pyc_checkpoint_fork(pyc_checkpoint_t *c, const char *dir, const char *id, pyc_er
     char *old_path = c->path;
     c->path = NULL;
     c->fd = -1;
+    c->size = -1;
     int rc = set_place(c, dir, id, NULL, err);
     if (rc == 0)
         rc = open_file(c, err);

@@ -1,0 +1,96 @@
+/*
+ * pidcache.c -- getpid() answered from memory when libzmq asks, which it does on every mailbox operation.
+ *
+ * Why.  libzmq (built with HAVE_FORK, as Debian's is) compares getpid() with the pid it saved at each
+ * signaler send, wait and receive, to notice that it runs in a forked child: about 19 getpid(2) calls per
+ * one-at-a-time `pass` request over the kernel's threads (strace, main and I/O thread), about 9 of them on
+ * the main thread.  glibc stopped caching the pid in 2.25, and a system call costs 1.1 us on the 2-core
+ * reference VM (bench/README.md), so that check alone was a tenth of the kernel's CPU for such a request.
+ *
+ * How.  The program defines getpid itself: the dynamic linker binds every other object's calls to it (the
+ * executable comes first in the lookup scope), glibc's own internal calls excepted.  A call whose return
+ * address lies in libzmq's code gets the pid kept here, read once with the raw system call; every other
+ * caller (Python's os.getpid, C extensions, pyc itself) still makes the system call, so that no code but
+ * libzmq's fork check can be misled by the cache.  The cache is cleared in the child of every fork(3)
+ * (pthread_atfork, registered before any other handler so that it runs first in the child), which is how
+ * the kernel and Python make their children; a process made by a raw clone(2) that then used the parent's
+ * libzmq state would see its parent's pid, as libzmq itself would have wanted to be told, but libzmq state is
+ * not usable in such a child in any case.
+ *
+ * pyc_pidcache_init must run first thing in main, before any thread or fork.  Until it has run, and when
+ * libzmq's code cannot be found, every call makes the system call.  This file is in libpyckernel.a, but only
+ * a program that calls pyc_pidcache_init links it, and with it this getpid: pyc-kernel and its unit test.
+ */
+#include "pidcache.h"
+
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <zmq.h>
+
+/* libzmq's executable segments, [lo, hi); both 0 until found. */
+static uintptr_t zmq_lo, zmq_hi;
+
+/* The pid, or 0 when it is to be read again (at first, and in a new child). */
+static _Atomic pid_t cached;
+
+static void
+forget_pid(void)
+{
+    atomic_store_explicit(&cached, 0, memory_order_relaxed);
+}
+
+/* dl_iterate_phdr's callback: records the executable segments of the object that holds *data. */
+static int
+find_object(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    uintptr_t target = (uintptr_t)data, lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+            continue;
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+        if (start < lo)
+            lo = start;
+        if (start + ph->p_memsz > hi)
+            hi = start + ph->p_memsz;
+    }
+    if (lo < hi && target >= lo && target < hi) {
+        zmq_lo = lo;
+        zmq_hi = hi;
+        return 1;
+    }
+    return 0;
+}
+
+void
+pyc_pidcache_init(void)
+{
+    if (pthread_atfork(NULL, NULL, forget_pid) != 0)
+        return;                  /* no way to clear it in a child: never cache */
+    dl_iterate_phdr(find_object, (void *)(uintptr_t)&zmq_msg_send);
+}
+
+pid_t
+pyc_pidcache_pid(uintptr_t from)
+{
+    if (from >= zmq_lo && from < zmq_hi) {
+        pid_t pid = atomic_load_explicit(&cached, memory_order_relaxed);
+        if (pid == 0) {
+            pid = (pid_t)syscall(SYS_getpid);
+            atomic_store_explicit(&cached, pid, memory_order_relaxed);
+        }
+        return pid;
+    }
+    return (pid_t)syscall(SYS_getpid);
+}
+
+pid_t
+getpid(void)
+{
+    return pyc_pidcache_pid((uintptr_t)__builtin_return_address(0));
+}
