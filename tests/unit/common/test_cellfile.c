@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cellfile.h"
@@ -59,6 +60,30 @@ test_name_has_prefix_hash_and_suffix(void **state)
     unsetenv("TMPDIR");
 }
 
+/* The pid in the names is kept, and is the child's own in a child of fork(3). */
+static void
+test_prefix_in_a_forked_child(void **state)
+{
+    (void)state;
+    char prefix[256], want[300];
+    setenv("TMPDIR", "/var/tmp", 1);
+    assert_true(pyc_cellfile_prefix(prefix, sizeof prefix) > 0);    /* the parent's pid is kept from here on */
+    pid_t pid = fork();
+    if (pid == 0) {
+        snprintf(want, sizeof want, "/var/tmp/pyc_%ld/", (long)getpid());
+        _exit(pyc_cellfile_prefix(prefix, sizeof prefix) > 0 && strcmp(prefix, want) == 0 ? 0 : 1);
+    }
+    assert_true(pid > 0);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    snprintf(want, sizeof want, "/var/tmp/pyc_%ld/", (long)getpid());
+    assert_true(pyc_cellfile_prefix(prefix, sizeof prefix) > 0);
+    assert_string_equal(prefix, want);
+    unsetenv("TMPDIR");
+}
+
 static void
 test_too_small(void **state)
 {
@@ -75,6 +100,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_murmur2_reference_values),
         cmocka_unit_test(test_name_has_prefix_hash_and_suffix),
+        cmocka_unit_test(test_prefix_in_a_forked_child),
         cmocka_unit_test(test_too_small),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
