@@ -28,6 +28,10 @@ void pyc_buf_free(pyc_buf_t *b);
 /* Empties the buffer but keeps its storage for reuse. */
 void pyc_buf_reset(pyc_buf_t *b);
 
+/* Gives back the room beyond len (a buffer kept long after it is filled: the first allocation is 1000
+ * bytes).  Keeps the buffer as it is when the smaller block cannot be had. */
+void pyc_buf_shrink(pyc_buf_t *b);
+
 /* Appends n bytes.  Returns 0, or -1 (buffer unchanged) when the cap would be passed or memory runs out. */
 int pyc_buf_add(pyc_buf_t *b, const void *p, size_t n);
 

@@ -64,7 +64,9 @@ decode(const pyc_frame_t *frames, size_t n, pyc_auth_t *auth, bool lenient, pyc_
     if (auth != NULL && pyc_auth_verify(auth, dicts, 4, frames[d + 1].data, frames[d + 1].size, err) < 0)
         return -1;
 
-    msg = calloc(1, sizeof *msg);
+    msg = malloc(sizeof *msg);   /* not calloc, which bypasses glibc's per-thread cache (see buf.c) */
+    if (msg != NULL)
+        memset(msg, 0, sizeof *msg);
     pyc_frame_t *copy = malloc(n * sizeof *copy);
     if (msg == NULL || copy == NULL) {
         free(msg);

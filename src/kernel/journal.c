@@ -367,6 +367,7 @@ finish(pyc_journal_t *j, entry_t *e, const char *metadata, const char *content, 
         atomic_fetch_sub(&j->running, 1);
     e->state = DONE;
     e->ended = now_unix();
+    pyc_buf_shrink(&e->out);     /* kept for up to PYC_JOURNAL_CELLS cells */
     free(e->hdr);
     e->hdr = NULL;
     e->hlen = 0;

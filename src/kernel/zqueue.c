@@ -133,18 +133,33 @@ release_lent(void *data, void *hint)
     r->release(r);
 }
 
-/* Converts outframes to zmq messages; owned blocks and lent bytes are taken over in every case.  Neither is
- * copied: a 100 MiB buffer copied here cost 60 ms, most of it faulting in the fresh block. */
+/* Owned blocks up to this size are copied into the message and freed here, by the thread that made them;
+ * larger ones are handed to ZeroMQ. */
+#define COPY_OWNED_MAX 1024
+
+/* Converts outframes to zmq messages; owned blocks and lent bytes are taken over in every case.  Large ones
+ * are not copied: a 100 MiB buffer copied here cost 60 ms, most of it faulting in the fresh block.  Small
+ * owned blocks (headers, metadata, contents of a few hundred bytes) are: a block handed over is freed by
+ * libzmq's I/O thread, into the sending thread's malloc arena, under that arena's lock, which the sending
+ * thread's own mallocs then wait on (futex calls, measured on the main thread of a pipelined run), and the
+ * ZeroMQ message takes a block of its own in either case (its content_t).  Copied, ours goes back to this
+ * thread's glibc cache (tcache) and the next message reuses it without a lock. */
 pyc_zqitem_t *
 pyc_zqueue_item_new(pyc_outframe_t *frames, size_t n)
 {
-    pyc_zqitem_t *it = calloc(1, sizeof *it + n * sizeof(zmq_msg_t));
+    /* Fields set one by one: calloc, and malloc with memset (which GCC turns into calloc), bypass glibc's
+     * per-thread cache (see buf.c).  The frames are each set up below before use. */
+    pyc_zqitem_t *it = malloc(sizeof(pyc_zqitem_t) + n * sizeof(zmq_msg_t));
     size_t i = 0;
     if (it == NULL)
         goto fail;
+    it->next = NULL;
+    it->chan = 0;
+    it->msg = NULL;
+    it->n = 0;
     for (; i < n; i++) {
         int rc;
-        if (frames[i].owned != NULL) {
+        if (frames[i].owned != NULL && frames[i].size > COPY_OWNED_MAX) {
             rc = zmq_msg_init_data(&it->frames[i], (void *)frames[i].data, frames[i].size, free_owned,
                                    frames[i].owned);
             if (rc == 0)
@@ -159,7 +174,7 @@ pyc_zqueue_item_new(pyc_outframe_t *frames, size_t n)
             if (rc == 0 && frames[i].size > 0)
                 memcpy(zmq_msg_data(&it->frames[i]), frames[i].data, frames[i].size);
             if (rc == 0)
-                pyc_outframe_drop(&frames[i]);   /* an empty lent frame: nothing was borrowed after all */
+                pyc_outframe_drop(&frames[i]);   /* a small owned block, or an empty lent frame */
         }
         if (rc != 0)
             goto fail;

@@ -320,6 +320,33 @@ test_reset(void **state)
     pyc_buf_free(&b);
 }
 
+/* The first allocation holds a few hundred bytes without a realloc; pyc_buf_shrink gives the rest back and
+ * keeps the text; appends after it grow again. */
+static void
+test_first_alloc_and_shrink(void **state)
+{
+    (void)state;
+    pyc_buf_t b;
+    pyc_buf_init(&b, 1 << 20);
+    pyc_buf_shrink(&b);                          /* nothing allocated: nothing to do */
+    assert_null(b.data);
+    assert_int_equal(pyc_buf_adds(&b, "{"), 0);
+    char *first = b.data;
+    for (int i = 0; i < 60; i++)
+        assert_int_equal(pyc_buf_adds(&b, "\"key\":\"value\","), 0);  /* 900 bytes in all */
+    assert_ptr_equal(b.data, first);
+    assert_true(b.alloc >= 901);
+    pyc_buf_reset(&b);
+    assert_int_equal(pyc_buf_adds(&b, "short"), 0);
+    pyc_buf_shrink(&b);
+    assert_int_equal(b.alloc, 6);
+    assert_string_equal(b.data, "short");
+    assert_int_equal(pyc_buf_adds(&b, " and longer"), 0);
+    assert_string_equal(b.data, "short and longer");
+    assert_true(b.alloc >= b.len + 1);
+    pyc_buf_free(&b);
+}
+
 static void
 test_detach(void **state)
 {
@@ -618,6 +645,7 @@ main(void)
         cmocka_unit_test(test_add_grows_and_terminates),
         cmocka_unit_test(test_cap_enforced),
         cmocka_unit_test(test_out_of_memory),
+        cmocka_unit_test(test_first_alloc_and_shrink),
         cmocka_unit_test(test_addf),
         cmocka_unit_test(test_add_int),
         cmocka_unit_test(test_reset),
