@@ -38,7 +38,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
-#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,6 +47,7 @@
 #include <unistd.h>
 
 #include "paths.h"
+#include "sqlite_lazy.h"
 
 /* How long a write waits for another kernel's lock on the same file before failing.  Their transactions
  * last microseconds, so only a stuck process makes this wait expire. */
@@ -131,6 +131,8 @@ pyc_history_open(const char *path, pyc_error_t *err)
         pyc_error_set(err, "history file path is empty");
         return NULL;
     }
+    if (pyc_sqlite_load(err) < 0)
+        return NULL;
     if (!memory) {
         if (make_parents(path, err) < 0)
             return NULL;

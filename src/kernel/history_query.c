@@ -8,13 +8,14 @@
 #include "history.h"
 
 #include <limits.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "sqlite_lazy.h"
 
 /* Request values longer than this are not echoed in error replies. */
 #define MAX_ECHO 40
