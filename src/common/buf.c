@@ -6,9 +6,11 @@
  * no realloc.  Besides the copies, this keeps them in glibc's per-thread cache (tcache: blocks up to 1032
  * bytes, malloc and free only), where they take no lock: realloc (and calloc) always take the arena's lock,
  * which on the kernel's main thread is contended by libzmq's I/O thread freeing the messages the main thread
- * sent (measured: 1.7 futex calls a pipelined request, most from the 64, 128, 256, 512 steps of a header).  The JSON encoder scans for bytes that need care
- * (below 0x20, '"', '\\', and bytes >= 0x80) and copies the runs between them in one memcpy; ASCII text,
- * the common case of stream output, therefore costs about one pass over the bytes.
+ * sent (measured: 1.7 futex calls a pipelined request, most from the 64, 128, 256, 512 steps of a header).
+ *
+ * The JSON encoder scans for bytes that need care (below 0x20, '"', '\\', and bytes >= 0x80) and copies the
+ * runs between them in one memcpy; ASCII text, the common case of stream output, therefore costs about one
+ * pass over the bytes.
  */
 #include "buf.h"
 
