@@ -154,7 +154,7 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
     pyc_guard_activity(k->guard);
     /* The rows of the cells before this request, when the kernel did not go idle after them (a pipelined burst):
      * committed within PYC_PERSIST_BATCH_MS even if this request runs long. */
-    pyc__history_kick(k);
+    pyc__history_kick(k, false);
     if (chan == PYC_CHAN_SHELL && pyc__subshell_named(msg) && !pyc__subshell_kernel_level(msg)) {
         /* Requests for an existing subshell never come here (the shell thread routes them). */
         pyc__subshell_refuse(k, msg, NULL);

@@ -462,7 +462,7 @@ pyc_kernel_idle(pyc_kernel_t *k)
     if (k->n_children > 0 && pyc__reap_children(k))
         again_ms = CHILDREN_LOOK_MS;
     pyc__reap_subshells(k);
-    pyc__history_kick(k);   /* the writer thread retries a locked history file by itself */
+    pyc__history_kick(k, true);   /* the writer thread retries a locked history file by itself */
     return again_ms;
 }
 
@@ -473,12 +473,16 @@ pyc_kernel_wait_fd(const pyc_kernel_t *k)
 }
 
 void
-pyc__history_kick(pyc_kernel_t *k)
+pyc__history_kick(pyc_kernel_t *k, bool idle)
 {
     if (k->history_unkicked == 0)
         return;
     if (k->history_unkicked < PYC__HISTORY_BATCH_CELLS) {
         pyc_persist_kick_lazy(k->persist);
+        /* Going idle, the rows are asked for: the next requests need not ask again (a request that runs no
+         * cell must not wake the writer).  Within a burst the count goes on, for the batch of 100. */
+        if (idle)
+            k->history_unkicked = 0;
         return;
     }
     k->history_unkicked = 0;

@@ -534,9 +534,9 @@ pyc_history_t *pyc__history(pyc_kernel_t *k);
 /* Asks the writer thread (persist.h) to commit the queued history rows: now once PYC__HISTORY_BATCH_CELLS rows
  * have gathered since the last such kick, else lazily, within PYC_PERSIST_BATCH_MS, so that cells that follow
  * each other (pipelined or one at a time) cost one commit per batch rather than one per cell.  Called when a
- * request comes and when the kernel goes idle. */
+ * request comes and when the kernel goes idle (`idle`: the rows counted so far are then asked for). */
 #define PYC__HISTORY_BATCH_CELLS 100
-void pyc__history_kick(pyc_kernel_t *k);
+void pyc__history_kick(pyc_kernel_t *k, bool idle);
 
 /* In a child of user code that returned from the cell: ends the process (it must not act as a kernel). */
 void pyc__user_fork_exit(pyc_kernel_t *k);

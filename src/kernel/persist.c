@@ -70,6 +70,7 @@ writer_main(void *arg)
 {
     pyc_persist_t *p = arg;
     bool retry = false;
+    pthread_setname_np(pthread_self(), PYC_PERSIST_THREAD_NAME);   /* for ps, top and the tests */
     pthread_mutex_lock(&p->lock);
     while (!p->stop) {
         if (!p->kicked) {

@@ -45,6 +45,9 @@
 #define PYC_PERSIST_LOCK_WAIT_MS 5
 #define PYC_PERSIST_RETRY_MS 50
 
+/* The writer thread's name (/proc/PID/task/TID/comm). */
+#define PYC_PERSIST_THREAD_NAME "pyc-history"
+
 /* The longest a lazy kick (pyc_persist_kick_lazy) waits for its batch. */
 #define PYC_PERSIST_BATCH_MS 100
 

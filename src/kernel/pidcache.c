@@ -18,11 +18,13 @@
  * not usable in such a child in any case.
  *
  * pyc_pidcache_init must run first thing in main, before any thread or fork.  Until it has run, and when
- * libzmq's code cannot be found, every call makes the system call.  This file is in libpyckernel.a, but only
- * a program that calls pyc_pidcache_init links it, and with it this getpid: pyc-kernel and its unit test.
+ * libzmq's code cannot be found, every call makes the system call.  This file is in libpyckernel.a: a
+ * program that links it (pyc-kernel, and unit tests of modules that call the kernel's fork code) gets this
+ * getpid, which without pyc_pidcache_init is the system call.
  */
 #include "pidcache.h"
 
+#include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -30,6 +32,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <zmq.h>
+
+/* libzmq 4's soname, under which the loader has it. */
+#define PYC_ZMQ_SONAME "libzmq.so.5"
 
 /* libzmq's executable segments, [lo, hi); both 0 until found. */
 static uintptr_t zmq_lo, zmq_hi;
@@ -43,11 +48,14 @@ forget_pid(void)
     atomic_store_explicit(&cached, 0, memory_order_relaxed);
 }
 
-/* dl_iterate_phdr's callback: records the executable segments of the object that holds *data. */
+/* dl_iterate_phdr's callback: records the executable segments of the shared object that holds *data.  The
+ * program itself is skipped: in a program built without PIE, &zmq_msg_send is its own PLT entry. */
 static int
 find_object(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
+    if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0')
+        return 0;
     uintptr_t target = (uintptr_t)data, lo = UINTPTR_MAX, hi = 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -72,7 +80,15 @@ pyc_pidcache_init(void)
 {
     if (pthread_atfork(NULL, NULL, forget_pid) != 0)
         return;                  /* no way to clear it in a child: never cache */
-    dl_iterate_phdr(find_object, (void *)(uintptr_t)&zmq_msg_send);
+    /* libzmq's own address of one of its functions: asked of the library itself, since the program's
+     * reference may be a PLT entry (above). */
+    void *zmq = dlopen(PYC_ZMQ_SONAME, RTLD_LAZY | RTLD_NOLOAD);
+    void *fn = zmq != NULL ? dlsym(zmq, "zmq_msg_send") : NULL;
+    if (fn == NULL)
+        fn = (void *)(uintptr_t)&zmq_msg_send;
+    dl_iterate_phdr(find_object, fn);
+    if (zmq != NULL)
+        dlclose(zmq);            /* only the reference RTLD_NOLOAD took: the library stays */
 }
 
 pid_t

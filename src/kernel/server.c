@@ -43,14 +43,12 @@ iopub_readable(pyc_server_t *srv)
     return zmq_getsockopt(srv->sock[PYC_CHAN_IOPUB], ZMQ_EVENTS, &events, &size) == 0 && (events & ZMQ_POLLIN);
 }
 
-/* Whether an iopub message opens a request's output: a status busy or an execute_input (its topic and
- * content frames; pyc__status writes the content as this exact text). */
+/* Whether an iopub message is a status busy (its topic and content frames; pyc__status writes the content
+ * as this exact text). */
 static bool
-opens_request(const pyc_outframe_t *frames, size_t n)
+is_busy(const pyc_outframe_t *frames, size_t n)
 {
     static const char busy[] = "{\"execution_state\":\"busy\"}";
-    if (n == 7 && frames[0].size == 13 && memcmp(frames[0].data, "execute_input", 13) == 0)
-        return true;
     return n == 7 && frames[0].size == 6 && memcmp(frames[0].data, "status", 6) == 0 &&
            frames[6].size == sizeof busy - 1 && memcmp(frames[6].data, busy, sizeof busy - 1) == 0;
 }
@@ -59,7 +57,7 @@ static int
 io_send(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n)
 {
     pyc_server_t *srv = (pyc_server_t *)((char *)io - offsetof(pyc_server_t, io));
-    bool opening = chan == PYC_CHAN_IOPUB && opens_request(frames, n);
+    bool busy = chan == PYC_CHAN_IOPUB && is_busy(frames, n);
     pyc_zqitem_t *it = pyc_zqueue_item_new(frames, n);
     if (it == NULL)
         return -1;
@@ -67,12 +65,13 @@ io_send(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n)
     case PYC_CHAN_IOPUB: {
         /* Sent at once by the calling thread: a PUB socket without a high-water mark never blocks, and
          * the lock both orders the messages and hands the socket from thread to thread safely.  A status
-         * busy or an execute_input is not followed by the check: its request's idle always comes after it
-         * on iopub, and is (the check is a system call, a poll of the socket's mailbox: two of them were
-         * a tenth of those a request made on the main thread). */
+         * busy is not followed by the check: the next message of its request (execute_input, or another
+         * output, or the idle) always comes soon after it, and is.  That is not so of execute_input, after
+         * which a long cell may print nothing: a subscription its send took in would wait for the cell's end
+         * (test_welcome_while_a_cell_runs). */
         pthread_mutex_lock(&srv->iopub_lock);
         int rc = srv->stop_iopub ? -1 : pyc_zqueue_item_send(srv->sock[PYC_CHAN_IOPUB], it);
-        bool subscribed = rc == 0 && !opening && iopub_readable(srv);
+        bool subscribed = rc == 0 && !busy && iopub_readable(srv);
         pthread_mutex_unlock(&srv->iopub_lock);
         if (subscribed)
             pyc_zqueue_signal(&srv->control_q);

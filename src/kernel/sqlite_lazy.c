@@ -40,6 +40,13 @@ load(void)
         dlclose(lib);
         return;
     }
+    int version = api.sqlite3_libversion_number();
+    if (version < PYC_SQLITE_MIN) {
+        snprintf(load_error, sizeof load_error, "%s is SQLite %d, older than %d", PYC_SQLITE_SONAME, version,
+                 PYC_SQLITE_MIN);
+        dlclose(lib);
+        return;
+    }
     pyc_sqlite = api;            /* the library stays loaded: the table points into it */
 }
 

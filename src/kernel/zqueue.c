@@ -147,8 +147,8 @@ release_lent(void *data, void *hint)
 pyc_zqitem_t *
 pyc_zqueue_item_new(pyc_outframe_t *frames, size_t n)
 {
-    /* Fields set one by one: calloc, and malloc with memset (which GCC turns into calloc), bypass glibc's
-     * per-thread cache (see buf.c).  The frames are each set up below before use. */
+    /* Fields set one by one: calloc bypasses glibc's per-thread cache (see buf.c), and a compiler may turn
+     * malloc followed by memset into calloc.  The frames are each set up below before use. */
     pyc_zqitem_t *it = malloc(sizeof(pyc_zqitem_t) + n * sizeof(zmq_msg_t));
     size_t i = 0;
     if (it == NULL)

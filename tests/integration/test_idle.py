@@ -35,6 +35,35 @@ def main_thread_wakeups(kernel, window=WINDOW):
     return voluntary_switches(kernel.pid) - before
 
 
+def thread_switches(pid, name):
+    """How often the kernel's thread called name has gone to sleep so far."""
+    for tid in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+            if f.read().strip() != name:
+                continue
+        with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+            for line in f:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    return int(line.split()[1])
+    raise AssertionError("the kernel has no thread called %r" % name)
+
+
+def test_requests_without_cells_do_not_wake_the_history_writer(fresh_kernel):
+    """The history writer wakes for rows to commit, not for requests: after a cell's batch is committed,
+    requests that run no cell (kernel_info here; comms and completions alike) leave it asleep.  (It once woke
+    twice for each, to commit nothing.)"""
+    kernel = fresh_kernel
+    execute(kernel.kc, "x = 1")
+    time.sleep(0.4)                              # the cell's batch: 100 ms, then its commit
+    before = thread_switches(kernel.pid, "pyc-history")
+    for _ in range(8):
+        msg_id = kernel.kc.kernel_info()
+        while kernel.kc.get_shell_msg(timeout=TIMEOUT)["parent_header"].get("msg_id") != msg_id:
+            pass
+        time.sleep(0.15)                         # longer than a batch: each would have been a batch of its own
+    assert thread_switches(kernel.pid, "pyc-history") - before <= 1
+
+
 def test_idle_kernel_does_not_wake(fresh_kernel):
     """After a request, the main thread sleeps until the next one: no tick (it used to wake once a second
     to look for its parent and reap children)."""
