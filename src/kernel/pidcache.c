@@ -18,9 +18,9 @@
  * not usable in such a child in any case.
  *
  * pyc_pidcache_init must run first thing in main, before any thread or fork.  Until it has run, and when
- * libzmq's code cannot be found, every call makes the system call.  This file is in libpyckernel.a: a
- * program that links it (pyc-kernel, and unit tests of modules that call the kernel's fork code) gets this
- * getpid, which without pyc_pidcache_init is the system call.
+ * libzmq's code cannot be found, every call makes the system call.  This file is a library of its own
+ * (libpycpidcache.a, Makefile.am), linked by pyc-kernel and its unit test only: in libpyckernel.a, any
+ * program that calls getpid would have pulled it in.
  */
 #include "pidcache.h"
 
