@@ -4,9 +4,10 @@
  * Growth doubles, so n appends cost O(n) copies in all.  The first allocation is FIRST_ALLOC bytes, so that
  * the buffers a request builds (headers, metadata, reply texts: a few hundred bytes) take one malloc each and
  * no realloc.  Besides the copies, this keeps them in glibc's per-thread cache (tcache: blocks up to 1032
- * bytes, malloc and free only), where they take no lock: realloc (and calloc) always take the arena's lock,
- * which on the kernel's main thread is contended by libzmq's I/O thread freeing the messages the main thread
- * sent (measured: 1.7 futex calls a pipelined request, most from the 64, 128, 256, 512 steps of a header).
+ * bytes, malloc and free only; realloc of NULL is a malloc), where they take no lock: growing a block with
+ * realloc (and calloc) always takes the arena's lock, which on the kernel's main thread is contended by
+ * libzmq's I/O thread freeing the messages the main thread sent (measured: 1.7 futex calls a pipelined
+ * request, most from the 64, 128, 256, 512 steps of a header).
  *
  * The JSON encoder scans for bytes that need care (below 0x20, '"', '\\', and bytes >= 0x80) and copies the
  * runs between them in one memcpy; ASCII text, the common case of stream output, therefore costs about one
@@ -74,7 +75,7 @@ pyc_buf_reserve(pyc_buf_t *b, size_t n)
     size_t a = b->alloc > 0 ? b->alloc : FIRST_ALLOC;
     while (a < need)
         a = a > SIZE_MAX / 2 ? need : a * 2;
-    char *p = b->data != NULL ? realloc(b->data, a) : malloc(a);
+    char *p = realloc(b->data, a);
     if (p == NULL)
         return -1;
     b->data = p;

@@ -4,44 +4,10 @@
  */
 #include "cellfile.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
-/* The pid in the cell file names, kept: a getpid(2) per cell was one of the few system calls a `pass` cell
- * made on the kernel's main thread.  0 means "read it again", as it is in the child of every fork(3) (the
- * handler is registered on first use), which names its cells by its own pid. */
-static _Atomic pid_t name_pid;
-static pthread_once_t name_pid_once = PTHREAD_ONCE_INIT;
-
-static void
-forget_name_pid(void)
-{
-    atomic_store_explicit(&name_pid, 0, memory_order_relaxed);
-}
-
-static void
-watch_forks(void)
-{
-    if (pthread_atfork(NULL, NULL, forget_name_pid) != 0)
-        atomic_store_explicit(&name_pid, -1, memory_order_relaxed);   /* never kept */
-}
-
-static pid_t
-own_pid(void)
-{
-    pthread_once(&name_pid_once, watch_forks);
-    pid_t pid = atomic_load_explicit(&name_pid, memory_order_relaxed);
-    if (pid < 0)
-        return getpid();
-    if (pid == 0) {
-        pid = getpid();
-        atomic_store_explicit(&name_pid, pid, memory_order_relaxed);
-    }
-    return pid;
-}
+#include "proc.h"
 
 uint32_t
 pyc_murmur2(const void *data, size_t len, uint32_t seed)
@@ -85,7 +51,7 @@ pyc_cellfile_prefix(char *buf, size_t cap)
     const char *tmp = getenv("TMPDIR");
     if (tmp == NULL || tmp[0] != '/')
         tmp = "/tmp";
-    int n = snprintf(buf, cap, "%s/pyc_%ld/", tmp, (long)own_pid());
+    int n = snprintf(buf, cap, "%s/pyc_%ld/", tmp, pyc_proc_self());
     return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 

@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,6 +198,38 @@ pyc_proc_private(long pid, unsigned long long *uss)
             *uss += strtoull(f + strlen(fields[i]), NULL, 10) * 1024;
     }
     return 0;
+}
+
+/* The pid pyc_proc_self answers: 0 when it is to be read again (at first, and in a new child), -1 when no
+ * fork handler could be registered (then never kept). */
+static _Atomic long self_pid;
+static pthread_once_t self_once = PTHREAD_ONCE_INIT;
+
+static void
+forget_self(void)
+{
+    atomic_store_explicit(&self_pid, 0, memory_order_relaxed);
+}
+
+static void
+watch_forks(void)
+{
+    if (pthread_atfork(NULL, NULL, forget_self) != 0)
+        atomic_store_explicit(&self_pid, -1, memory_order_relaxed);
+}
+
+long
+pyc_proc_self(void)
+{
+    pthread_once(&self_once, watch_forks);
+    long pid = atomic_load_explicit(&self_pid, memory_order_relaxed);
+    if (pid < 0)
+        return (long)syscall(SYS_getpid);
+    if (pid == 0) {
+        pid = (long)syscall(SYS_getpid);
+        atomic_store_explicit(&self_pid, pid, memory_order_relaxed);
+    }
+    return pid;
 }
 
 int

@@ -48,6 +48,12 @@ int pyc_proc_private(long pid, unsigned long long *uss);
 /* Reads a small file (most of /proc) into buf, NUL-terminated.  Returns the length, or -1. */
 long pyc_proc_read_small(const char *path, char *buf, unsigned long cap);
 
+/* This process's pid, kept after the first call instead of a getpid(2) each time (a system call costs
+ * 1.1 us on the 2-core reference VM, and the kernel asks per cell and libzmq per message: pidcache.h).  It
+ * is read again in the child of every fork(3): the first call registers a pthread_atfork child handler that
+ * forgets it.  A child made otherwise (a raw clone(2), vfork) sees its parent's pid.  Thread-safe. */
+long pyc_proc_self(void);
+
 /* pidfd_open(2) of pid (Linux 5.3 and later; close-on-exec): a descriptor that poll(2) finds readable once
  * the process has ended (exited or been killed, reaped or not).  Returns it, or -1 with errno (ENOSYS on an
  * older kernel, ESRCH when there is no such process). */

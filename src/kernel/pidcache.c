@@ -11,11 +11,11 @@
  * executable comes first in the lookup scope), glibc's own internal calls excepted.  A call whose return
  * address lies in libzmq's code gets the pid kept here, read once with the raw system call; every other
  * caller (Python's os.getpid, C extensions, pyc itself) still makes the system call, so that no code but
- * libzmq's fork check can be misled by the cache.  The cache is cleared in the child of every fork(3)
- * (pthread_atfork, registered before any other handler so that it runs first in the child), which is how
- * the kernel and Python make their children; a process made by a raw clone(2) that then used the parent's
- * libzmq state would see its parent's pid, as libzmq itself would have wanted to be told, but libzmq state is
- * not usable in such a child in any case.
+ * libzmq's fork check can be misled by the cache.  The cache is pyc_proc_self's (proc.h, which the kernel's
+ * cell file names use too), cleared in the child of every fork(3) by a pthread_atfork handler that
+ * pyc_pidcache_init has registered before any other, so that it runs first in the child.  fork(3) is how the
+ * kernel and Python make their children; a process made by a raw clone(2) that then used the parent's
+ * libzmq state would see its parent's pid, but libzmq state is not usable in such a child in any case.
  *
  * pyc_pidcache_init must run first thing in main, before any thread or fork.  Until it has run, and when
  * libzmq's code cannot be found, every call makes the system call.  This file is a library of its own
@@ -26,27 +26,18 @@
 
 #include <dlfcn.h>
 #include <link.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <zmq.h>
+
+#include "proc.h"
 
 /* libzmq 4's soname, under which the loader has it. */
 #define PYC_ZMQ_SONAME "libzmq.so.5"
 
 /* libzmq's executable segments, [lo, hi); both 0 until found. */
 static uintptr_t zmq_lo, zmq_hi;
-
-/* The pid, or 0 when it is to be read again (at first, and in a new child). */
-static _Atomic pid_t cached;
-
-static void
-forget_pid(void)
-{
-    atomic_store_explicit(&cached, 0, memory_order_relaxed);
-}
 
 /* dl_iterate_phdr's callback: records the executable segments of the shared object that holds *data.  The
  * program itself is skipped: in a program built without PIE, &zmq_msg_send is its own PLT entry. */
@@ -78,8 +69,7 @@ find_object(struct dl_phdr_info *info, size_t size, void *data)
 void
 pyc_pidcache_init(void)
 {
-    if (pthread_atfork(NULL, NULL, forget_pid) != 0)
-        return;                  /* no way to clear it in a child: never cache */
+    pyc_proc_self();             /* registers the cache's fork handler: first, as main's first call */
     /* libzmq's own address of one of its functions: asked of the library itself, since the program's
      * reference may be a PLT entry (above). */
     void *zmq = dlopen(PYC_ZMQ_SONAME, RTLD_LAZY | RTLD_NOLOAD);
@@ -94,14 +84,8 @@ pyc_pidcache_init(void)
 pid_t
 pyc_pidcache_pid(uintptr_t from)
 {
-    if (from >= zmq_lo && from < zmq_hi) {
-        pid_t pid = atomic_load_explicit(&cached, memory_order_relaxed);
-        if (pid == 0) {
-            pid = (pid_t)syscall(SYS_getpid);
-            atomic_store_explicit(&cached, pid, memory_order_relaxed);
-        }
-        return pid;
-    }
+    if (from >= zmq_lo && from < zmq_hi)
+        return (pid_t)pyc_proc_self();
     return (pid_t)syscall(SYS_getpid);
 }
 
