@@ -448,7 +448,9 @@ def _super(obj, p, cycle):
     p.end_group(8, ">")
 
 
-_RE_FLAGS = ("TEMPLATE", "IGNORECASE", "LOCALE", "MULTILINE", "DOTALL", "UNICODE", "VERBOSE", "DEBUG")
+# re.TEMPLATE is gone in Python 3.13 (deprecated since 3.11): only the flags this Python has are named.
+_RE_FLAGS = tuple(f for f in ("TEMPLATE", "IGNORECASE", "LOCALE", "MULTILINE", "DOTALL", "UNICODE", "VERBOSE",
+                              "DEBUG") if hasattr(re, f))
 
 
 def _pattern(obj, p, cycle):

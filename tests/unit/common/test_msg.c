@@ -187,11 +187,11 @@ parse_date(const char *d)
     tm.tm_hour = digits(d + 11, 2);
     tm.tm_min = digits(d + 14, 2);
     tm.tm_sec = digits(d + 17, 2);
-    assert_in_range(tm.tm_mon, 0, 11);
-    assert_in_range(tm.tm_mday, 1, 31);
-    assert_in_range(tm.tm_hour, 0, 23);
-    assert_in_range(tm.tm_min, 0, 59);
-    assert_in_range(tm.tm_sec, 0, 60);
+    assert_true(tm.tm_mon >= 0 && tm.tm_mon <= 11);
+    assert_true(tm.tm_mday >= 1 && tm.tm_mday <= 31);
+    assert_true(tm.tm_hour >= 0 && tm.tm_hour <= 23);
+    assert_true(tm.tm_min >= 0 && tm.tm_min <= 59);
+    assert_true(tm.tm_sec >= 0 && tm.tm_sec <= 60);
     return timegm(&tm);
 }
 
