@@ -423,6 +423,13 @@ def restore(client, name, timeout=30, reconnect=True):
     pid = reply["pid"]
     if reconnect:
         client.stop_channels()
+        # jupyter_client 8's stop_channels destroys the zmq context when the client made it itself (7.x leaves it
+        # open): the new channels need a live one, of the same kind (zmq.asyncio's for an asynchronous client),
+        # which the client then owns and destroys in turn.
+        if client.context.closed:
+            client.context = type(client.context)()
+            if hasattr(client, "_created_context"):
+                client._created_context = True
         # jupyter_client's channels cannot be started twice: new ones are made (the attributes its channel
         # properties fill on first use, in 7.x and 8.x)
         for attr in ("_shell_channel", "_iopub_channel", "_stdin_channel", "_hb_channel", "_control_channel"):
