@@ -17,6 +17,9 @@
  * --name python installs python3 (a kernelspec named python would never be started), and after writing,
  * install says when a kernelspec of the same name earlier on Jupyter's search path (JUPYTER_PATH, the user's
  * data dir, the environment's, /usr/local, /usr) shadows the one it wrote.
+ *
+ * pyc_install_python_env is the other side of the kernelspec that `pip install` writes: the kernel's
+ * --python-env, which finds the environment that kernelspec was installed into.
  */
 #include "install.h"
 #include "msg.h"
@@ -253,4 +256,52 @@ pyc_install_main(int argc, char **argv)
 out:
     json_decref(env);
     return rc;
+}
+
+/* path with its "." and "NAME/.." components taken out by name, as a shell's `cd` reads it, into out (cap
+ * bytes).  Returns 0, or -1 when path is not absolute or does not fit. */
+static int
+lexical_path(const char *path, char *out, size_t cap)
+{
+    size_t n = 0;
+    if (path[0] != '/' || strlen(path) >= cap)
+        return -1;
+    for (const char *p = path; *p != '\0';) {
+        while (*p == '/')
+            p++;
+        size_t len = strcspn(p, "/");
+        if (len == 2 && p[0] == '.' && p[1] == '.') {
+            while (n > 0 && out[--n] != '/')
+                continue;
+        } else if (len > 0 && !(len == 1 && p[0] == '.')) {
+            out[n++] = '/';
+            memcpy(out + n, p, len);
+            n += len;
+        }
+        p += len;
+    }
+    if (n == 0)
+        out[n++] = '/';
+    out[n] = '\0';
+    return 0;
+}
+
+/* DIR is named as given, with "." and ".." taken out by name, when that is the same folder: realpath(3) would
+ * also resolve the links that the path of a virtual environment may go through, and sys.prefix would then not
+ * be the path its user knows.  Otherwise (a link among the components that ".." goes back over) by its real
+ * path, which is where the kernel's own program was found. */
+int
+pyc_install_python_env(const char *dir, pyc_error_t *err)
+{
+    char real[PATH_MAX], lex[PATH_MAX], lex_real[PATH_MAX], cfg[PATH_MAX + 16];
+    if (realpath(dir, real) == NULL)
+        return pyc_error_set(err, "%s: %s", dir, strerror(errno));
+    const char *use = real;
+    if (lexical_path(dir, lex, sizeof lex) == 0 && realpath(lex, lex_real) != NULL && strcmp(lex_real, real) == 0)
+        use = lex;
+    pyc_pyenv_t env;
+    if (pyc_pyenv_read(use, &env, err) == 0)
+        return setenv("PYC_PYTHON_EXE", env.python, 1) == 0 ? 0 : pyc_error_set(err, "setenv: %s", strerror(errno));
+    snprintf(cfg, sizeof cfg, "%s/pyvenv.cfg", use);
+    return access(cfg, F_OK) == 0 ? -1 : 0;
 }

@@ -2,7 +2,7 @@
  * main.c -- the pyc-kernel program: arguments, wiring of the modules, the main loop and exit codes.
  *
  *   pyc-kernel -f CONNECTION_FILE [LIMITS] [--replay FILE] [--checkpoint-dir DIR | --no-checkpoint]
- *              [--snapshots N [--snapshot-memory SIZE]]
+ *              [--snapshots N [--snapshot-memory SIZE]] [--python-env DIR]
  *                                     run a kernel (what Jupyter starts, through kernel.json)
  *   pyc-kernel install [...]          install the kernelspec (see install.c)
  *   pyc-kernel gateway-launch [...]   the launcher of Enterprise Gateway and gateway_provisioners, which starts
@@ -17,7 +17,8 @@
  * (README, "Time travel").  IPython options a launcher appends (`--Class.trait=VALUE`, e.g.
  * nbclient's --HistoryManager.hist_file=:memory:) are taken out first: see take_traitlets_options.
  * PYC_SESSION (set by `pyc new`) names the `pyc` session this kernel is, which then writes the sessions'
- * event log beside its connection file.
+ * event log beside its connection file.  --python-env DIR runs the kernel in the Python environment DIR when
+ * DIR is one (install.h).
  *
  * Exit codes: 0 after a shutdown request, SIGTERM, an idle timeout, the end of the lifetime, or when the parent
  * named by JPY_PARENT_PID is gone; 1 when the kernel could not start (ports, Python); 2 for bad arguments or a bad
@@ -65,6 +66,7 @@ usage(FILE *f)
     fprintf(f, "usage: pyc-kernel -f CONNECTION_FILE [LIMIT OPTIONS] [--replay FILE]\n"
                "                  [--checkpoint-dir DIR | --no-checkpoint]\n"
                "                  [--snapshots N [--snapshot-memory SIZE]]   (a snapshot before each cell)\n"
+               "                  [--python-env DIR]   (run in the Python environment DIR, when it is one)\n"
                "       pyc-kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME]\n"
                "                          [--display-name TEXT] [--env NAME=VALUE]...\n"
                "       pyc-kernel gateway-launch --help   (a kernel in a pod or on a remote host, for\n"
@@ -563,7 +565,8 @@ main(int argc, char **argv)
     e = getenv("PYC_CHECKPOINT");
     ro.no_checkpoint = e != NULL && (strcmp(e, "0") == 0 || strcmp(e, "off") == 0 || strcmp(e, "no") == 0);
     /* The fixed options, then one per limit (limit.h's table). */
-    enum { OPT_CF, OPT_REPLAY, OPT_CHECKPOINT_DIR, OPT_NO_CHECKPOINT, OPT_SNAPSHOTS, OPT_SNAPSHOT_MEMORY, OPT_LIMITS };
+    enum { OPT_CF, OPT_REPLAY, OPT_CHECKPOINT_DIR, OPT_NO_CHECKPOINT, OPT_SNAPSHOTS, OPT_SNAPSHOT_MEMORY,
+           OPT_PYTHON_ENV, OPT_LIMITS };
     pyc_argspec_t specs[OPT_LIMITS + 16] = {
         {"connection-file", true, 'f'},
         {"replay", true, 0},
@@ -571,7 +574,9 @@ main(int argc, char **argv)
         {"no-checkpoint", false, 0},
         {"snapshots", true, 0},
         {"snapshot-memory", true, 0},
+        {"python-env", true, 0},
     };
+    const char *python_env = NULL;
     int nspecs = OPT_LIMITS, cap = (int)(sizeof specs / sizeof specs[0]);
     for (const pyc_limit_desc_t *d = pyc_limit_descs; d->option != NULL && nspecs < cap; d++)
         specs[nspecs++] = (pyc_argspec_t){d->option, true, 0};
@@ -613,6 +618,9 @@ main(int argc, char **argv)
         case OPT_SNAPSHOT_MEMORY:
             setenv("PYC_SNAPSHOT_MEMORY", v, 1);
             break;
+        case OPT_PYTHON_ENV:
+            python_env = v;
+            break;
         default:
             if (pyc_limits_set(&ro.limits, specs[k].name, v, &err) < 0) {
                 pyc_log("%s", err.text);
@@ -623,6 +631,10 @@ main(int argc, char **argv)
     if (cf == NULL) {
         usage(stderr);
         return 2;
+    }
+    if (python_env != NULL && pyc_install_python_env(python_env, &err) < 0) {
+        pyc_log("--python-env: %s", err.text);
+        return 2;                /* like a bad PYC_PYTHON_EXE: nothing will make this start work */
     }
     /* Under a memory cap, each thread's malloc arena would reserve 64 MB of the address space it counts. */
     if (ro.limits.memory > 0)
