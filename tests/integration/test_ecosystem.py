@@ -162,8 +162,25 @@ needs = {name: pytest.mark.skipif(importlib.util.find_spec(name) is None, reason
 def test_get_ipython_is_a_kernel_shell(kc):
     text = result_text(ok(kc, "ip = get_ipython()\n"
                               "(type(ip).__name__, 'IPKernelApp' in ip.config, ip is __import__('IPython')"
-                              ".get_ipython(), hasattr(ip.kernel, 'comm_manager'))"))
-    assert text == "('ZMQInteractiveShell', True, True, True)"
+                              ".get_ipython(), hasattr(ip.kernel, 'comm_manager'), "
+                              "__import__('sys').modules['ipykernel.zmqshell'].ZMQInteractiveShell is type(ip))"))
+    assert text == "('ZMQInteractiveShell', True, True, True, True)"
+
+
+@needs["IPython"]
+def test_results_carry_the_cells_count_under_the_shell(kc):
+    """With IPython's shell in place, a result's execution_count, Out[N] and _N are the cell's N, in the cell
+    that imports IPython and after it: IPython 8 counts the running cell as shell.execution_count, 9 as
+    execution_count - 1 (it adds one before the cell runs), and the kernel follows whichever is there."""
+    reply, msgs = execute(kc, "import IPython\n'first'")
+    n = reply["content"]["execution_count"]
+    assert outputs(msgs, "execute_result")[0]["content"]["execution_count"] == n
+    reply, msgs = execute(kc, "get_ipython().execution_count, get_ipython().displayhook.prompt_count")
+    m = reply["content"]["execution_count"]
+    assert m == n + 1 and outputs(msgs, "execute_result")[0]["content"]["execution_count"] == m
+    shell_count, prompt_count = eval(result_text(msgs))
+    assert prompt_count == m and shell_count in (m, m + 1)
+    assert eval_value(kc, "Out[%d], _%d" % (n, n)) == "('first', 'first')"
 
 
 @needs["IPython"]

@@ -118,8 +118,22 @@ class ZMQInteractiveShell(InteractiveShell):
 
     # -- the kernel's calls around each cell
 
+    def pyc_set_count(self, count):
+        """Makes the shell's execution_count say that cell count is the one running, in the convention of
+        this IPython: 8 adds one to it after a cell has run (the running cell is execution_count), 9 before
+        (the running cell is execution_count - 1, the number its displayhook's prompt_count, Out[N], _N and
+        the history's outputs use).  Probed once on the displayhook, not by version number."""
+        ahead = getattr(self, "_pyc_ahead", None)
+        if ahead is None:
+            saved = self.execution_count
+            self.execution_count = 10
+            ahead = self._pyc_ahead = self.displayhook.prompt_count == 9
+            self.execution_count = saved
+        self.execution_count = count + 1 if ahead else count
+
     def pyc_pre_cell(self, count, code, store_history):
-        self.execution_count = count
+        self.pyc_set_count(count)
+        self._pyc_count = count
         self._pyc_info = ExecutionInfo(code, store_history, False, True, None)
         if store_history:
             self.history_manager.store_inputs(count, code, code)
@@ -129,7 +143,7 @@ class ZMQInteractiveShell(InteractiveShell):
 
     def pyc_post_cell(self, ok, error):
         result = ExecutionResult(self._pyc_info)
-        result.execution_count = self.execution_count
+        result.execution_count = getattr(self, "_pyc_count", self.execution_count)
         result.error_in_exec = error
         self.last_execution_succeeded = bool(ok)
         self.last_execution_result = result
@@ -172,7 +186,12 @@ def attach():
         shell.history_manager.input_hist_raw[:] = kept["In"]
     if isinstance(kept["Out"], dict):
         shell.history_manager.output_hist.update(kept["Out"])
-    shell.execution_count = _shell.count
+    shell.pyc_set_count(_shell.count)
+    # Where libraries look for a kernel's shell (tqdm.autonotebook tests "ipykernel.zmqshell" in sys.modules).
+    if "ipykernel.zmqshell" not in sys.modules:
+        import importlib
+
+        sys.modules["ipykernel.zmqshell"] = importlib.import_module("pyc._ipykernel_zmqshell")
     hook = shell.displayhook
     hook._, hook.__, hook.___ = (ns.get(name, "") for name in ("_", "__", "___"))
     sys.displayhook = hook
