@@ -16,8 +16,9 @@ The finder also
     imported write to the cell that started them (pyc._threads);
   * imports IPython, when it is installed, before modules that look for it in sys.modules instead of
     importing it (BEFORE: tqdm.auto chooses its notebook bar so);
-  * serves pyc's own module for ipykernel.comm (SERVED: ipywidgets 6 imports Comm from there, and the real
-    one needs a running ipykernel);
+  * serves pyc's own modules for ipykernel.comm and ipykernel.zmqshell (SERVED: ipywidgets 6 imports Comm
+    from the first, libraries look for the kernel's shell in the second, and the real ones need a running
+    ipykernel);
   * shows, in after_cell (run by the kernel after every cell), the figures a cell left open.
 """
 
@@ -28,7 +29,7 @@ import sys as _sys
 AFTER = {"comm": ("pyc._comm", "hook_comm_package"), "IPython": ("pyc._ipython", "attach_after_import"),
          "asyncio": ("pyc._asyncio", "install"), "threading": ("pyc._threads", "install")}
 BEFORE = {"tqdm.autonotebook": "IPython"}
-SERVED = {"ipykernel.comm": "pyc/_ipykernel_comm.py"}
+SERVED = {"ipykernel.comm": "pyc/_ipykernel_comm.py", "ipykernel.zmqshell": "pyc/_ipykernel_zmqshell.py"}
 
 
 class PycFinder:
