@@ -86,6 +86,7 @@ def test_class(ns):
     assert "Subclasses:     Small" in t
     t = _text("Thing", ns, level=1)
     assert "class Thing:" in t
+    assert "__main__.py" not in t       # __main__ is pytest's here: its __file__ is no cell
 
 
 def test_instance(ns):

@@ -127,6 +127,19 @@ def _own_doc(obj):
 def _source_of(obj):
     import inspect as std
 
+    if isinstance(obj, type) and getattr(obj, "__module__", None) == "__main__":
+        # A class of the session is found by the file of its methods first: inspect looks in its module's
+        # __file__ (from Python 3.13 on at its __firstlineno__), and __main__'s __file__ is not the cell the
+        # class was defined in (under `python -m pytest` it is pytest's __main__.py, after %run the
+        # script's).  What inspect finds is taken only when it defines a class of that name.
+        source = _class_source(obj)
+        if source is not None:
+            return source
+        try:
+            source = std.getsource(obj)
+        except Exception:
+            return None
+        return source if re.search(r"^\s*class\s+%s\b" % re.escape(obj.__name__), source, re.M) else None
     try:
         return std.getsource(obj)
     except Exception:
@@ -137,18 +150,14 @@ def _source_of(obj):
 
 
 def _class_source(cls):
-    """The source of a class that inspect cannot find (before Python 3.13, a class defined in a cell, whose
-    module __main__ has no file): the ClassDef, in the file of one of its functions, that holds it."""
+    """The source of a class in the file of one of its functions: the innermost ClassDef of that name that
+    holds the function's first line (a class defined in a cell, whose module __main__ has no file of its own,
+    included)."""
     import ast
     import linecache
-    import types
 
-    for v in vars(cls).values():
-        v = getattr(v, "__func__", None) or getattr(v, "fget", None) or v
-        if isinstance(v, types.FunctionType):
-            code = v.__code__
-            break
-    else:
+    code = _method_code(cls)
+    if code is None:
         return None
     lines = linecache.getlines(code.co_filename)
     if not lines:
@@ -172,9 +181,26 @@ def _class_source(cls):
     return "".join(lines[first - 1 : best.end_lineno])
 
 
+def _method_code(cls):
+    """The code of the first function defined in cls's body (plain, class- or static method, property), or
+    None."""
+    import types
+
+    for v in vars(cls).values():
+        v = getattr(v, "__func__", None) or getattr(v, "fget", None) or v
+        if isinstance(v, types.FunctionType):
+            return v.__code__
+    return None
+
+
 def _file_of(obj):
     import inspect as std
 
+    if isinstance(obj, type) and getattr(obj, "__module__", None) == "__main__":
+        # as in _source_of: the file of its methods, not __main__'s __file__
+        code = _method_code(obj)
+        f = code.co_filename if code is not None else None
+        return f if f and not f.startswith("<") else None
     try:
         f = std.getsourcefile(obj) or std.getfile(obj)
     except Exception:
