@@ -202,19 +202,29 @@ class KernelWebSocket:
 
     def close(self):
         if self.conn is not None:
-            self.conn.close()
-            self.conn = None
+            conn, self.conn = self.conn, None
+
+            async def close():
+                conn.close()
+
+            self._run(close)
         if not self.loop.is_closed():
             self.loop.run_until_complete(asyncio.sleep(0))
             self.loop.close()
 
     def _run(self, start, timeout=None):
-        """Runs start() (which returns an awaitable) on this client's loop, within timeout seconds."""
+        """Runs start() (which returns an awaitable) on this client's loop, within timeout seconds.  Every call
+        into tornado goes through here: tornado's streams find their loop as the running one, and outside a
+        running loop Python 3.14 has no current one to give them (RuntimeError)."""
 
         async def run():
             return await asyncio.wait_for(start(), timeout or self.timeout)
 
         return self.loop.run_until_complete(run())
+
+    def write(self, msg):
+        """Sends msg (a dict) as one JSON text message, and waits until it is written."""
+        self._run(lambda: self.conn.write_message(json.dumps(msg)))
 
     def message(self, msg_type, content, channel="shell"):
         return {
@@ -235,7 +245,7 @@ class KernelWebSocket:
 
     def send(self, msg_type, content, channel="shell"):
         msg = self.message(msg_type, content, channel)
-        self.conn.write_message(json.dumps(msg))
+        self.write(msg)
         return msg["header"]["msg_id"]
 
     def recv(self, timeout=None):

@@ -62,7 +62,7 @@ def block(ws, code, stop_at="idle", timeout=60, metadata=None):
     msg = ws.message("execute_request", {"code": code, "silent": False, "store_history": True,
                                          "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
     msg["metadata"] = metadata or {}
-    ws.conn.write_message(json.dumps(msg))
+    ws.write(msg)
     msg_id = msg["header"]["msg_id"]
     deadline = time.monotonic() + timeout
     reply, outputs, idle = None, [], False
