@@ -152,6 +152,8 @@ void
 pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
 {
     pyc_guard_activity(k->guard);
+    if (k->complete_warm == 1)
+        k->complete_warm_since = pyc_now_ns();      /* the completer's warm-up waits for a pause */
     /* The rows of the cells before this request, when the kernel did not go idle after them (a pipelined burst):
      * committed within PYC_PERSIST_BATCH_MS even if this request runs long. */
     pyc__history_kick(k, false);

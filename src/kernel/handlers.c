@@ -129,6 +129,11 @@ pyc__on_complete(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         python_begin(k, chan, PYC_LIMITS_REQUEST_TIMEOUT);
         content = pyc_py_complete(code, pos);
         content = python_end_reply(k, msg, content);
+        /* A frontend that completes: the completer is warmed in the next pause (pyc_kernel_idle). */
+        if (k->complete_warm == 0 && pyc__subshell_request() == NULL) {
+            k->complete_warm = 1;
+            k->complete_warm_since = pyc_now_ns();
+        }
     }
     pyc__reply(k, chan, msg, "complete_reply", NULL, content);
 }

@@ -254,6 +254,8 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     k->hard_exit_ctx = cfg->hard_exit_ctx;
     k->flush_io = cfg->flush_io;
     k->flush_io_ctx = cfg->flush_io_ctx;
+    k->complete_warm_quiet_ms =
+        cfg->complete_warm_quiet_ms > 0 ? cfg->complete_warm_quiet_ms : PYC_COMPLETE_WARM_QUIET_MS;
     pyc_guard_callbacks_t gcb = pyc__guard_callbacks(k);
     k->guard = pyc_guard_new(&k->limits, &gcb, err);
     if (k->guard != NULL)
@@ -463,6 +465,18 @@ pyc_kernel_idle(pyc_kernel_t *k)
         again_ms = CHILDREN_LOOK_MS;
     pyc__reap_subshells(k);
     pyc__history_kick(k, true);   /* the writer thread retries a locked history file by itself */
+    if (k->complete_warm == 1) {
+        /* After the first complete_request, in a pause of the requests: later Tabs find jedi warm (py.h). */
+        long left = k->complete_warm_quiet_ms - pyc_ms_since(k->complete_warm_since);
+        if (left <= 0) {
+            k->complete_warm = 2;
+            pyc_py_enter();
+            pyc_py_complete_warm_up();
+            pyc_py_leave();
+        } else if (again_ms < 0 || left < again_ms) {
+            again_ms = (int)left;
+        }
+    }
     return again_ms;
 }
 

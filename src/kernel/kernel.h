@@ -108,7 +108,16 @@ typedef struct pyc_kernel_config {
      * its messages, since the process dies next and a message still queued would be lost.  May be NULL. */
     void (*flush_io)(void *ctx);
     void *flush_io_ctx;
+    /* How long the kernel must have had no request before it warms the completer, after the first
+     * complete_request (pyc_kernel_idle); 0: PYC_COMPLETE_WARM_QUIET_MS. */
+    int complete_warm_quiet_ms;
 } pyc_kernel_config_t;
+
+/* The completer's warm-up (py.h, pyc_py_complete_warm_up) holds the main thread for up to 1.3 s, and
+ * JupyterLab drops a completion answered after 1 s: it waits for a pause of this long in the requests, when
+ * the user is reading or typing rather than pressing Tab (until then the standard library's completer
+ * answers first, in milliseconds). */
+#define PYC_COMPLETE_WARM_QUIET_MS 2000
 
 pyc_kernel_t *pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err);
 void pyc_kernel_destroy(pyc_kernel_t **k_p);
@@ -158,7 +167,8 @@ void pyc_kernel_unsubscribed(void *k);
 void pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg);
 
 /* Main thread: the kernel is about to wait for requests (none is queued): commits the history batch, reaps
- * forked sessions that ended and joins deleted subshells.  Returns how long the wait may last before this
+ * forked sessions that ended, joins deleted subshells, and once, after the first complete_request and a
+ * pause in the requests (PYC_COMPLETE_WARM_QUIET_MS), warms the completer.  Returns how long the wait may last before this
  * is called again, in ms (a history file locked by another kernel is tried again; a forked session without
  * a pidfd is looked at now and then), or -1: until a request comes, or pyc_kernel_wait_fd is readable, or
  * wake_main is called. */

@@ -24,8 +24,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "checkpoint.h"
+#include "clock.h"
 #include "events.h"
 #include "guard.h"
 #include "history.h"
@@ -124,6 +126,9 @@ struct pyc_kernel {
     char *kernel_info;           /* owned: the kernel_info_reply content, made by pyc_kernel_starting */
     pyc_history_t *history;      /* owned; opened on first use (pyc__history); NULL when it could not be */
     bool history_tried;
+    int complete_warm;           /* 0: no complete_request yet, 1: the completer to warm when idle, 2: done */
+    uint64_t complete_warm_since;/* pyc_now_ns of the last request while complete_warm is 1 */
+    int complete_warm_quiet_ms;  /* the pause in the requests the warm-up waits for */
     int history_continue;        /* the history session to write on (a restored kernel's), 0: a new one */
     pyc_persist_t *persist;      /* owned: the thread that commits the history (persist.h) */
     int history_unkicked;        /* rows queued since the writer was last kicked now (pyc__history_kick) */

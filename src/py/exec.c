@@ -182,9 +182,20 @@ pyc_py_complete(const char *code, long cursor_pos)
 {
     PyObject *main = PyImport_AddModule("__main__");
     PyObject *args = Py_BuildValue("(slO)", code, cursor_pos, PyModule_GetDict(main));
-    PyObject *r = args != NULL ? call_support("pyc._complete", "complete", args) : NULL;
+    PyObject *r = args != NULL ? call_support("pyc._complete", "request", args) : NULL;
     Py_XDECREF(args);
     return support_reply(r);
+}
+
+void
+pyc_py_complete_warm_up(void)
+{
+    /* warm_up catches what jedi raises; what is left (no pyc._complete) only means a completer that stays
+     * cold, and this runs between requests, where there is no cell to report to. */
+    PyObject *r = call_support("pyc._complete", "warm_up", NULL);
+    if (r == NULL)
+        PyErr_Clear();
+    Py_XDECREF(r);
 }
 
 json_t *

@@ -145,6 +145,11 @@ void pyc_py_async_step(void);
 json_t *pyc_py_complete(const char *code, long cursor_pos);
 json_t *pyc_py_inspect(const char *code, long cursor_pos, int detail_level);
 
+/* Makes the completer's next answers quick (pyc._complete.warm_up: jedi's first completion parses its
+ * stubs, over a second on some Pythons); until then complete_request is answered by the standard library's
+ * completer first.  The kernel calls it once, idle, after its first complete_request. */
+void pyc_py_complete_warm_up(void);
+
 /* Hands comm_open, comm_msg or comm_close from the frontend to pyc._comm; problems are printed to the
  * cell's stderr, never raised.  The message's buffers reach Python as writable memoryviews of the received
  * frames, not copies: they take a hold on the frames' storage (pyc_msg_hold), so msg may be destroyed as

@@ -273,6 +273,34 @@ def test_jedi_failure_falls_back_to_stdlib(monkeypatch):
     assert "path" in r["matches"]
 
 
+def test_request_asks_the_stdlib_first_while_jedi_is_cold(monkeypatch):
+    """complete_request before jedi has completed once: the standard library answers (in milliseconds, where
+    jedi's first completion can take over JupyterLab's 1 s), jedi only when it finds nothing; after
+    warm_up, jedi first."""
+    monkeypatch.delenv("PYC_NO_JEDI", raising=False)
+    monkeypatch.setattr(_complete, "_jedi_warm", False)
+    calls = []
+    real = _complete._jedi_items
+
+    def recording(*a, **k):
+        calls.append(a[0])
+        return real(*a, **k)
+
+    monkeypatch.setattr(_complete, "_jedi_items", recording)
+    assert "print" in _complete.request("pri", 3, _ns())["matches"]
+    assert "path" in _complete.request("os.pa", 5, _ns())["matches"]
+    assert calls == [] and _complete._jedi_warm is False
+    # nothing the standard library knows (a name the cell defines, not yet run): jedi answers, and is warm
+    code = "word = 'abc'\nword.upp"
+    assert "upper" in _complete.request(code, len(code), _ns())["matches"]
+    assert calls == [code] and _complete._jedi_warm is True
+    monkeypatch.setattr(_complete, "_jedi_warm", False)
+    assert _complete.warm_up() is True and _complete._jedi_warm is True
+    calls.clear()
+    assert "print" in _complete.request("pri", 3, _ns())["matches"]
+    assert calls == ["pri"]
+
+
 def test_no_jedi_env_means_no_jedi(monkeypatch):
     monkeypatch.setenv("PYC_NO_JEDI", "1")
 

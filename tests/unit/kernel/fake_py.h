@@ -16,5 +16,6 @@ void fake_py_set_host(const pyc_py_host_t *h);
 int fake_py_depth(void);
 
 extern int fake_py_executed;
+extern int fake_py_warm_ups; /* pyc_py_complete_warm_up calls */
 
 #endif

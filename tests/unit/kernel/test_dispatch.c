@@ -28,6 +28,9 @@
 
 #define MAX_SENT 256
 
+/* The completer warm-up's pause in this test (the kernel's is PYC_COMPLETE_WARM_QUIET_MS). */
+#define WARM_QUIET_MS 200
+
 typedef struct sent {
     int chan;
     pyc_msg_t *msg;              /* decoded */
@@ -246,7 +249,8 @@ setup(void **state)
     pyc_limits_t limits;
     pyc_limits_init(&limits);
     limits.output_bytes = 1000;
-    pyc_kernel_config_t kc = {.io = &fio.io, .auth = auth, .cf = &cf, .limits = &limits};
+    pyc_kernel_config_t kc = {.io = &fio.io, .auth = auth, .cf = &cf, .limits = &limits,
+                              .complete_warm_quiet_ms = WARM_QUIET_MS};
     kernel = pyc_kernel_new(&kc, &err);
     if (kernel == NULL)
         fail_msg("pyc_kernel_new: %s", err.text);
@@ -289,6 +293,40 @@ test_busy_reply_idle(void **state)
     /* On control, through the main thread too (a request the control thread hands on). */
     handle(request("complete_request", json_pack("{s:s}", "code", "ab"), NULL), PYC_CHAN_CONTROL, id, sizeof id);
     assert_string_equal(trace_of(id, trace, sizeof trace), "iopub:busy control:complete_reply iopub:idle");
+}
+
+/* The completer is warmed once, idle, after the first complete_request and a pause of the requests (here
+ * WARM_QUIET_MS): not before (a kernel whose frontend never completes does not pay for jedi), not while
+ * requests keep coming, and not twice. */
+static void
+test_completer_warmed_once_after_the_first_completion(void **state)
+{
+    (void)state;
+    char id[64];
+    int before = fake_py_warm_ups;
+    handle(request("kernel_info_request", NULL, NULL), PYC_CHAN_SHELL, id, sizeof id);
+    handle(execute_request("print:1", NULL), PYC_CHAN_SHELL, id, sizeof id);
+    assert_int_equal(pyc_kernel_idle(kernel), -1);         /* nothing to wait for */
+    assert_int_equal(fake_py_warm_ups, before);
+    handle(request("complete_request", json_pack("{s:s}", "code", "pri"), NULL), PYC_CHAN_SHELL, id, sizeof id);
+    assert_non_null(find_sent(id, "complete_reply"));
+    int again = pyc_kernel_idle(kernel);                    /* the pause has not come yet: ask again then */
+    assert_true(again > 0 && again <= WARM_QUIET_MS);
+    assert_int_equal(fake_py_warm_ups, before);
+    /* A request in the pause starts it over. */
+    usleep(WARM_QUIET_MS * 600);
+    handle(request("kernel_info_request", NULL, NULL), PYC_CHAN_SHELL, id, sizeof id);
+    again = pyc_kernel_idle(kernel);
+    assert_true(again > WARM_QUIET_MS / 2 && again <= WARM_QUIET_MS);
+    assert_int_equal(fake_py_warm_ups, before);
+    usleep((useconds_t)again * 1000 + 5000);
+    assert_int_equal(pyc_kernel_idle(kernel), -1);
+    assert_int_equal(fake_py_warm_ups, before + 1);
+    assert_int_equal(fake_py_depth(), 0);
+    handle(request("complete_request", json_pack("{s:s}", "code", "os.pa"), NULL), PYC_CHAN_SHELL, id,
+           sizeof id);
+    assert_int_equal(pyc_kernel_idle(kernel), -1);
+    assert_int_equal(fake_py_warm_ups, before + 1);
 }
 
 static void
@@ -504,6 +542,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_busy_reply_idle, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_completer_warmed_once_after_the_first_completion, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_and_bad_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(test_execute_counts_and_outputs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_aborts_queued_execute_requests, setup, teardown),
