@@ -168,10 +168,10 @@ void pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg);
 
 /* Main thread: the kernel is about to wait for requests (none is queued): commits the history batch, reaps
  * forked sessions that ended, joins deleted subshells, and once, after the first complete_request and a
- * pause in the requests (PYC_COMPLETE_WARM_QUIET_MS), warms the completer.  Returns how long the wait may last before this
- * is called again, in ms (a history file locked by another kernel is tried again; a forked session without
- * a pidfd is looked at now and then), or -1: until a request comes, or pyc_kernel_wait_fd is readable, or
- * wake_main is called. */
+ * pause in the requests (PYC_COMPLETE_WARM_QUIET_MS), warms the completer.  Returns how long the wait may
+ * last before this is called again, in ms (a history file locked by another kernel is tried again; a forked
+ * session without a pidfd is looked at now and then; the pause is not over yet), or -1: until a request
+ * comes, or pyc_kernel_wait_fd is readable, or wake_main is called. */
 int pyc_kernel_idle(pyc_kernel_t *k);
 
 /* Main thread: a descriptor to watch while waiting for requests, readable when pyc_kernel_idle has work (a
