@@ -1,7 +1,7 @@
-// Drives the classic Jupyter Notebook page in Debian's headless Chromium with playwright-core:
+// Drives the classic Jupyter Notebook 6 page in Debian's headless Chromium with playwright-core:
 // opens a notebook, runs its cells one by one with Shift+Enter, answers the input() prompt by typing into the
 // input box, and prints (one JSON line on stdout) what the page shows for each cell.  The assertions are
-// made by tests/clients/test_notebook_browser.py.
+// made by tests/clients/test_notebook_browser.py (lab.mjs drives Notebook 7 and JupyterLab).
 //
 // Usage: node notebook.mjs <config.json>
 //   config: { url, chromium, userDataDir, screenshot, answer, timeoutMs, reconnectAfter: [cell index, ...] }
@@ -27,6 +27,39 @@ function left() {
 
 // What each code cell shows, read from the DOM (not from the notebook model).
 function readCells() {
+  // How a slider or progress bar widget is drawn: the size of its track (bar) and handle (filled part),
+  // and where the handle's centre (the fill's end) is along the track, from 0 to 1 (at: as drawn;
+  // modelAt: as the view set it).
+  const widgetGeometry = (w) => {
+    const box = (sel) => {
+      const e = w.querySelector(sel);
+      if (!e) return null;
+      const r = e.getBoundingClientRect();
+      return { left: r.left, width: r.width, height: r.height };
+    };
+    const track = box('.slider') || box('.progress');
+    const knob = box('.noUi-handle, .ui-slider-handle') || box('.progress-bar');
+    // where the view put it, from its attributes and inline styles (there without the stylesheet too): a
+    // noUiSlider handle's aria-valuenow (ipywidgets 8), a jQuery UI handle's left (6), the fill's width
+    const handle = w.querySelector('.noUi-handle, .ui-slider-handle');
+    const fill = w.querySelector('.progress-bar');
+    let modelAt = null;
+    if (handle && handle.hasAttribute('aria-valuenow')) {
+      const [v, lo, hi] = ['now', 'min', 'max'].map((k) => parseFloat(handle.getAttribute('aria-value' + k)));
+      modelAt = (v - lo) / (hi - lo);
+    } else if (handle && handle.style.left.endsWith('%')) {
+      modelAt = parseFloat(handle.style.left) / 100;
+    } else if (fill && fill.style.width.endsWith('%')) {
+      modelAt = parseFloat(fill.style.width) / 100;
+    }
+    const g = { track, knob, at: null, modelAt };
+    if (track && knob && track.width > 0) {
+      const end = w.querySelector('.progress-bar') ? knob.left + knob.width : knob.left + knob.width / 2;
+      g.at = Math.round((100 * (end - track.left)) / track.width) / 100;
+    }
+    return g;
+  };
+
   const cells = [];
   for (const cell of document.querySelectorAll('#notebook-container .cell')) {
     if (!cell.classList.contains('code_cell')) continue;
@@ -48,8 +81,11 @@ function readCells() {
         naturalWidth: img.naturalWidth,
         naturalHeight: img.naturalHeight,
       }));
+      const classes = sub ? sub.className : '';
       areas.push({
-        classes: sub ? sub.className : '',
+        classes,
+        error: /\boutput_error\b/.test(classes),
+        html: /\boutput_html\b/.test(classes),
         text: area.innerText,
         tables,
         imgs,
@@ -58,14 +94,20 @@ function readCells() {
         rawInput: !!area.querySelector('input.raw_input'),
       });
     }
-    // ipywidgets 6 shows its views in the cell's widget area, below the outputs: their kind (from the class
-    // names), their text and the value they show
-    const widgets = [...cell.querySelectorAll('.widget-area .widget-hslider, .widget-area .widget-hprogress')].map(
+    // ipywidgets 6 shows its views in the cell's widget area, below the outputs, ipywidgets 8 in the output
+    // area: their kind (from the class names), their text and the value they show
+    const widgets = [
+      ...cell.querySelectorAll(
+        '.widget-area .widget-hslider, .widget-area .widget-hprogress, ' +
+          '.output_area .widget-hslider, .output_area .widget-hprogress',
+      ),
+    ].map(
       (w) => ({
         classes: w.className,
         text: w.innerText.trim(),
         readout: ((w.querySelector('.widget-readout') || {}).innerText || '').trim(),
         boxText: (w.closest('.widget-hbox, .widget-box') || w).innerText.trim(),
+        drawn: widgetGeometry(w),
       }),
     );
     cells.push({
