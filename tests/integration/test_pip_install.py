@@ -250,8 +250,11 @@ def test_pip_install_into_a_venv_then_uninstall(tmp_path):
     assert not (venv / "share" / "jupyter" / "kernels" / "pyc").exists()
     assert not os.path.exists(os.path.join(site, "pyc_client"))
     assert not [n for n in os.listdir(site) if n.startswith("pyc-")], os.listdir(site)
+    # The environment's Jupyter no longer lists the environment's pyc (a pyc installed system-wide, as README's
+    # quick start does under /usr/local, may still be listed: it is not this one).
     p = run([py, "-m", "jupyter_client.kernelspecapp", "list", "--json"], 60, env=env)
-    assert "pyc" not in json.loads(p.stdout[p.stdout.index("{"):])["kernelspecs"]
+    left = json.loads(p.stdout[p.stdout.index("{"):])["kernelspecs"].get("pyc")
+    assert left is None or not left["resource_dir"].startswith(str(venv)), left
 
 
 if __name__ == "__main__":
