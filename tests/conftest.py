@@ -89,12 +89,27 @@ def _module_kernel():
     holder.close()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when == "call":
+        # failed, or failed as expected (xfail)
+        item.pyc_call_failed = rep.failed or hasattr(rep, "wasxfail")
+
+
 @pytest.fixture
-def kernel(_module_kernel):
-    """The module's shared pyc kernel (a pyctest.Kernel): km, kc, stderr()..."""
+def kernel(request, _module_kernel):
+    """The module's shared pyc kernel (a pyctest.Kernel): km, kc, stderr()...  A test that failed (or failed
+    as expected) leaves it in a state nobody knows -- a cell that never ended, say, whose wait would fail every
+    later test of the module -- so the next test gets another one."""
     k = _module_kernel.get()
     pyctest.drain(k.kc, "iopub", quiet=0.01)
-    return k
+    pyctest.drain(k.kc, "shell", quiet=0.01)     # a new kernel's: replies to wait_for_ready's extra kernel_infos
+    yield k
+    if getattr(request.node, "pyc_call_failed", False) and _module_kernel.kernel is k:
+        _module_kernel.kernel = None
+        k.shutdown(now=True)
 
 
 @pytest.fixture

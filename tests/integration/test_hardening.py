@@ -53,6 +53,9 @@ def test_shared_history_file_never_stalls_the_other_kernel(tmp_path):
 # ---- 2. forks made by user code ---------------------------------------------------------------------------
 
 
+# ipykernel (6.17 and 7.2) hangs here: a child forked while the thread is in print() inherits the lock of
+# ipykernel's OutStream held (7.2: _buffer_lock), blocks on it in its own print() for ever, and the cell's
+# waitpid with it.  The module's next test then gets a kernel of its own (conftest.py).
 @ipykernel_falls_short
 def test_user_forks_with_a_printing_thread_never_hang_and_their_output_reaches_the_cell(kc):
     """50 os.fork() while another thread prints without pause: no child inherits a lock held by that thread
