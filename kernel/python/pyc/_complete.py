@@ -6,19 +6,19 @@ protocol counts them) and, as IPython sends, metadata["_jupyter_types_experiment
 and signature.
 
 jedi is used when it is importable and the environment variable PYC_NO_JEDI is unset (or "0"); when jedi is
-missing, raises, or finds nothing, a completer built on the standard library takes over.
+missing, raises, or finds nothing, a completer built on the standard library takes over.  It knows names
+(the namespace, builtins, keywords), attributes of objects reachable without calling anything (`os.pa`,
+`d['k'].up`), dict keys (`d['ke`), keyword arguments of the call around the cursor, modules and their
+names in import statements, file paths inside strings, and pyc's magics (`%ti`).  complete() never
+raises: on any failure the reply has no matches and cursor_start == cursor_end == cursor_pos.
 
 request() is the kernel's complete_request.  jedi's first completion in a process is slow: it parses the
 typeshed stubs and typing modules it needs (1.1-1.3 s with jedi 0.20 on Python 3.14, 0.4 s on 3.11), and
 JupyterLab waits 1000 ms for a completion provider, then drops its answer (Tab showed nothing).  So until
 jedi has completed once (warm_up, or a completion the standard library could not answer), request() asks
 the standard library first, which answers in milliseconds, and jedi only when it finds nothing; the kernel
-runs warm_up() when it goes idle after the first complete_request, so that jedi's memory (about 35 MB) and
-its warm-up are paid only by sessions whose frontend completes.  It knows names
-(the namespace, builtins, keywords), attributes of objects reachable without calling anything (`os.pa`,
-`d['k'].up`), dict keys (`d['ke`), keyword arguments of the call around the cursor, modules and their
-names in import statements, file paths inside strings, and pyc's magics (`%ti`).  complete() never
-raises: on any failure the reply has no matches and cursor_start == cursor_end == cursor_pos.
+runs warm_up() after the first complete_request, in a pause of the requests, so that jedi's memory (about
+35 MB) and its warm-up are paid only by sessions whose frontend completes.
 """
 
 import os

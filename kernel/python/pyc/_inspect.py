@@ -127,7 +127,7 @@ def _own_doc(obj):
 def _source_of(obj):
     import inspect as std
 
-    if isinstance(obj, type) and getattr(obj, "__module__", None) == "__main__":
+    if _session_class(obj):
         # A class of the session is found by the file of its methods first: inspect looks in its module's
         # __file__ (from Python 3.13 on at its __firstlineno__), and __main__'s __file__ is not the cell the
         # class was defined in (under `python -m pytest` it is pytest's __main__.py, after %run the
@@ -181,6 +181,11 @@ def _class_source(cls):
     return "".join(lines[first - 1 : best.end_lineno])
 
 
+def _session_class(obj):
+    """Whether obj is a class defined in the session (module __main__), whose file inspect cannot know."""
+    return isinstance(obj, type) and getattr(obj, "__module__", None) == "__main__"
+
+
 def _method_code(cls):
     """The code of the first function defined in cls's body (plain, class- or static method, property), or
     None."""
@@ -196,7 +201,7 @@ def _method_code(cls):
 def _file_of(obj):
     import inspect as std
 
-    if isinstance(obj, type) and getattr(obj, "__module__", None) == "__main__":
+    if _session_class(obj):
         # as in _source_of: the file of its methods, not __main__'s __file__
         code = _method_code(obj)
         f = code.co_filename if code is not None else None
