@@ -1,5 +1,5 @@
 /*
- * lastline.c -- see lastline.h.  One pass over the text, never reading past code[len - 1]: a cell of 10 kB
+ * lastline.c -- see lastline.h.  One pass over the text (shared by both questions), never reading past code[len - 1]: a cell of 10 kB
  * takes about 10 µs, a one-line cell well under 0.1 µs, against the ~7 µs that building and compiling the AST
  * of `x = 1` costs more than compiling its source.
  */
@@ -91,8 +91,18 @@ equals_assigns(const char *s, size_t i)
     return true;
 }
 
-bool
-pyc_lastline_not_expression(const char *s, size_t n, unsigned flags)
+/* What one scan of a text found: the kind of its last statement, and whether its last token (comments,
+ * blank lines and line ends aside) is a ';' outside brackets. */
+typedef struct {
+    seg_t last;
+    bool semicolon;
+} scan_t;
+
+/* Scans the text once (see lastline.h).  Returns 0 with *out filled in, or -1 when the scan does not
+ * understand the text (an unterminated string or bracket, a stray backslash, an f-string that may nest
+ * quotes under PYC_LASTLINE_NESTED_FSTRINGS). */
+static int
+scan(const char *s, size_t n, unsigned flags, scan_t *out)
 {
     int depth = 0;
     bool in_line = false;        /* a logical line has started and not ended */
@@ -101,6 +111,7 @@ pyc_lastline_not_expression(const char *s, size_t n, unsigned flags)
     seg_t seg = SEG_EMPTY;       /* the current ';'-separated part of the logical line */
     bool lambda = false;         /* a `lambda` came earlier in it, so an '=' may be a default value */
     seg_t last = SEG_EMPTY;      /* the last part that held something */
+    bool semicolon = false;      /* the last token seen is a ';' at the top level */
     size_t i = 0;
 
     while (i < n) {
@@ -118,13 +129,13 @@ pyc_lastline_not_expression(const char *s, size_t n, unsigned flags)
             /* A continuation joins the next line to this one.  Before any code of a line it would make the
              * next line's indentation meaningless; the scan does not try to follow that. */
             if (!in_line && depth == 0)
-                return false;
+                return -1;
             if (i + 1 < n && s[i + 1] == '\n')
                 i += 2;
             else if (i + 1 < n && s[i + 1] == '\r')
                 i += i + 2 < n && s[i + 2] == '\n' ? 3 : 2;
             else
-                return false;    /* a backslash outside a string elsewhere: not Python */
+                return -1;    /* a backslash outside a string elsewhere: not Python */
             continue;
         }
         if (c == '\n' || c == '\r') {
@@ -144,6 +155,7 @@ pyc_lastline_not_expression(const char *s, size_t n, unsigned flags)
             seg = SEG_EMPTY;
             lambda = false;
         }
+        semicolon = c == ';' && depth == 0;
         bool first = depth == 0 && seg == SEG_EMPTY;
         if (first)
             seg = SEG_MAYBE;
@@ -154,9 +166,9 @@ pyc_lastline_not_expression(const char *s, size_t n, unsigned flags)
             bool fstring;
             if (i < n && (s[i] == '\'' || s[i] == '"') && is_string_prefix(s + w, i - w, &fstring)) {
                 if (fstring && (flags & PYC_LASTLINE_NESTED_FSTRINGS))
-                    return false;
+                    return -1;
                 if ((i = skip_string(s, n, i)) == 0)
-                    return false;
+                    return -1;
                 continue;
             }
             if (first && is_statement_keyword(s + w, i - w))
@@ -169,7 +181,7 @@ pyc_lastline_not_expression(const char *s, size_t n, unsigned flags)
         case '\'':
         case '"':
             if ((i = skip_string(s, n, i)) == 0)
-                return false;
+                return -1;
             continue;
         case '(':
         case '[':
@@ -180,7 +192,7 @@ pyc_lastline_not_expression(const char *s, size_t n, unsigned flags)
         case ']':
         case '}':
             if (--depth < 0)
-                return false;
+                return -1;
             break;
         case '@':
             if (first)
@@ -208,8 +220,26 @@ pyc_lastline_not_expression(const char *s, size_t n, unsigned flags)
         i++;
     }
     if (depth != 0)
-        return false;
+        return -1;
     if (in_line && seg != SEG_EMPTY)
         last = indented ? SEG_STATEMENT : seg;
-    return last != SEG_MAYBE;
+    out->last = last;
+    out->semicolon = semicolon;
+    return 0;
+}
+
+bool
+pyc_lastline_not_expression(const char *s, size_t n, unsigned flags)
+{
+    scan_t r;
+    return scan(s, n, flags, &r) == 0 && r.last != SEG_MAYBE;
+}
+
+int
+pyc_lastline_semicolon(const char *s, size_t n, unsigned flags)
+{
+    scan_t r;
+    if (scan(s, n, flags, &r) < 0)
+        return -1;
+    return r.semicolon ? 1 : 0;
 }

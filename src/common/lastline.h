@@ -1,7 +1,8 @@
 /*
- * lastline.h -- whether the last statement of a cell's Python text can be an expression statement, decided
- * by a scan of the text alone (no tokenizer, no Python), so that a cell whose result cannot be displayed is
- * compiled straight from its source instead of through an AST (exec.c's fast path).
+ * lastline.h -- two questions about the end of a cell's Python text, answered by one scan of the text alone
+ * (no tokenizer, no Python): whether its last statement can be an expression statement, so that a cell whose
+ * result cannot be displayed is compiled straight from its source instead of through an AST (cell.c's fast
+ * path); and whether its last token is a ';', IPython's sign that the result is not to be shown.
  *
  * The scan follows what Python's tokenizer does to find logical lines: strings (with prefixes, escapes and
  * triple quotes), comments, brackets and backslash continuations.  It looks at the last logical line of the
@@ -34,5 +35,12 @@
  * (see above), false when it may be one.  code need not be NUL-terminated and may hold any bytes; an empty
  * text, or one of only comments and blank lines, has no statement and answers true. */
 bool pyc_lastline_not_expression(const char *code, size_t len, unsigned flags);
+
+/* 1 when the last token of the text is a ';' outside brackets, strings and comments, 0 when it is another
+ * token (or the text has none), -1 when the scan does not understand the text (as above: an unterminated
+ * string or bracket, a nested f-string under PYC_LASTLINE_NESTED_FSTRINGS).  Comments, blank lines and line
+ * ends do not count, as IPython's displayhook decides from the cell's tokens: `plot(x);  # blue` and a ';'
+ * line followed by a comment line both end with the ';'. */
+int pyc_lastline_semicolon(const char *code, size_t len, unsigned flags);
 
 #endif

@@ -8,7 +8,9 @@
  * cannot be an expression (lastline.h: an assignment, a keyword statement, a block), or whose result is not
  * shown (silent, the ';'), is compiled from its source in one step instead (the fast path): `x = 1` costs
  * 7 µs less than through the AST round trip.  When that compile fails, the AST path runs and reports the
- * error as it always did.  When a part awaits (top-level await), the whole cell runs as one coroutine on the
+ * error as it always did.  A cell with a __future__ import after other statements, which Python refuses,
+ * is compiled statement by statement as IPython compiles every cell (the line numbers are the cell's), and
+ * the __future__ features cells import hold for the cells after them, as in IPython.  When a part awaits (top-level await), the whole cell runs as one coroutine on the
  * kernel's asyncio loop (async.c, pyc._asyncio).
  *
  * The cell's source is registered in linecache under its file name, so that tracebacks and inspect show the
@@ -36,6 +38,7 @@ static struct {
     PyObject *str_name;          /* "__str__", for the lazy entry's function */
     PyObject *ast_expr;          /* _ast.Expr */
     PyObject *ast_interactive;   /* _ast.Interactive */
+    PyObject *ast_module;        /* _ast.Module */
     PyObject *compile;           /* builtins.compile */
 } cached;
 
@@ -57,8 +60,8 @@ line_cache(void)
     return cached.line_cache;
 }
 
-/* _ast.Expr and _ast.Interactive, and builtins.compile, for the AST path; -1 with a Python error set when
- * one is missing. */
+/* _ast.Expr, _ast.Interactive and _ast.Module, and builtins.compile, for the AST path; -1 with a Python error
+ * set when one is missing. */
 static int
 ast_objects(void)
 {
@@ -67,17 +70,20 @@ ast_objects(void)
     PyObject *ast = PyImport_ImportModule("_ast");
     PyObject *expr = ast != NULL ? PyObject_GetAttrString(ast, "Expr") : NULL;
     PyObject *inter = expr != NULL ? PyObject_GetAttrString(ast, "Interactive") : NULL;
+    PyObject *module = inter != NULL ? PyObject_GetAttrString(ast, "Module") : NULL;
     Py_XDECREF(ast);
     PyObject *compile = PyDict_GetItemString(PyEval_GetBuiltins(), "compile");
-    if (inter == NULL || compile == NULL) {
+    if (module == NULL || compile == NULL) {
         Py_XDECREF(expr);
         Py_XDECREF(inter);
+        Py_XDECREF(module);
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_RuntimeError, "builtins.compile is missing");
         return -1;
     }
     cached.ast_expr = expr;
     cached.ast_interactive = inter;
+    cached.ast_module = module;
     Py_INCREF(compile);
     cached.compile = compile;
     return 0;
@@ -141,11 +147,71 @@ defines_code(PyObject *code)
     return false;
 }
 
-/* Compiles an AST node in mode (top-level await allowed); a new code object or NULL with a Python error. */
+/* The __future__ features that cells have imported (CO_FUTURE_* bits, PyCF_MASK).  Every later cell is
+ * compiled with them, as IPython's compiler keeps them: `from __future__ import annotations` in one cell
+ * holds for the functions of the cells after it.  A forked session inherits them with the rest. */
+static int future_flags;
+
+/* Adds the features that compiled code imported to future_flags. */
+static void
+note_future(PyObject *code)
+{
+    future_flags |= ((PyCodeObject *)code)->co_flags & PyCF_MASK;
+}
+
+/* Compiles an AST node in mode (top-level await allowed, the cells' __future__ features in force); a new
+ * code object or NULL with a Python error. */
 static PyObject *
 compile_node(PyObject *node, PyObject *filename, const char *mode)
 {
-    return PyObject_CallFunction(cached.compile, "OOsii", node, filename, mode, PyCF_ALLOW_TOP_LEVEL_AWAIT, 1);
+    PyObject *code = PyObject_CallFunction(cached.compile, "OOsii", node, filename, mode,
+                                           PyCF_ALLOW_TOP_LEVEL_AWAIT | future_flags, 1);
+    if (code != NULL)
+        note_future(code);
+    return code;
+}
+
+/* True when the pending error is the compiler's refusal of a __future__ import after other statements. */
+static bool
+late_future_import(void)
+{
+    if (!PyErr_ExceptionMatches(PyExc_SyntaxError))
+        return false;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *msg = value != NULL ? PyObject_GetAttrString(value, "msg") : NULL;
+    const char *text = msg != NULL && PyUnicode_Check(msg) ? PyUnicode_AsUTF8(msg) : NULL;
+    bool late = text != NULL && strstr(text, "from __future__ imports must occur") != NULL;
+    Py_XDECREF(msg);
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+    return late;
+}
+
+/* Compiles each statement of body as a module of its own, in order, into codes, as IPython compiles a cell:
+ * so a __future__ import that follows other statements is accepted, and holds for the statements after it.
+ * 0, or -1 with a Python error set. */
+static int
+compile_statements(PyObject *body, PyObject *filename, PyObject *codes, bool *lasting)
+{
+    PyObject *noargs = PyTuple_New(0);
+    if (noargs == NULL)
+        return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(body); i++) {
+        PyObject *kw = Py_BuildValue("{s:[O], s:[]}", "body", PyList_GET_ITEM(body, i), "type_ignores");
+        PyObject *mod = kw != NULL ? PyObject_Call(cached.ast_module, noargs, kw) : NULL;
+        PyObject *code = mod != NULL ? compile_node(mod, filename, "exec") : NULL;
+        rc = code != NULL ? PyList_Append(codes, code) : -1;
+        if (code != NULL && defines_code(code))
+            *lasting = true;
+        Py_XDECREF(code);
+        Py_XDECREF(mod);
+        Py_XDECREF(kw);
+    }
+    Py_DECREF(noargs);
+    return rc;
 }
 
 /* Runs the cell's code objects in order.  When one of them awaits, all of them run as one coroutine on the
@@ -167,11 +233,24 @@ run_codes(PyObject *codes, PyObject *globals)
     return 0;
 }
 
-/* True when the cell's last line of code ends with ';' (outside a comment, roughly as IPython decides). */
+/* The lastline.h scan's flags for this Python's f-strings. */
+#if PY_VERSION_HEX >= 0x030C0000
+#define SCAN_FLAGS PYC_LASTLINE_NESTED_FSTRINGS
+#else
+#define SCAN_FLAGS 0u
+#endif
+
+/* True when the cell's last token is a ';' (IPython's sign that its result is not shown), comments and
+ * blank lines aside, as IPython's displayhook decides from the cell's tokens.  A text the scan does not
+ * understand (it holds an f-string that may nest quotes, or does not compile) is judged by its last line:
+ * a ';' at its end with no '#' on that line. */
 static int
 ends_with_semicolon(const char *code)
 {
     size_t n = strlen(code);
+    int r = pyc_lastline_semicolon(code, n, SCAN_FLAGS);
+    if (r >= 0)
+        return r;
     while (n > 0 && (code[n - 1] == ' ' || code[n - 1] == '\t' || code[n - 1] == '\n' || code[n - 1] == '\r'))
         n--;
     if (n == 0 || code[n - 1] != ';')
@@ -188,19 +267,15 @@ ends_with_semicolon(const char *code)
 static int
 run_source(const char *code, PyObject *filename, PyObject *globals, bool silent, bool *lasting)
 {
-#if PY_VERSION_HEX >= 0x030C0000
-    const unsigned scan_flags = PYC_LASTLINE_NESTED_FSTRINGS;
-#else
-    const unsigned scan_flags = 0;
-#endif
-    if (!silent && !ends_with_semicolon(code) && !pyc_lastline_not_expression(code, strlen(code), scan_flags))
+    if (!silent && !ends_with_semicolon(code) && !pyc_lastline_not_expression(code, strlen(code), SCAN_FLAGS))
         return 1;
-    PyCompilerFlags flags = {PyCF_ALLOW_TOP_LEVEL_AWAIT, PY_MINOR_VERSION};
+    PyCompilerFlags flags = {PyCF_ALLOW_TOP_LEVEL_AWAIT | future_flags, PY_MINOR_VERSION};
     PyObject *compiled = Py_CompileStringObject(code, filename, Py_file_input, &flags, -1);
     if (compiled == NULL) {
         PyErr_Clear();
         return 1;
     }
+    note_future(compiled);
     *lasting = defines_code(compiled);
     PyObject *codes = PyList_New(1);
     if (codes == NULL) {
@@ -222,7 +297,7 @@ pyc__py_run_cell(const char *code, PyObject *filename, PyObject *globals, bool s
     if (rc != 1)
         return rc;
 
-    PyCompilerFlags flags = {PyCF_ONLY_AST | PyCF_ALLOW_TOP_LEVEL_AWAIT, PY_MINOR_VERSION};
+    PyCompilerFlags flags = {PyCF_ONLY_AST | PyCF_ALLOW_TOP_LEVEL_AWAIT | future_flags, PY_MINOR_VERSION};
     PyObject *mod = Py_CompileStringObject(code, filename, Py_file_input, &flags, -1);
     PyObject *body = NULL, *last = NULL, *interactive = NULL;
     rc = -1;
@@ -266,6 +341,10 @@ pyc__py_run_cell(const char *code, PyObject *filename, PyObject *globals, bool s
     if (compiled != NULL && defines_code(compiled))
         *lasting = true;
     Py_XDECREF(compiled);
+    if (compiled == NULL && codes != NULL && late_future_import()) {
+        PyErr_Clear();
+        added = compile_statements(body, filename, codes, lasting);
+    }
     if (added == 0 && interactive != NULL) {
         compiled = compile_node(interactive, filename, "single");
         added = compiled != NULL ? PyList_Append(codes, compiled) : -1;

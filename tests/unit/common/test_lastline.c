@@ -2,7 +2,9 @@
  * test_lastline.c -- cmocka tests for lastline.c: which cells' last statement is certainly not an expression
  * (assignments, keyword statements, decorators, blocks) and which may be one (expressions, calls,
  * comparisons, walrus in brackets, lambdas with defaults), with the '=' and keywords that strings, comments
- * and brackets hide, ';'-separated parts, continuations, CRLF, and the texts the scan declines to judge.
+ * and brackets hide, ';'-separated parts, continuations, CRLF, and the texts the scan declines to judge; and
+ * which cells end with IPython's ';' (comments and blank lines after it aside, not one inside a string,
+ * comment or brackets).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -208,6 +210,51 @@ test_length_not_nul(void **state)
     assert_false(pyc_lastline_not_expression("x = 1\0\ny", 8, 0));
 }
 
+static int
+semi(const char *code)
+{
+    size_t n = strlen(code);
+    char *copy = malloc(n + 1);
+    assert_non_null(copy);
+    memcpy(copy, code, n);
+    int r = pyc_lastline_semicolon(copy, n, 0);
+    free(copy);
+    return r;
+}
+
+static void
+test_semicolon(void **state)
+{
+    (void)state;
+    static const char *const yes[] = {
+        "x;", "x;\n", "x ;  \n\n", "plt.plot(x, y);  # blue", "plt.plot(x, y);# blue ;", "f(1);\n# a comment\n",
+        "f(1);\n\n   # indented comment\n\n", "a = 1\nb;", "f(a,\n  b);", "x;\r\n# c\r\n", "s = 'a;';",
+        "f('#');  # x", "x;\t",
+    };
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        if (semi(yes[i]) != 1)
+            fail_msg("no ';' seen at the end of: %s", yes[i]);
+    }
+    static const char *const no[] = {
+        "", "x", "# x;", "x  # y;", "'a;'", "\"\"\"a;\"\"\"", "f(a;)", "x; y", "x;\ny", "[1;]", "x # ;\n# ;",
+        "# only;\n# comments;", "x;\n'#;'",
+    };
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        if (semi(no[i]) != 0)
+            fail_msg("a ';' seen at the end of: %s", no[i]);
+    }
+    static const char *const unsure[] = {"'a;", "f(a;", "x = \"\"\"a;", "\\\nx;"};
+    for (size_t i = 0; i < sizeof unsure / sizeof unsure[0]; i++) {
+        if (semi(unsure[i]) != -1)
+            fail_msg("judged although not understood: %s", unsure[i]);
+    }
+    /* From 3.12 an f-string may nest quotes: the scan declines instead of guessing. */
+    const char *code = "f\"{d[\"k;\"]}\"";
+    assert_int_equal(pyc_lastline_semicolon(code, strlen(code), PYC_LASTLINE_NESTED_FSTRINGS), -1);
+    code = "f'{x}';";
+    assert_int_equal(pyc_lastline_semicolon(code, strlen(code), 0), 1);
+}
+
 int
 main(void)
 {
@@ -217,6 +264,7 @@ main(void)
         cmocka_unit_test(test_declined),
         cmocka_unit_test(test_nested_fstrings),
         cmocka_unit_test(test_length_not_nul),
+        cmocka_unit_test(test_semicolon),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
