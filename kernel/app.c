@@ -13,6 +13,7 @@
 
 #include "fork.h"
 #include "log.h"
+#include "py.h"
 #include "random.h"
 #include "register.h"
 #include "timetravel.h"
@@ -55,6 +56,18 @@ pyc_app_bind(pyc_app_t *a, pyc_error_t *err)
     return a->srv != NULL ? 0 : -1;
 }
 
+/* Tells the cells' Python where this kernel's connection is (pyc._jupyter, for %connect_info and
+ * %qtconsole): the file a client would connect with -- the one this process wrote for itself when it wrote
+ * one (a registered kernel, a forked session), else the one it was started with -- and its contents. */
+static void
+tell_python_connection(pyc_app_t *a)
+{
+    const char *path = a->own_connection_file != NULL ? a->own_connection_file : a->connection_file;
+    json_t *args = json_pack("[s?o]", path, pyc_connfile_to_json(&a->cf));
+    json_decref(pyc_py_support_call("pyc._jupyter", "set_connection", args));
+    json_decref(args);
+}
+
 int
 pyc_app_start(pyc_app_t *a, pyc_error_t *err)
 {
@@ -72,6 +85,7 @@ pyc_app_start(pyc_app_t *a, pyc_error_t *err)
     sigaddset(&ours, SIGTERM);
     pthread_sigmask(SIG_SETMASK, &a->saved_mask, NULL);
     pthread_sigmask(SIG_UNBLOCK, &ours, NULL);
+    tell_python_connection(a);
     return 0;
 }
 

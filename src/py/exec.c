@@ -119,15 +119,17 @@ call_support(const char *module, const char *func, PyObject *args)
     return fn != NULL ? PyObject_CallObject(fn, args) : NULL;
 }
 
-/* The cell did not parse: tries pyc._transform.transform_cell (the IPython-style lines !cmd, %magic,
- * obj?), compiled under the original text's file name.  When it changes nothing, or fails, the original
- * SyntaxError stands. */
+/* Runs the cell as pyc._transform.transform_cell(code, globals) rewrites it (IPython's input language:
+ * pasted prompts, automagic, !cmd, %magic, obj?), compiled under the original text's file name.  Called when
+ * the cell did not parse (its SyntaxError pending), or before it is compiled when ipyinput.c says it may be
+ * IPython's (no error pending).  When the transform changes nothing, or fails, returns -2 with the pending
+ * error, if any, restored: the caller's outcome stands. */
 static int
 run_transformed(const char *code, PyObject *filename, PyObject *globals, bool silent, bool *lasting)
 {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
-    PyObject *args = Py_BuildValue("(s)", code);
+    PyObject *args = Py_BuildValue("(sO)", code, globals);
     PyObject *t = args != NULL ? call_support("pyc._transform", "transform_cell", args) : NULL;
     Py_XDECREF(args);
     const char *tcode = t != NULL && PyUnicode_Check(t) ? PyUnicode_AsUTF8(t) : NULL;
@@ -362,8 +364,12 @@ execute_as(pyc__py_cell_t *cell, const char *code, const pyc_py_exec_opts_t *opt
         snprintf(name, sizeof name, "<cell-%lu>", ++cell_serial);  /* a $TMPDIR too long to name files in */
     PyObject *filename = globals != NULL ? PyUnicode_FromString(name) : NULL;
     bool known = filename != NULL && pyc__py_cell_source_known(filename), lasting = false;
-    int rc = filename != NULL ? pyc__py_run_cell(code, filename, globals, opts->silent, &lasting) : -1;
-    if (rc == -2 && strpbrk(code, "!%?") != NULL)
+    int rc = -2;
+    if (filename != NULL && pyc__py_ipython_input(code))
+        rc = run_transformed(code, filename, globals, opts->silent, &lasting);
+    if (rc == -2)
+        rc = filename != NULL ? pyc__py_run_cell(code, filename, globals, opts->silent, &lasting) : -1;
+    if (rc == -2)
         rc = run_transformed(code, filename, globals, opts->silent, &lasting);
     after_cell();
     if (post)

@@ -166,7 +166,7 @@ pyc__py_module_init(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (pyc__py_stream_ready(m) < 0 || pyc__py_zerocopy_ready(m) < 0) {
+    if (pyc__py_stream_ready(m) < 0 || pyc__py_zerocopy_ready(m) < 0 || pyc__py_ipyinput_ready(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -139,6 +139,13 @@ void pyc__py_release_lent(void);
 PyObject *pyc__py_msg_buffers(const pyc_msg_t *msg);
 int pyc__py_zerocopy_ready(PyObject *module);
 
+/* ipyinput.c: pyc__py_ipyinput_ready adds _pyc.automagic_names (a set of the line magics a one-line cell may
+ * name without its '%') to the module; 0, or -1 with a Python error.  pyc__py_ipython_input is true when the
+ * cell must pass pyc._transform before it is compiled although it may parse (pasted prompts, an automagic
+ * line); GIL held. */
+int pyc__py_ipyinput_ready(PyObject *module);
+bool pyc__py_ipython_input(const char *code);
+
 /* Methods of the _pyc module defined in display.c and exec.c. */
 extern PyMethodDef pyc__py_display_methods[];
 extern PyMethodDef pyc__py_input_methods[];

@@ -196,7 +196,9 @@ def test_magics(completer):
     r = completer("%%ti")
     assert r["matches"] == ["%%time", "%%timeit"]
     r = completer("x = 1\n%p")
-    assert r["matches"] == ["%pip", "%pwd"]
+    assert r["matches"] == ["%pinfo", "%pinfo2", "%pip", "%psearch", "%pwd"]
+    r = completer("%%py")
+    assert r["matches"] == ["%%pypy", "%%python", "%%python2", "%%python3"]
 
 
 def test_python_after_time_magic(completer):

@@ -1,6 +1,7 @@
 """pyc._magics: the runtime of !cmd, obj?, %time, %timeit, %cd, %pwd, %env, %matplotlib -- run through
 transform_cell as the kernel does (conftest.run_cell)."""
 
+import importlib.util
 import os
 import re
 import sys
@@ -279,8 +280,17 @@ def test_matplotlib_inline(cell):
 
     cell("%matplotlib inline")
     assert matplotlib.get_backend() == _magics.BACKEND
-    with pytest.raises(_magics.UsageError, match="only the inline backend"):
+    with pytest.raises(_magics.UsageError, match="a GUI backend needs an event loop"):
         cell("%matplotlib qt")
+    with pytest.raises(_magics.UsageError, match="no such backend"):
+        cell("%matplotlib nonesuch")
+    if importlib.util.find_spec("ipympl") is None:
+        with pytest.raises(_magics.UsageError, match="need the ipympl package"):
+            cell("%matplotlib widget")
+    cell("%matplotlib agg")
+    assert matplotlib.get_backend().lower() == "agg"
+    cell("%matplotlib inline")
+    assert matplotlib.get_backend() == _magics.BACKEND
 
 
 @pytest.fixture
@@ -289,6 +299,7 @@ def no_ipython(monkeypatch):
     from pyc import _shell
 
     monkeypatch.setattr(_shell, "get_ipython", lambda: None)
+    monkeypatch.setattr(_magics, "_ipython_installed", lambda: False)
 
 
 class FakeShell:
@@ -310,7 +321,8 @@ def test_unknown_magic_without_ipython(cell, no_ipython):
         cell("x = 1\n%load_ext autoreload")
     msg = str(e.value)
     assert msg.startswith("%load_ext is an IPython magic, and IPython is not installed")
-    for name in ("%cd", "%env", "%matplotlib inline", "%pwd", "%time", "%timeit", "%%time", "%%timeit", "!cmd"):
+    for name in ("%cd", "%env", "%matplotlib", "%pwd", "%time", "%timeit", "%%time", "%%timeit", "%%script", "!cmd",
+                 "%quickref", "%connect_info", "%ls"):
         assert name in msg
     assert cell.ns["x"] == 1
 
@@ -318,8 +330,8 @@ def test_unknown_magic_without_ipython(cell, no_ipython):
 def test_unknown_and_misplaced_cell_magics(cell, no_ipython):
     with pytest.raises(_magics.UnknownMagic, match="%%html is an IPython magic"):
         cell("%%html\n<b>hi</b>")
-    with pytest.raises(_magics.UsageError, match="only --no-raise-error without IPython"):
-        cell("%%bash --bg\necho hi")
+    with pytest.raises(_magics.UsageError, match="--out needs a variable name"):
+        cell("%%bash --out\necho hi")
     with pytest.raises(_magics.UsageError, match="first line"):
         cell("x = 1\n%%time\ny = 2")
 
@@ -330,9 +342,10 @@ def test_other_magics_go_to_the_ipython_shell(cell, monkeypatch):
     shell = FakeShell()
     monkeypatch.setattr(_shell, "get_ipython", lambda: shell)
     cell("r = %load_ext autoreload")
-    cell("%%bash -x\necho hi")
+    cell("%%html -i\n<b>hi</b>")
     cell("%time y = 3")          # pyc's own: not handed over
-    assert shell.calls == [("line", "load_ext", "autoreload", 2), ("cell", "bash", "-x", "echo hi\n")]
+    cell("%%bash --no-raise-error\ntrue")
+    assert shell.calls == [("line", "load_ext", "autoreload", 2), ("cell", "html", "-i", "<b>hi</b>\n")]
     assert cell.ns["r"] == "line result" and cell.ns["y"] == 3
 
 

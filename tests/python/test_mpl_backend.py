@@ -54,7 +54,7 @@ def _published(fake_pyc):
     for name, objs, kw in fake_pyc.named("display"):
         assert kw["raw"] is True
         (bundle,) = objs
-        assert set(bundle) == {"image/png", "text/plain"}
+        assert set(bundle) in ({"image/png", "text/plain"}, {"text/plain"})
         out.append((bundle, kw["metadata"]))
     return out
 
@@ -112,10 +112,23 @@ def test_show_then_flush_shows_nothing_more(plt, fake_pyc):
     assert len(_published(fake_pyc)) == 2
 
 
-def test_empty_figure_is_not_shown(plt, fake_pyc):
+def test_empty_figure_is_shown_as_text(plt, fake_pyc):
+    # As matplotlib-inline: a figure pyplot made is shown when the cell ends; with no Axes it has no image.
     plt.figure()
     _flush()
-    assert _published(fake_pyc) == []
+    assert _published(fake_pyc) == [({"text/plain": "<Figure size 640x480 with 0 Axes>"}, {})]
+
+
+def test_after_ioff_figures_wait_for_show(plt, fake_pyc):
+    plt.ioff()
+    try:
+        plt.plot([1, 2])
+        _flush()
+        assert _published(fake_pyc) == [] and plt.get_fignums() == [1]
+        plt.show()
+        assert len(_published(fake_pyc)) == 1 and plt.get_fignums() == []
+    finally:
+        plt.ion()
 
 
 def test_figure_show_method(plt, fake_pyc):
@@ -123,8 +136,10 @@ def test_figure_show_method(plt, fake_pyc):
     ax.plot([1, 2])
     fig.show()
     assert len(_published(fake_pyc)) == 1
-    _flush()  # shown and unchanged since: not again
-    assert len(_published(fake_pyc)) == 1
+    _flush()  # still open at the end of the cell: shown again, as ipykernel's inline backend does
+    assert len(_published(fake_pyc)) == 2
+    _flush()  # and closed
+    assert len(_published(fake_pyc)) == 2
 
 
 def test_figure_changed_after_show_is_shown_again(plt, fake_pyc):
@@ -141,8 +156,8 @@ def test_figure_repr_png(plt, fake_pyc):
     ax.plot([1, 2])
     data, md = fig._repr_png_()
     assert _png_size(data) == (md["width"], md["height"])
-    _flush()  # displayed as the cell's value already: not again
-    assert _published(fake_pyc) == []
+    _flush()  # the cell's value, and still open when it ends: shown again, as in ipykernel
+    assert [d["image/png"] for d, _ in _published(fake_pyc)] == [__import__("base64").b64encode(data).decode()]
 
 
 def test_other_backend_is_left_alone(plt, fake_pyc):

@@ -42,7 +42,7 @@ def test_plain_python_is_untouched(code):
         "x = (1,\n  %time y)",  # % inside brackets is not a magic line
         "def f(:\n    pass",
         "print('unterminated)",
-        "  !echo indented cell",  # still an IndentationError once rewritten
+        "  x = (",  # indented and invalid once dedented too
     ],
 )
 def test_invalid_python_without_magic_comes_back_unchanged(code):
@@ -151,3 +151,100 @@ def test_crlf():
 
 def test_not_a_str():
     assert transform_cell(None) is None
+
+
+# ---- IPython's cleanup transforms, automagic and escapes ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        (">>> a = 3\n>>> a + 1", "a = 3\na + 1"),
+        (">>> def h(x):\n...     return x * 2\n>>> h(4)", "def h(x):\n    return x * 2\nh(4)"),
+        (">>>\n>>> x = 1", "\nx = 1"),
+        ("In [1]: b = 5\n\nIn [2]: b * 2", "b = 5\n\nb * 2"),  # parses as annotated assignments too
+        ("In [3]: for i in range(2):\n   ...:     print(i)\n   ...: ", "for i in range(2):\n    print(i)\n"),
+        ("[nav] In [7]: y = 1", "y = 1"),
+        ("\n\n>>> z = 2", "\n\nz = 2"),  # leading blank lines kept: the line numbers stay the cell's
+        ("x = 1\n... ", "x = 1\n"),  # a prompt on the second line strips them all, as IPython does
+        ("    y = 10\n    y + 1", "y = 10\ny + 1"),
+        ("  if x:\n      pass\n  y = 2", "if x:\n    pass\ny = 2"),
+        ("  !echo indented cell", M + "system('echo indented cell')"),
+    ],
+)
+def test_pasted_prompts_and_indentation(code, expected):
+    assert transform_cell(code) == expected
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "In = [0, 1]\nIn[1]",  # no prompt: "In[1]" lacks the space of "In [1]: "
+        "x = ...",
+        "print('>>> not a prompt')",
+        "s = '''\n    >>> inside a string\n'''",
+    ],
+)
+def test_prompt_lookalikes_are_python(code):
+    assert transform_cell(code) is code
+
+
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        ("ls -la", M + "line_magic('ls', '-la')"),
+        ("ls", M + "line_magic('ls', '')"),
+        ("pwd", M + "line_magic('pwd', '')"),
+        ("cd ..", M + "line_magic('cd', '..')"),
+        ("  ls", M + "line_magic('ls', '')"),
+        ("ls\n", M + "line_magic('ls', '')\n"),
+        ("\nls folder", "\n" + M + "line_magic('ls', 'folder')"),
+        ("time", M + "line_magic('time', '')"),
+    ],
+)
+def test_automagic(code, expected):
+    assert transform_cell(code, {}) == expected
+
+
+@pytest.mark.parametrize(
+    "code, ns",
+    [
+        ("ls", {"ls": 3}),  # a variable shadows the magic
+        ("time", {"time": 0}),
+        ("ls = 3", {}),  # an assignment
+        ("ls, x = 1, 2", {}),
+        ("ls.x", {}),  # another name to IPython
+        ("ls\nls", {}),  # automagic is for one-line cells
+        ("ls\n\n", {}),
+        ("dir", {}),  # a builtin
+        ("nosuchmagic x", {}),
+        ("pass", {}),
+    ],
+)
+def test_not_automagic(code, ns):
+    assert "line_magic" not in transform_cell(code, ns)
+
+
+def test_automagic_needs_the_namespace():
+    assert transform_cell("ls -la") == "ls -la"  # parses (ls - la), and no namespace was given
+
+
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        (",f a b", 'f("a", "b")'),
+        (";f a b", 'f("a b")'),
+        ("/f a b", "f(a, b)"),
+        ("/f", "f()"),
+        ("x = 1\n,f a", 'x = 1\nf("a")'),
+    ],
+)
+def test_quote_and_call_escapes(code, expected):
+    assert transform_cell(code) == expected
+
+
+def test_wildcard_and_magic_help():
+    assert transform_cell("*int*?") == M + "page('*int*', 0)"
+    assert transform_cell("os.*path*?") == M + "page('os.*path*', 0)"
+    assert transform_cell("%load?") == M + "page('%load', 0)"
+    assert transform_cell("%%timeit??") == M + "page('%%timeit', 1)"

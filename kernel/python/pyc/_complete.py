@@ -175,7 +175,8 @@ def _special_line(code, pos, line, line_start):
         from . import _magics
 
         percent, word = m.group(1), m.group(2)
-        names = _magics.CELL_MAGICS if percent == "%%" else _magics.LINE_MAGICS
+        lines, cells = _magics.own_magic_names()
+        names = cells if percent == "%%" else lines
         if percent == "%%" and line_start != 0 and code[:line_start].strip():
             return []
         start = pos - len(word) - len(percent)

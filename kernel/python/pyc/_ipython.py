@@ -14,7 +14,12 @@ notebook output by its class, tqdm.auto by its config, sympy and rich register f
     shell's payloads (set_next_input, ...) to the execute_reply;
   * magics that pyc does not implement itself run here (pyc._magics calls run_line_magic/run_cell_magic);
   * `kernel` is pyc._shell's Kernel (comm_manager, get_parent, session.send on iopub);
-  * showtraceback (ipywidgets callbacks, %%capture) publishes an `error` for the current request.
+  * showtraceback (ipywidgets callbacks, %%capture) publishes an `error` for the current request;
+  * IPython's pager (%quickref, %magic, %prun's report, %pinfo, %less) is the execute_reply's "page"
+    payload, as in ipykernel, not stdout;
+  * the magics registered with the shell join _pyc.automagic_names, so that a one-line cell may name them
+    without their '%'; and its post_execute event (which a nested run_cell, %%capture's, fires) publishes
+    the figures that cell drew, where %%capture can keep them.
 
 The shell keeps no history file (HistoryManager.enabled is False: pyc keeps its own), loads no profile
 configuration and runs no startup files; its `config` has an IPKernelApp section, as ipykernel's does.
@@ -72,6 +77,12 @@ class ZMQInteractiveShell(InteractiveShell):
     display_pub_class = Type(PycDisplayPublisher)
     kernel = Any()
     parent_header = Any()
+
+    def init_hooks(self):
+        super().init_hooks()
+        from IPython.core import page
+
+        self.set_hook("show_in_pager", page.as_hook(_pager), 99)
 
     def init_environment(self):
         # As ipykernel: no pager can be driven over a notebook, so none is started.
@@ -154,6 +165,9 @@ class ZMQInteractiveShell(InteractiveShell):
             for payload in self.payload_manager.read_payload():
                 _pyc.add_payload(payload)
             self.payload_manager.clear_payload()
+            names = getattr(_pyc, "automagic_names", None)
+            if names is not None:
+                names.update(self.magics_manager.magics["line"])
 
 
 def attach_after_import(module):
@@ -199,5 +213,27 @@ def attach():
     # the hook it replaces only when sys.displayhook is not already the shell's, and puts that back on exit:
     # None here, unless the trap starts out knowing the hook.
     shell.display_trap.old_hook = hook
+    # The kernel's cells run with the shell's hook as sys.displayhook, as if inside IPython's display trap:
+    # it counts as entered once for the shell's life, so that a nested run_cell (%%capture's) leaves the
+    # hook that capture_output put there instead of setting the shell's own over it.
+    if hasattr(shell.display_trap, "_nested_level"):
+        shell.display_trap._nested_level = 1
+    shell.events.register("post_execute", _flush_figures)
     _shell.host = shell
     return shell
+
+
+def _pager(strng, start=0, screen_lines=0, pager_cmd=None):
+    """IPython's pager, as ipykernel's payloadpage: the text (or a MIME bundle) as the "page" payload of the
+    current execute_reply, added at once (a shell made during the cell has no post_cell to hand it on)."""
+    data = strng if isinstance(strng, dict) else {"text/plain": strng}
+    _pyc.add_payload({"source": "page", "data": data, "start": max(0, start)})
+
+
+def _flush_figures():
+    """post_execute: the figures of the cell that ends, when pyc's matplotlib backend is in use.  At the end
+    of a kernel's cell the kernel has flushed them already (nothing is left); in a nested run_cell
+    (%%capture) they are published while its capture is on."""
+    backend = sys.modules.get("pyc.mpl_backend")
+    if backend is not None:
+        backend.flush_figures()

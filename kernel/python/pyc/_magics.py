@@ -1,9 +1,10 @@
 """Runtime of the IPython-style lines that pyc._transform rewrites into calls of this module.
 
   !cmd, x = !cmd, !!cmd    system(cmd), getoutput(cmd)   (a shell command; its output, or its lines)
-  obj?, obj??, ?obj        page(expr, level)             (pyc._inspect's text as a "page" payload)
-  %name args, x = %name    line_magic(name, args)        (%cd %colors %env %matplotlib %pip %pwd %time %timeit)
-  %%name line              cell_magic(name, line, body)  (%%bash %%sh %%time %%timeit; on a cell's first line)
+  obj?, obj??, ?obj        page(expr, level)             (help in the pager: pyc._help)
+  %name args, x = %name    line_magic(name, args)        (the magics of LINE_MAGICS, and the shell aliases)
+  %%name line              cell_magic(name, line, body)  (those of CELL_MAGICS; on a cell's first line)
+  ls -l (automagic)        line_magic(name, args)        (a one-line cell naming a magic; pyc._transform)
 
 The helpers run in the cell's frame's namespace (found with sys._getframe, so the generated code stays
 short).  As in IPython, `!`, %cd and %env expand {expr} and $name from the namespace (all or nothing: if one
@@ -17,17 +18,7 @@ import sys
 
 from pyc import _system, _timetravel
 
-LINE_MAGICS = ("cd", "colors", "env", "matplotlib", "pip", "pwd", "restore", "snapshot", "snapshots", "time",
-               "timeit")
-CELL_MAGICS = ("bash", "isolate", "sh", "time", "timeit", "transaction")
-
 BACKEND = _system.BACKEND
-
-SUPPORTED = (
-    "pyc supports by itself: !cmd, x = !cmd, obj? and obj?? (help), "
-    "%cd, %colors, %env, %matplotlib inline, %pip, %pwd, %time, %timeit, %snapshot, %snapshots, %restore, "
-    "and %%bash, %%sh, %%time, %%timeit, %%isolate, %%transaction on a cell's first line."
-)
 
 
 class UnknownMagic(Exception):
@@ -131,74 +122,90 @@ def getoutput(cmd):
     return _system.output(expand(cmd, _merged(sys._getframe(1))))
 
 
-# ---- help ------------------------------------------------------------------------------------------------
-
-HELP = """pyc -- a Jupyter kernel for Python, written in C (no IPython inside).
-
-Besides Python, a cell accepts these IPython-style lines:
-  !cmd               run cmd with the shell; {expr} and $name are expanded
-  x = !cmd           the output's lines, as a list (also !!cmd)
-  obj?   obj??       help on obj: signature and docstring (?) or source (??)
-  %cd [dir]          change the working directory (-: the previous one; none: home)
-  %pwd               the working directory
-  %env [NAME[=VALUE]]  list, read or set environment variables
-  %matplotlib inline figures appear as PNG images (the default)
-  %time stmt         run stmt once and print its CPU and wall times
-  %timeit stmt       time stmt over many loops (-n N loops, -r R runs, -q quiet, -o return the result)
-  %%time, %%timeit   the same for the whole cell, on its first line (%%timeit: setup code on that line)
-Rich output: display(obj), pyc.update_display(obj, display_id=...), pyc.clear_output().
-"""
-
-
-def page(target, detail_level=0):
-    """obj? / obj??: publishes pyc._inspect's text about target as a "page" payload of the execute_reply;
-    prints `Object `target` not found.` when target does not evaluate (without calls)."""
-    frame = sys._getframe(1)
-    target = target.strip()
-    if not target:
-        text = HELP
-    elif target.startswith("%"):
-        name = target.lstrip("%")
-        fn = _LINE.get(name) if not target.startswith("%%") else _CELL.get(name)
-        if fn is None:
-            print("Object `%s` not found." % target)
-            return None
-        import inspect as std
-
-        text = "%s\n\n%s\n" % (target, std.cleandoc(fn.__doc__ or ""))
-    else:
-        from . import _inspect, _source
-
-        try:
-            obj = _source.guarded_eval(target, _merged(frame), static=True)
-        except Exception:
-            print("Object `%s` not found." % target)
-            return None
-        text = _inspect.describe(obj, target, detail_level)
-    import _pyc
-
-    _pyc.add_payload({"source": "page", "data": {"text/plain": text}, "start": 0})
-    return None
-
-
 # ---- magics ----------------------------------------------------------------------------------------------
 
 
 def _ipython_shell(kind, name):
     """The IPython shell that runs the magics pyc does not implement; UnknownMagic when IPython is not
     installed."""
-    from pyc import _shell
-
-    shell = _shell.get_ipython()
+    shell = ipython_shell_if_installed()
     if shell is None:
         raise UnknownMagic("%s%s is an IPython magic, and IPython is not installed (python3-ipython provides "
-                           "it; PYC_IPYTHON=0 also turns it off). %s" % (kind, name, SUPPORTED))
+                           "it; PYC_IPYTHON=0 also turns it off). %s" % (kind, name, supported()))
     return shell
+
+
+def ipython_shell_if_installed():
+    """pyc._ipython's shell, made on first use; None when IPython is not installed or hosting is off."""
+    from pyc import _shell
+
+    return _shell.get_ipython()
+
+
+def own_magic(name, cell=False):
+    """pyc's own implementation of %name (or %%name), or None.  The magics that IPython has and pyc only
+    stands in for (%quickref, %magic, %lsmagic) count only when IPython is not there to run its own."""
+    if cell:
+        return _CELL.get(name)
+    fn = _LINE.get(name)
+    if fn is None and name in _WITHOUT_IPYTHON and not _ipython_installed():
+        fn = _WITHOUT_IPYTHON[name]
+    return fn
+
+
+def own_magic_names():
+    """(line magics, cell magics) that pyc runs by itself, sorted."""
+    lines = set(_LINE)
+    if not _ipython_installed():
+        lines.update(_WITHOUT_IPYTHON)
+    return sorted(lines), sorted(set(_CELL) | set(_KERNEL_CELL_MAGICS))
+
+
+def supported():
+    lines, cells = own_magic_names()
+    return ("pyc supports by itself: !cmd, x = !cmd, obj? and obj?? (help), %s, and %s on a cell's first line."
+            % (", ".join("%" + n for n in lines), ", ".join("%%" + n for n in cells)))
+
+
+_installed = []
+
+
+def _ipython_installed():
+    """True when IPython can be imported and hosting is on (found once; IPython itself is not imported)."""
+    if not _installed:
+        import importlib.util
+
+        from pyc import _shell
+
+        try:
+            found = _shell.host is not None or (_shell.hosting() and importlib.util.find_spec("IPython") is not None)
+        except Exception:
+            found = False
+        _installed.append(found)
+    return _installed[0]
+
+
+def can_automagic(name):
+    """True when a one-line cell may run %name without its % (IPython's automagic; pyc._transform checks
+    that no variable shadows it): a line magic or alias that pyc runs, or one of IPython's when IPython is
+    installed -- those of its shell once it exists (magics the user registered included), else the ones
+    every IPython 8 has, which the kernel lists in _pyc.automagic_names."""
+    if own_magic(name) is not None:
+        return True
+    if not _ipython_installed():
+        return False
+    from pyc import _shell
+
+    if _shell.host is not None:
+        return _shell.host.find_magic(name, "line") is not None
+    import _pyc
+
+    return name in getattr(_pyc, "automagic_names", ())
 
 
 def line_magic(name, line=""):
     """Runs %name line in the caller's namespace: pyc's own magic, else IPython's."""
-    fn = _LINE.get(name)
+    fn = own_magic(name)
     if fn is None:
         # _stack_depth counts from IPython's run_line_magic to the cell's frame, for $name expansion.
         return _ipython_shell("%", name).run_line_magic(name, line, _stack_depth=2)
@@ -214,297 +221,6 @@ def cell_magic(name, line, body):
         # IPython's cells end with a newline (its transformers add one); %%writefile writes it
         return _ipython_shell("%%", name).run_cell_magic(name, line, body if body.endswith("\n") else body + "\n")
     return fn(line, sys._getframe(1), body)
-
-
-def _parse_user(src, frame, first_line, col=0):
-    """Parses user code that lives on lines first_line.. of the cell (and at column col of its first line),
-    with the cell's file name, so that its tracebacks show the cell's lines."""
-    import ast
-
-    tree = ast.parse(src, frame.f_code.co_filename, "exec")
-    if col:
-        for node in ast.walk(tree):
-            if getattr(node, "lineno", None) == 1:
-                node.col_offset += col
-                if getattr(node, "end_lineno", None) == 1:
-                    node.end_col_offset += col
-    if first_line > 1:
-        ast.increment_lineno(tree, first_line - 1)
-    return tree
-
-
-def _column_in_line(frame, text):
-    """The UTF-8 column at which text starts in the cell's current line, when linecache has the cell."""
-    if not text:
-        return 0
-    try:
-        import linecache
-
-        line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
-    except Exception:
-        return 0
-    k = line.find(text)
-    return len(line[:k].encode("utf-8")) if k >= 0 else 0
-
-
-def format_time(timespan, precision=3):
-    """A duration as IPython prints it: '1.23 ms', '456 ns', '1min 3s'."""
-    import math
-
-    if timespan >= 60.0:
-        parts = [("d", 60 * 60 * 24), ("h", 60 * 60), ("min", 60), ("s", 1)]
-        out = []
-        leftover = timespan
-        for suffix, length in parts:
-            value = int(leftover / length)
-            if value > 0:
-                leftover = leftover % length
-                out.append("%s%s" % (value, suffix))
-            if leftover < 1:
-                break
-        return " ".join(out)
-    units = ["s", "ms", "\xb5s", "ns"]
-    scaling = [1, 1e3, 1e6, 1e9]
-    if timespan > 0.0:
-        order = min(-int(math.floor(math.log10(timespan)) // 3), 3)
-    else:
-        order = 3
-    text = "%.*g" % (precision, timespan * scaling[order])
-    if "e" in text and order > 0:
-        # 999.9996 ns rounds to 1e+03 ns (as in IPython): say 1 µs
-        order -= 1
-        text = "%.*g" % (precision, timespan * scaling[order])
-    return "%s %s" % (text, units[order])
-
-
-def _run(code, g, loc, mode):
-    if mode == "eval":
-        return eval(code, g, loc) if loc is not g else eval(code, g)
-    if loc is not g:
-        exec(code, g, loc)
-    else:
-        exec(code, g)
-    return None
-
-
-def _cpu_times():
-    """(user, system) CPU seconds of the process, at getrusage's microsecond resolution when available."""
-    try:
-        import resource
-
-        r = resource.getrusage(resource.RUSAGE_SELF)
-        return r.ru_utime, r.ru_stime
-    except Exception:
-        t = os.times()
-        return t.user, t.system
-
-
-def _magic_time(line, frame, body=None):
-    """Time the execution of a statement or expression (%time stmt) or of the cell (%%time).
-
-    Prints 'CPU times: user ..., sys: ..., total: ...' and 'Wall time: ...' after running it once, and
-    returns the value of the expression (for %%time, of the cell's last line when it is an expression)."""
-    import ast
-    import time
-
-    from ._transform import transform_cell
-
-    if body is not None:
-        if line.strip():
-            raise UsageError("Can't use statement directly after '%%time'!")
-        src = transform_cell(body)
-        first, col = frame.f_lineno + 1, 0
-    else:
-        src = transform_cell(line)
-        first, col = frame.f_lineno, _column_in_line(frame, line)
-    g, loc = _namespaces(frame)
-    t0 = time.perf_counter()
-    tree = _parse_user(src, frame, first, col)
-    tp = time.perf_counter() - t0
-    last = None
-    if len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr):
-        mode = "eval"
-        tree = ast.Expression(tree.body[0].value)
-    else:
-        mode = "exec"
-        if len(tree.body) > 1 and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body[-1].value)
-            tree.body = tree.body[:-1]
-    filename = frame.f_code.co_filename
-    t0 = time.perf_counter()
-    code = compile(tree, filename, mode)
-    last_code = compile(last, filename, "eval") if last is not None else None
-    tc = time.perf_counter() - t0
-
-    wall0 = time.perf_counter()
-    cpu0 = _cpu_times()
-    out = _run(code, g, loc, mode)
-    if last_code is not None:
-        out = _run(last_code, g, loc, "eval")
-    cpu1 = _cpu_times()
-    wall = time.perf_counter() - wall0
-    user = cpu1[0] - cpu0[0]
-    sys_ = cpu1[1] - cpu0[1]
-    print(
-        "CPU times: user %s, sys: %s, total: %s" % (format_time(user), format_time(sys_), format_time(user + sys_))
-    )
-    print("Wall time: %s" % format_time(wall))
-    if tc > 0.1:
-        print("Compiler : %s" % format_time(tc))
-    if tp > 0.1:
-        print("Parser   : %s" % format_time(tp))
-    return out
-
-
-class TimeitResult:
-    """What %timeit -o returns: loops, repeat, best, worst, all_runs (seconds per run), compile_time,
-    timings (seconds per loop), average and stdev."""
-
-    def __init__(self, loops, repeat, best, worst, all_runs, compile_time, precision):
-        self.loops = loops
-        self.repeat = repeat
-        self.best = best
-        self.worst = worst
-        self.all_runs = all_runs
-        self.compile_time = compile_time
-        self._precision = precision
-        self.timings = [dt / self.loops for dt in all_runs]
-
-    @property
-    def average(self):
-        import math
-
-        return math.fsum(self.timings) / len(self.timings)
-
-    @property
-    def stdev(self):
-        import math
-
-        mean = self.average
-        return (math.fsum([(x - mean) ** 2 for x in self.timings]) / len(self.timings)) ** 0.5
-
-    def __str__(self):
-        return "%s \xb1 %s per loop (mean \xb1 std. dev. of %d run%s, %s loop%s each)" % (
-            format_time(self.average, self._precision),
-            format_time(self.stdev, self._precision),
-            self.repeat,
-            "" if self.repeat == 1 else "s",
-            "{:,}".format(self.loops),
-            "" if self.loops == 1 else "s",
-        )
-
-    def __repr__(self):
-        return "<TimeitResult : %s>" % self
-
-
-_TIMEIT_TEMPLATE = """\
-def inner(_it, _timer):
-    setup
-    _t0 = _timer()
-    for _i in _it:
-        stmt
-    _t1 = _timer()
-    return _t1 - _t0
-"""
-
-
-def _timeit_options(line):
-    """Parses %timeit's options (-n N -r R -p P -q -o -t -c, glued or not) off the front of line."""
-    import shlex
-
-    opts = {}
-    rest = line.lstrip()
-    while rest.startswith("-") and len(rest) > 1 and rest[1] in "nrpqotc":
-        flag = rest[1]
-        rest = rest[2:]
-        if flag in "nrp":
-            rest = rest.lstrip()
-            tok = rest.split(None, 1)
-            if not tok:
-                raise UsageError("%%timeit: option -%s needs a number" % flag)
-            try:
-                opts[flag] = int(tok[0])
-            except ValueError:
-                raise UsageError("%%timeit: option -%s needs a number, not %s" % (flag, shlex.quote(tok[0])))
-            rest = tok[1] if len(tok) > 1 else ""
-        else:
-            opts[flag] = True
-            if rest[:1] not in ("", " ", "\t", "-"):
-                # several flags glued together: -qo
-                rest = "-" + rest
-        rest = rest.lstrip()
-    return opts, rest
-
-
-def _magic_timeit(line, frame, body=None):
-    """Time a statement over many loops (%timeit [-n N] [-r R] [-p P] [-q] [-o] stmt), or the cell
-    (%%timeit [options] [setup]: the line holds the setup code, the cell the statement).
-
-    Without -n, the number of loops is the first power of 10 for which one run takes at least 0.2 s; -r
-    sets the number of runs (7).  Prints 'mean ± std per loop (mean ± std. dev. of R runs, N loops each)';
-    -q prints nothing, -o returns a TimeitResult."""
-    import ast
-    import time
-    import timeit
-
-    from ._transform import transform_cell
-
-    opts, rest = _timeit_options(line)
-    if body is None:
-        setup_src, stmt_src = "pass", transform_cell(rest)
-        stmt_first, setup_first = frame.f_lineno, frame.f_lineno
-    else:
-        setup_src, stmt_src = transform_cell(rest) or "pass", transform_cell(body)
-        stmt_first, setup_first = frame.f_lineno + 1, frame.f_lineno
-    if not stmt_src.strip():
-        return None
-    number = opts.get("n", 0)
-    repeat = opts.get("r", 7)
-    precision = opts.get("p", 3)
-    if repeat < 1 or number < 0:
-        raise UsageError("%timeit: -r must be at least 1 and -n at least 0")
-    setup = _parse_user(setup_src, frame, setup_first)
-    stmt = _parse_user(stmt_src, frame, stmt_first)
-    filename = frame.f_code.co_filename
-    compile(setup, filename, "exec")
-    compile(stmt, filename, "exec")
-    template = ast.parse(_TIMEIT_TEMPLATE)
-    inner = template.body[0]
-    inner.body[0:1] = setup.body or [ast.Pass()]
-    loop = next(n for n in inner.body if isinstance(n, ast.For))
-    loop.body = stmt.body or [ast.Pass()]
-    ast.fix_missing_locations(template)
-    t0 = time.perf_counter()
-    code = compile(template, filename, "exec")
-    tc = time.perf_counter() - t0
-
-    g, loc = _namespaces(frame)
-    if loc is not g:
-        g = dict(g)
-        g.update(loc)
-    ns = {}
-    exec(code, g, ns)
-    timer = timeit.Timer(timer=time.perf_counter)
-    timer.inner = ns["inner"]
-    if number == 0:
-        for index in range(10):
-            number = 10**index
-            if timer.timeit(number) >= 0.2:
-                break
-    all_runs = timer.repeat(repeat, number)
-    best = min(all_runs) / number
-    worst = max(all_runs) / number
-    result = TimeitResult(number, repeat, best, worst, all_runs, tc, precision)
-    if not opts.get("q"):
-        if worst > 4 * best and best > 0 and worst > 1e-6:
-            print(
-                "The slowest run took %0.2f times longer than the fastest. This could mean that an "
-                "intermediate result is being cached." % (worst / best)
-            )
-        print(result)
-        if tc > 0.1:
-            print("Compiler time: %.2f s" % tc)
-    return result if opts.get("o") else None
 
 
 _oldpwd = None
@@ -577,23 +293,54 @@ def _magic_env(line, frame):
     return None
 
 
-def _magic_matplotlib(line, frame):
-    """Figures appear inline as PNG images: %matplotlib inline (the only choice; also the default)."""
-    arg = line.strip()
-    if arg not in ("", "inline"):
-        raise UsageError(
-            "%%matplotlib %s: pyc supports only the inline backend (%%matplotlib inline)" % arg
-        )
-    # matplotlib (not pyplot) is imported to record the choice in its rcParams: setting MPLBACKEND instead
-    # would pass it on to child processes, which cannot import pyc
-    import matplotlib as mpl
+# The backends that need a GUI event loop, which a kernel in a notebook does not run.
+_GUI = ("qt", "qt4", "qt5", "qt6", "tk", "gtk", "gtk3", "gtk4", "wx", "osx", "macosx", "gtkagg", "tkagg", "qtagg",
+        "qt5agg", "wxagg", "gtk3agg", "gtk4agg")
 
+
+def _use_backend(mpl, backend):
+    """Makes backend matplotlib's, recorded in its rcParams (not MPLBACKEND, which child processes, unable to
+    import pyc, would inherit); pyplot, when imported, switches to it."""
     try:
         current = dict.__getitem__(mpl.rcParams, "backend")
     except Exception:
         current = None
-    if not isinstance(current, str) or current.lower() != BACKEND:
-        mpl.use(BACKEND)
+    if not isinstance(current, str) or current.lower() != backend.lower():
+        mpl.use(backend)
+
+
+def _magic_matplotlib(line, frame):
+    """Choose how figures appear: %matplotlib inline (the default: PNG images in the output), %matplotlib
+    widget (or ipympl; interactive figures through ipywidgets, when the ipympl package is installed),
+    %matplotlib notebook (the same as widget, as in IPython 8), a non-interactive backend by name (agg, pdf,
+    svg, ...: no figure is shown), --list (the choices).  GUI backends (qt, tk, ...) need an event loop that a
+    notebook kernel does not run."""
+    import importlib.util
+
+    arg = line.strip()
+    import matplotlib as mpl
+
+    if arg in ("-l", "--list"):
+        print("Available matplotlib backends: %s" % ["inline", "widget", "ipympl", "notebook", "agg", "pdf", "ps",
+                                                      "svg", "cairo", "template"])
+        return None
+    if arg in ("", "inline"):
+        _use_backend(mpl, BACKEND)
+        return None
+    if arg in ("widget", "ipympl", "notebook", "nbagg"):
+        if importlib.util.find_spec("ipympl") is None:
+            raise UsageError("%%matplotlib %s: interactive figures need the ipympl package, which is not installed "
+                             "(pip install ipympl, with ipywidgets); figures stay inline" % arg)
+        _use_backend(mpl, "module://ipympl.backend_nbagg")
+        return None
+    if arg.lower() in _GUI:
+        raise UsageError("%%matplotlib %s: a GUI backend needs an event loop, which a notebook kernel does not run; "
+                         "use %%matplotlib inline or %%matplotlib widget" % arg)
+    from matplotlib import rcsetup
+
+    if arg.lower() not in [b.lower() for b in rcsetup.non_interactive_bk]:
+        raise UsageError("%%matplotlib %s: no such backend; %%matplotlib --list names the choices" % arg)
+    _use_backend(mpl, arg)
     return None
 
 
@@ -652,46 +399,174 @@ def _magic_colors(line, frame):
     return None
 
 
-def _script_magic(name, program):
-    """%%bash and %%sh: the cell is the program's script, given on its stdin, its output streamed as it
-    comes, as IPython's script magics do.  As in IPython 8, a non-zero exit raises CalledProcessError
-    (after the output), unless --no-raise-error is given.  IPython's other options (--bg, --out, --err,
-    --proc) are IPython's: the cell then runs there, and without IPython they are a UsageError."""
+def _script_options(words):
+    """IPython's options of the script magics, taken off words: (options dict, the program's argv)."""
+    opts = {"out": None, "err": None, "proc": None, "bg": False, "raise": True}
+    rest = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w in ("--out", "--err", "--proc"):
+            if i + 1 >= len(words) or not words[i + 1].isidentifier():
+                raise UsageError("%s needs a variable name" % w)
+            opts[w[2:]] = words[i + 1]
+            i += 2
+            continue
+        if w == "--bg":
+            opts["bg"] = True
+        elif w == "--no-raise-error":
+            opts["raise"] = False
+        else:
+            rest.append(w)
+        i += 1
+    return opts, rest
 
-    def magic(line, frame, body):
-        import shlex
-        from subprocess import CalledProcessError
 
-        args = shlex.split(line)
-        options = [a for a in args if a != "--no-raise-error"]
-        script = body if body.endswith("\n") else body + "\n"
-        if options:
-            from pyc import _shell
+class _Collect:
+    """A stream that keeps what is written to it (--out and --err)."""
 
-            if _shell.get_ipython() is None:
-                raise UsageError("%%%%%s: pyc supports only --no-raise-error without IPython, not %s"
-                                 % (name, " ".join(options)))
-            return _ipython_shell("%%", name).run_cell_magic(name, line, script)
-        rc = _system.run_script([program], script)
-        if rc != 0 and "--no-raise-error" not in args:
-            raise CalledProcessError(rc, script)
+    def __init__(self):
+        self.parts = []
+
+    def write(self, text):
+        self.parts.append(text)
+
+    def flush(self):
+        pass
+
+
+def _run_script_magic(argv, line, frame, body):
+    """%%script PROGRAM [ARGS] and the named ones (%%bash, %%python3, ...): the cell is the program's script,
+    on its stdin, its output streamed into the cell as it comes, as IPython's script magics run it.  Options,
+    as IPython's: --out NAME / --err NAME keep the output in a variable instead (a string), --bg runs the
+    program in the background (its output discarded, unless --out/--err name a variable, which then holds
+    the stream to read), --proc NAME keeps the Popen object; a non-zero exit raises CalledProcessError after
+    the output, unless --no-raise-error is given."""
+    import shlex
+    import subprocess
+
+    opts, words = _script_options(shlex.split(line))
+    argv = argv + words
+    if not argv:
+        raise UsageError("%%script: which program? (%%script bash, %%script python3 -u, ...)")
+    script = body if body.endswith("\n") else body + "\n"
+    ns = frame.f_globals
+    if opts["bg"]:
+        return _script_in_background(argv, script, opts, ns)
+    sinks = {"stdout": _Collect() if opts["out"] else None, "stderr": _Collect() if opts["err"] else None}
+    try:
+        rc = _system.run_script(argv, script, sinks["stdout"], sinks["stderr"])
+    except FileNotFoundError:
+        print("Couldn't find program: %r" % argv[0])
+        return None
+    for key, name in (("stdout", opts["out"]), ("stderr", opts["err"])):
+        if name:
+            ns[name] = "".join(sinks[key].parts)
+    if rc != 0 and opts["raise"]:
+        raise subprocess.CalledProcessError(rc, script)
+    return None
+
+
+def _script_in_background(argv, script, opts, ns):
+    import subprocess
+    import threading
+
+    pipe = subprocess.PIPE
+    try:
+        p = subprocess.Popen(argv, stdin=pipe, stdout=pipe if opts["out"] else subprocess.DEVNULL,
+                             stderr=pipe if opts["err"] else subprocess.DEVNULL, env=_system._child_env())
+    except FileNotFoundError:
+        print("Couldn't find program: %r" % argv[0])
         return None
 
+    def feed():
+        try:
+            p.stdin.write(script.encode("utf-8", "replace"))
+            p.stdin.close()
+        except OSError:
+            pass
+
+    threading.Thread(target=feed, name="pyc-script-stdin", daemon=True).start()
+    for key, name in (("stdout", opts["out"]), ("stderr", opts["err"])):
+        if name:
+            ns[name] = getattr(p, key)
+    if opts["proc"]:
+        ns[opts["proc"]] = p
+    return None
+
+
+def _script_magic(program):
+    """The cell magic %%PROGRAM: %%script PROGRAM."""
+
+    def magic(line, frame, body):
+        return _run_script_magic([program], line, frame, body)
+
+    magic.__doc__ = "Run the cell with %s in a subprocess (the same as %%%%script %s)." % (program, program)
     return magic
 
 
+def _magic_script(line, frame, body):
+    return _run_script_magic([], line, frame, body)
+
+
+_magic_script.__doc__ = _run_script_magic.__doc__
+
+# IPython's aliases of common shell commands (its defaults on Linux): `ls -l` on a line of its own, or
+# %ls -l, runs `ls -F --color -l`.  %l in an alias stands for the arguments; else they are appended.
+_ALIASES = {
+    "cat": "cat", "cp": "cp", "mkdir": "mkdir", "mv": "mv", "rm": "rm", "rmdir": "rmdir",
+    "ls": "ls -F --color", "ll": "ls -F -o --color",
+    "ldir": "ls -F -o --color %l | grep /$", "lf": "ls -F -o --color %l | grep ^-",
+    "lk": "ls -F -o --color %l | grep ^l", "lx": "ls -F -o --color %l | grep ^-..x",
+}
+
+
+def _alias(command):
+    def magic(line, frame):
+        cmd = command.replace("%l", line) if "%l" in command else (command + " " + line).strip()
+        frame.f_globals["_exit_code"] = _system.run(expand(cmd, _merged(frame)))
+        return None
+
+    magic.__doc__ = "Alias for `%s` (a shell command; its arguments are expanded as in !cmd)." % command
+    return magic
+
+
+from ._timing import TimeitResult, format_time, _magic_time, _magic_timeit  # noqa: E402 (needs UsageError)
+
+from . import _help, _jupyter  # noqa: E402 (they import this module's errors)
+
+page = _help.page  # obj? and friends, called from the cell as _magics.page (pyc._transform)
+
 _LINE = {
     "cd": _magic_cd,
+    "clear": _jupyter.magic_clear,
     "colors": _magic_colors,
+    "connect_info": _jupyter.magic_connect_info,
     "env": _magic_env,
+    "less": _jupyter.magic_less,
+    "man": _jupyter.magic_man,
     "matplotlib": _magic_matplotlib,
+    "more": _jupyter.magic_less,
+    "pinfo": _help.magic_pinfo,
+    "pinfo2": _help.magic_pinfo2,
     "pip": _magic_pip,
+    "psearch": _help.magic_psearch,
     "pwd": _magic_pwd,
+    "qtconsole": _jupyter.magic_qtconsole,
     "restore": _timetravel.magic_restore,
     "snapshot": _timetravel.magic_snapshot,
     "snapshots": _timetravel.magic_snapshots,
     "time": _magic_time,
     "timeit": _magic_timeit,
 }
-_CELL = {"time": _magic_time, "timeit": _magic_timeit, "bash": _script_magic("bash", "bash"),
-         "sh": _script_magic("sh", "sh")}
+_LINE.update((name, _alias(cmd)) for name, cmd in _ALIASES.items())
+
+# Cell magics the kernel runs before Python sees the cell (src/kernel: a forked cell, a transaction).
+_KERNEL_CELL_MAGICS = ("isolate", "transaction")
+
+# Magics of IPython's that pyc stands in for when IPython is not installed (IPython's own run otherwise).
+_WITHOUT_IPYTHON = {"lsmagic": _help.magic_lsmagic, "magic": _help.magic_magic, "quickref": _help.magic_quickref}
+
+_CELL = {"time": _magic_time, "timeit": _magic_timeit, "script": _magic_script}
+_CELL.update((name, _script_magic(name)) for name in ("bash", "sh", "perl", "ruby", "python", "python2", "python3",
+                                                       "pypy"))

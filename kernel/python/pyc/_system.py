@@ -76,18 +76,20 @@ def run(cmd):
     return rc
 
 
-def run_script(argv, script):
-    """Runs argv (a program that reads a script on its stdin: bash, sh) with script on its stdin, as
-    IPython's %%bash does, its output going to the cell's stdout and stderr as it comes; returns its exit
-    status (-N for a signal)."""
+def run_script(argv, script, stdout=None, stderr=None):
+    """Runs argv (a program that reads a script on its stdin: bash, python3) with script on its stdin, as
+    IPython's script magics do, its output going to the cell's stdout and stderr as it comes (or to the
+    given streams); returns its exit status (-N for a signal).  FileNotFoundError when there is no such
+    program."""
     flush()
-    return _run_streaming(argv, shell=False, stdin_data=script.encode("utf-8", "replace"))
+    return _run_streaming(argv, shell=False, stdin_data=script.encode("utf-8", "replace"), stdout=stdout,
+                          stderr=stderr)
 
 
-def _run_streaming(cmd, shell=True, stdin_data=None):
-    """Runs cmd, copying its output to sys.stdout and sys.stderr as it comes; stdin_data (bytes), when
-    given, is written to its stdin as it reads it (a script longer than a pipe holds cannot deadlock with
-    the output it makes), and stdin is closed after it."""
+def _run_streaming(cmd, shell=True, stdin_data=None, stdout=None, stderr=None):
+    """Runs cmd, copying its output to sys.stdout and sys.stderr (or to stdout and stderr when given) as it
+    comes; stdin_data (bytes), when given, is written to its stdin as it reads it (a script longer than a
+    pipe holds cannot deadlock with the output it makes), and stdin is closed after it."""
     import codecs
     import selectors
     import signal
@@ -103,8 +105,8 @@ def _run_streaming(cmd, shell=True, stdin_data=None):
     )
     sel = selectors.DefaultSelector()
     outs = {
-        p.stdout.fileno(): (sys.stdout, codecs.getincrementaldecoder("utf-8")("replace")),
-        p.stderr.fileno(): (sys.stderr, codecs.getincrementaldecoder("utf-8")("replace")),
+        p.stdout.fileno(): (stdout or sys.stdout, codecs.getincrementaldecoder("utf-8")("replace")),
+        p.stderr.fileno(): (stderr or sys.stderr, codecs.getincrementaldecoder("utf-8")("replace")),
     }
     for fd in outs:
         sel.register(fd, selectors.EVENT_READ)

@@ -1,22 +1,43 @@
-"""Cell transforms: the IPython-style lines that users and agents type, rewritten as calls of pyc._magics.
+"""Cell transforms: IPython's input language -- the lines that users and agents type, and the sessions they
+paste -- rewritten as Python and calls of pyc._magics, as IPython's input transformers rewrite them.
 
-transform_cell(code) returns code itself when it parses as Python (top-level await allowed): plain Python
-is never altered.  Only when it does not parse are the lines that begin a statement and start (after
-their indentation) with `!` or `%`, or end with `?` / `??` outside strings and comments, rewritten:
+transform_cell(code, namespace) applies, in IPython's order:
+
+ 1. Pasted prompts are removed, when the cell's first line starts with one or its second line does (as
+    IPython's PromptStripper decides): the standard interpreter's `>>> ` and `... `, and IPython's
+    `In [12]: ` and `   ...: ` (with the `[nav] ` / `[ins] ` of its vi mode).  This holds even for a cell
+    that parses: `In [1]: b = 5` is an annotated assignment to Python.
+ 2. When the cell does not parse and its first line is indented, that indentation is removed from every
+    line that starts with it (IPython's leading_indent).
+ 3. Automagic, on a one-line cell (leading blank lines aside) and only with a namespace: `ls -l`, `pwd`,
+    `cd ..`, `who` run as %ls -l, %pwd, ... when the first word names a line magic or a shell alias that can
+    run here (pyc's own, or IPython's when IPython is installed), it is not followed by `=` or `,` (an
+    assignment), and no variable, builtin or keyword of that name shadows it (IPython's AutoMagicChecker).
+ 4. If the cell now parses as Python (top-level await allowed), it is returned: plain Python is never
+    altered.  Otherwise the lines that begin a statement and start (after their indentation) with one of
+    IPython's escapes, or end with `?` / `??` outside strings and comments, are rewritten:
 
     !cmd                 ->  __import__('pyc._magics')._magics.system('cmd')
     x = !cmd, !!cmd      ->  x = ...getoutput('cmd')
     %name args           ->  ...line_magic('name', 'args')        (x = %name args as well)
     %%name args + body   ->  ...cell_magic('name', 'args', 'body')  (first line of the cell only)
-    obj?, obj??, ?obj    ->  ...page('obj', 0 or 1)
+    obj?, obj??, ?obj    ->  ...page('obj', 0 or 1)                (a*b*? searches names: %psearch)
+    ,f a b               ->  f("a", "b")                           (IPython's quoting escapes, and
+    ;f a b               ->  f("a b")                               its call without parentheses)
+    /f a b               ->  f(a, b)
 
-Each rewritten line keeps its line number (lines that a magic swallows -- backslash continuations, a
+The kernel (src/py/exec.c) calls transform_cell for a cell that does not parse, and before compiling a cell
+that may be pasted prompts or an automagic line (ipyinput.c decides from the text alone, and from the names
+in _pyc.automagic_names, without calling Python for any other cell).
+
+Every step keeps the cell's lines where they are: each rewritten line keeps its line number (lines that a magic swallows -- backslash continuations, a
 %%magic's body -- become empty), so a traceback's line numbers match the cell as typed.  If the rewritten
 cell still does not parse and the error is on a rewritten line, the original cell is returned, so that the
 user sees the SyntaxError of what they typed rather than of generated code; an error on a line that was
 not rewritten is a genuine one and is reported from the rewritten cell (same line, same text).
 """
 
+import keyword
 import re
 
 from ._source import STRING_BODY, TOKEN
@@ -42,22 +63,88 @@ def _error_line(code):
     return None
 
 
-def transform_cell(code):
-    """code unchanged if it parses as Python; otherwise code with its IPython-style lines rewritten (or
-    unchanged when none are, or when the rewriting would only trade the user's SyntaxError for one in
-    generated code)."""
-    if not isinstance(code, str) or _error_line(code) is None:
+# IPython's prompts (IPython.core.inputtransformer2: classic_prompt, ipython_prompt).
+_CLASSIC_FIRST = re.compile(r"^>>>( |$)")
+_CLASSIC = re.compile(r"^(>>>|\.\.\.)( |$)")
+_IPYTHON = re.compile(r"^(((\[nav\]|\[ins\])? )?In \[\d+\]: |\s*\.{3,}: ?)")
+_INDENT = re.compile(r"^[ \t]+")
+# IPython's split of a line into indentation, escape, the name it calls, and the rest (splitinput.line_split).
+_LINE_SPLIT = re.compile(r"^(\s*)([,;/%]|!!?|\?\??)?\s*(%{0,2}[\w\.\*]*)(.*?$|$)")
+
+
+def transform_cell(code, namespace=None):
+    """code unchanged if it is plain Python; otherwise code as IPython would run it (see the module's text),
+    or unchanged when the rewriting would only trade the user's SyntaxError for one in generated code."""
+    if not isinstance(code, str):
         return code
     try:
-        new, changed = _transform(code)
+        lines = code.split("\n")
+        first = next((k for k, ln in enumerate(lines) if ln.strip()), 0)
+        cleaned = _strip_prompts(lines, first)
+        magic = _automagic(cleaned, first, namespace) if namespace is not None else None
+        if magic is not None:
+            cleaned[first] = magic
+        cleaned = "\n".join(cleaned)
+    except Exception:
+        return code
+    if cleaned == code:
+        cleaned = code  # the caller tells "unchanged" by identity
+    if _error_line(cleaned) is None:
+        return cleaned
+    if _INDENT.match(code.split("\n")[first] if code.strip() else ""):
+        cleaned = _dedent(cleaned.split("\n"), first)
+        if _error_line(cleaned) is None:
+            return cleaned
+    try:
+        new, changed = _transform(cleaned)
     except Exception:
         return code
     if not changed:
-        return code
+        return code  # still not Python: the user sees the SyntaxError of what they typed
     line = _error_line(new)
     if line is not None and (line == 0 or line in changed):
         return code
     return new
+
+
+def _strip_prompts(lines, first):
+    """lines with the pasted prompts removed (a new list), as IPython's PromptStripper: when the first line
+    holds a prompt, or the second one does, each line loses its prompt."""
+    for prompt, initial in ((_CLASSIC, _CLASSIC_FIRST), (_IPYTHON, _IPYTHON)):
+        if initial.match(lines[first]) or (first + 1 < len(lines) and prompt.match(lines[first + 1])):
+            lines = lines[:first] + [prompt.sub("", ln, count=1) for ln in lines[first:]]
+    return list(lines)
+
+
+def _dedent(lines, first):
+    """IPython's leading_indent: the first line's indentation removed from every line that starts with it."""
+    space = _INDENT.match(lines[first]).group()
+    return "\n".join(ln[len(space):] if ln.startswith(space) else ln for ln in lines)
+
+
+def _automagic(lines, first, namespace):
+    """The automagic line (`%name rest`, for the escape transform) that replaces the cell's only line, or
+    None (see the module's text, step 3)."""
+    if first != len(lines) - 1 and not (first == len(lines) - 2 and lines[-1] == ""):
+        return None
+    m = _LINE_SPLIT.match(lines[first])
+    if m is None:
+        return None
+    pre, esc, ifun, rest = m.group(1), m.group(2), m.group(3).strip(), m.group(4).lstrip()
+    if esc or not ifun or rest[:1] in ("=", ","):
+        return None
+    head = ifun.split(".", 1)[0]
+    if head in namespace or keyword.iskeyword(head):
+        return None
+    import builtins
+
+    if hasattr(builtins, head):
+        return None
+    from . import _magics
+
+    if not _magics.can_automagic(ifun):
+        return None
+    return pre + "%" + ifun + (" " + rest if rest else "")
 
 
 def _scan_line(line, quote, depth):
@@ -138,6 +225,8 @@ def _line_transform(lines, i, first):
             return None
         if m.group(1):  # %%name
             name, args = m.group(2), m.group(3).strip()
+            if args in ("?", "??"):  # %%name? is help on the magic, as in IPython
+                return indent + _page("%%" + name, len(args) - 1), 1
             if not first:
                 return indent + "%scell_magic(%r, %r, None)" % (_CALL, name, args), 1
             body = "\n".join(lines[i + 1 :])
@@ -160,6 +249,18 @@ def _line_transform(lines, i, first):
     if c == "?":
         target = stripped.lstrip("?").strip()
         return indent + _page(target, 1 if stripped.startswith("??") else 0), 1
+    if c in ",;/":
+        text, used = _joined(lines, i)
+        name, _, args = text.lstrip()[1:].partition(" ")
+        if not name:
+            return None
+        if c == ",":
+            call = '%s("%s")' % (name, '", "'.join(args.split()))
+        elif c == ";":
+            call = '%s("%s")' % (name, args)
+        else:
+            call = "%s(%s)" % (name, ", ".join(args.split()))
+        return indent + call, used
     m = _ASSIGN.match(stripped)
     if m is not None:
         text, used = _joined(lines, i)

@@ -5,16 +5,19 @@ Selected with MPLBACKEND=module://pyc.mpl_backend (the kernel sets it unless MPL
 
   * plt.show() publishes every open figure as display_data and closes them;
   * fig.show() publishes that figure;
-  * flush_figures(), which the kernel calls after each cell, publishes the figures still open -- made by
-    the cell and not shown -- and closes them, so each cell shows its own figures once.  Figures the user
-    closed are not shown, nor figures already shown and not changed since (show(), display(fig), fig as
-    a cell's value);
+  * flush_figures(), which the kernel calls after each cell, follows matplotlib-inline's rules (ipykernel's
+    backend): when pyplot made a figure in interactive mode during the cell, every figure still open is
+    published and all are closed -- so a figure that was also the cell's value, or display()ed, shows
+    again, as in ipykernel, and `plt.figure()` alone shows `<Figure size 640x480 with 0 Axes>`; after
+    plt.ioff() nothing is shown until plt.show(), and the figures stay open;
   * a Figure displays as PNG (display(fig), or fig as a cell's value) through Figure._repr_png_, which
     this module adds when matplotlib has none.
 
 An output's data is {"image/png": base64, "text/plain": "<Figure size 640x480 with 1 Axes>"} and its
-metadata {"image/png": {"width": w, "height": h}} (pixels).  Empty figures (no Axes) are not shown, as in
-IPython.  Module-level names that matplotlib looks for: FigureCanvas, FigureManager, show,
+metadata {"image/png": {"width": w, "height": h}} (pixels); an empty figure (no Axes) has text/plain only,
+as IPython's formatters give it.  When pyc hosts an IPython shell, figures are published through its display
+publisher, so that %%capture keeps them (and the shell's post_execute, which a nested run_cell fires, flushes
+them there).  Module-level names that matplotlib looks for: FigureCanvas, FigureManager, show,
 new_figure_manager and new_figure_manager_given_figure (the last two for matplotlib before 3.6).
 """
 
@@ -26,6 +29,10 @@ from matplotlib.figure import Figure
 
 BACKEND = "module://pyc.mpl_backend"
 backend_version = "pyc"
+
+# As IPython's activate_matplotlib does when ipykernel's inline backend loads: pyplot in interactive mode,
+# so that a figure made by pyplot is shown at the end of its cell (flush_figures), and plt.ioff() stops that.
+matplotlib.interactive(True)
 
 
 def _png(fig):
@@ -46,26 +53,27 @@ def _png(fig):
     )
     data = buf.getvalue()
     width, height = struct.unpack(">II", data[16:24])  # the IHDR chunk
-    # Shown in this state: flush_figures skips it until an artist changes (which makes it stale again;
-    # print_figure with bbox_inches="tight" leaves it stale although it has just been drawn).
-    fig._pyc_shown = True
-    fig.stale = False
     return data, width, height
 
 
 def _display_figure(fig):
-    """Publishes fig as image/png display_data; False if there was nothing to show."""
-    r = _png(fig)
-    if r is None:
-        return False
+    """Publishes fig as display_data: image/png and text/plain, or text/plain alone for an empty figure."""
     import base64
 
     import _pyc
 
-    data, width, height = r
-    bundle = {"image/png": base64.b64encode(data).decode("ascii"), "text/plain": repr(fig)}
-    _pyc.display(bundle, metadata={"image/png": {"width": width, "height": height}}, raw=True)
-    return True
+    from pyc import _shell
+
+    r = _png(fig)
+    bundle, metadata = {"text/plain": repr(fig)}, {}
+    if r is not None:
+        data, width, height = r
+        bundle["image/png"] = base64.b64encode(data).decode("ascii")
+        metadata = {"image/png": {"width": width, "height": height}}
+    if _shell.host is not None:
+        _shell.host.display_pub.publish(data=bundle, metadata=metadata)
+    else:
+        _pyc.display(bundle, metadata=metadata, raw=True)
 
 
 def _repr_png_(self):
@@ -81,8 +89,18 @@ if not hasattr(Figure, "_repr_png_"):
     Figure._repr_png_ = _repr_png_
 
 
+# Set when pyplot makes a figure in interactive mode (matplotlib-inline's show._draw_called): the cell's
+# figures are then published when it ends.
+_drawn = [False]
+
+
 class FigureManager(FigureManagerBase):
     """Agg figure manager whose show() (fig.show()) publishes the figure."""
+
+    def __init__(self, canvas, num):
+        super().__init__(canvas, num)
+        if matplotlib.is_interactive():
+            _drawn[0] = True
 
     def show(self):
         _display_figure(self.canvas.figure)
@@ -92,6 +110,11 @@ class FigureCanvas(FigureCanvasAgg):
     """Agg canvas whose figures get pyc's FigureManager."""
 
     manager_class = FigureManager
+
+    def draw_idle(self, *args, **kwargs):
+        """Nothing: an inline figure is drawn when it is shown.  Interactive mode asks for it on every change
+        of an artist (pyplot's stale callback, without IPython), where Agg would render the whole figure
+        each time."""
 
 
 def new_figure_manager(num, *args, FigureClass=Figure, **kwargs):
@@ -144,21 +167,19 @@ def _is_active():
 
 
 def flush_figures():
-    """Called by the kernel after each cell: publishes the open figures that have not been shown in their
-    current state, then closes all figures.  Does nothing when another backend is in use.  Errors while
-    rendering are printed to stderr, not raised."""
-    if not _is_active():
+    """Called by the kernel after each cell (and by the shell's post_execute): when pyplot made a figure in
+    interactive mode since the last call, publishes every open figure, then closes them all.  Does nothing
+    when another backend is in use.  Errors while rendering are printed to stderr, not raised."""
+    if not _drawn[0] or not _is_active():
         return
+    _drawn[0] = False
     managers = Gcf.get_all_fig_managers()
     if not managers:
         return
     try:
         for manager in managers:
-            fig = manager.canvas.figure
-            if getattr(fig, "_pyc_shown", False) and not fig.stale:
-                continue
             try:
-                _display_figure(fig)
+                _display_figure(manager.canvas.figure)
             except Exception as e:
                 _report(e)
     finally:
