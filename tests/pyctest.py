@@ -40,6 +40,18 @@ ISSUE3 = "issue 3: display/completion/inspection/history/clear_output/pager are 
 
 pyc_only = pytest.mark.skipif(not IS_PYC, reason=NOT_PYC_REASON)
 
+#: The kernelspec of ipykernel in the isolated Jupyter dirs (setup_environment), for tests that compare.
+REFERENCE_KERNEL = "pyc-reference-ipykernel"
+
+
+def reference_installed():
+    """True when the interpreter the tests start kernels with ($PYC_PYTHON) has ipykernel."""
+    if "installed" not in _reference:
+        r = subprocess.run([PYC_PYTHON, "-c", "import ipykernel_launcher"], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _reference["installed"] = r.returncode == 0
+    return _reference["installed"]
+
 # A test of behaviour that pyc promises and ipykernel lacks: it must pass against pyc and fail against
 # ipykernel (strict), which checks that the test can fail.
 ipykernel_falls_short = pytest.mark.xfail(not IS_PYC, strict=True, reason="ipykernel falls short here")
@@ -179,6 +191,14 @@ def setup_environment():
         }
         with open(os.path.join(kdir, "kernel.json"), "w") as f:
             json.dump(spec, f, indent=1)
+    # The reference kernel, ipykernel, for the tests that run each case on pyc and on it in the same test
+    # (reference_kernel); written whether or not ipykernel is installed, which those tests find out.
+    kdir = os.path.join(dirs["JUPYTER_PATH"], "kernels", REFERENCE_KERNEL)
+    os.makedirs(kdir, exist_ok=True)
+    with open(os.path.join(kdir, "kernel.json"), "w") as f:
+        json.dump({"argv": [PYC_PYTHON, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                   "display_name": "Python 3 (ipykernel, the reference)", "language": "python",
+                   "interrupt_mode": "signal", "metadata": {}}, f, indent=1)
     if IS_PYC:
         # `pyc-kernel install --handshake`'s kernelspec, and the entry point `make install` writes beside the
         # pyc_client package, which jupyter_client finds on sys.path (here and in processes the tests start).

@@ -25,6 +25,7 @@ from pyctest import (
 QUICKSTART = os.path.join(PYC_SRCDIR, "examples", "quickstart.ipynb")
 ECOSYSTEM = os.path.join(PYC_SRCDIR, "examples", "ecosystem.ipynb")
 TIMETRAVEL = os.path.join(PYC_SRCDIR, "examples", "timetravel.ipynb")
+IPYTHON_INPUT = os.path.join(PYC_SRCDIR, "examples", "ipython_input.ipynb")
 
 # (source prefix, expected outputs as (output_type, name-or-mime, text))
 EXPECTED = [
@@ -208,6 +209,32 @@ def test_nbconvert_execute_timetravel(tmp_path):
     assert text[6] == "['price', 'qty']"
     assert "total" in text[7]
     assert text[8].startswith("clean")
+    assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
+
+
+def test_nbconvert_execute_ipython_input(tmp_path):
+    """examples/ipython_input.ipynb through nbconvert: a mid-cell __future__ import, pasted prompts and
+    indentation, automagic, help and the pager, the ';', script magics and %connect_info, without an error;
+    what goes to the pager leaves no output."""
+    nb = execute_example(IPYTHON_INPUT, tmp_path, 90)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    errors = [o for c in code for o in c.outputs if o.output_type == "error"]
+    assert not errors, errors
+    text = {c.source.splitlines()[0]: "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
+                                              for o in c.outputs) for c in code}
+    assert text["radius = 2"] == "{'r': 'Radius', 'return': 'Area'}"
+    assert text["def perimeter(r: Radius) -> Length:   # annotations stay strings in later cells too"] == \
+        "{'r': 'Radius', 'return': 'Length'}"
+    assert text[">>> squares = [n * n for n in range(5)]"] == "[0, 1, 4, 9, 16]"
+    assert text["In [1]: total = sum(range(10))"] == "46"
+    assert text["    indented = 'pasted from an indented block'"] == "'PASTED FROM AN INDENTED BLOCK'"
+    assert text["pwd"].startswith("'/")
+    assert "automagic_demo" in text["ls -d automagic_demo"]
+    for first in ("len?", "*int*?", "%timeit?", "%quickref", "sum(squares);  # hidden"):
+        assert text[first] == "", (first, text[first])
+    assert text["%%python3"] == "run by python3\n"
+    assert text["%%bash"] == "bash says 42\n"
+    assert '"shell_port"' in text["%connect_info"] and "--existing" in text["%connect_info"]
     assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
 
 

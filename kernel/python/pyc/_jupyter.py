@@ -56,23 +56,25 @@ def magic_connect_info(line, frame):
 
 def magic_qtconsole(line, frame):
     """Open a Jupyter QtConsole connected to this kernel (needs the qtconsole package: apt install
-    jupyter-qtconsole); extra arguments go to it."""
+    jupyter-qtconsole); extra arguments go to it.  When it cannot start, a warning says why and the cell goes
+    on, as in ipykernel."""
     import shlex
     import shutil
     import subprocess
+    import warnings
 
     path = _connection["file"]
-    if not path:
-        raise _usage_error("%qtconsole: this kernel has no connection file to give the console")
-    exe = shutil.which("jupyter-qtconsole")
-    argv = [exe] if exe else None
-    if argv is None:
+    argv = [shutil.which("jupyter-qtconsole")]
+    if argv[0] is None:
         import importlib.util
 
-        if importlib.util.find_spec("qtconsole") is None:
-            raise _usage_error("%qtconsole: the Jupyter QtConsole is not installed (apt install jupyter-qtconsole, "
-                               "or pip install qtconsole); %connect_info says how to connect another client")
-        argv = [sys.executable, "-m", "qtconsole"]
+        argv = [sys.executable, "-m", "qtconsole"] if importlib.util.find_spec("qtconsole") is not None else None
+    if not path or argv is None:
+        warnings.warn("Could not start qtconsole: %s" % (
+            "this kernel has no connection file to give it" if not path else
+            "the Jupyter QtConsole is not installed (apt install jupyter-qtconsole, or pip install qtconsole); "
+            "%connect_info says how to connect another client"))
+        return None
     from ._system import _child_env
 
     subprocess.Popen(argv + ["--existing", path] + shlex.split(line), stdin=subprocess.DEVNULL,

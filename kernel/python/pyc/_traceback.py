@@ -107,6 +107,12 @@ def _only(etype, value):
 
 def _exception_lines(etype, value, cells, c):
     """The last entry: "Name: message" (for a SyntaxError in a cell, the line and the caret first)."""
+    if isinstance(value, SyntaxError) and value.text is None and value.filename in cells and value.lineno:
+        # An error of the compiler (not the parser) on a cell compiled from its AST carries no text: the
+        # cell's line, from linecache, as IPython shows it.
+        import linecache
+
+        value.text = linecache.getline(value.filename, value.lineno) or None
     lines = _only(etype, value)
     if isinstance(value, SyntaxError) and value.filename in cells and lines:
         # Python's first line is '  File "/tmp/pyc_PID/HASH.py", line L'; IPython shows the cell's label.
