@@ -228,18 +228,27 @@ scan(const char *s, size_t n, unsigned flags, scan_t *out)
     return 0;
 }
 
+void
+pyc_lastline_judge(const char *s, size_t n, unsigned flags, pyc_lastline_t *out)
+{
+    scan_t r;
+    bool understood = scan(s, n, flags, &r) == 0;
+    out->not_expression = understood && r.last != SEG_MAYBE;
+    out->semicolon = !understood ? -1 : r.semicolon ? 1 : 0;
+}
+
 bool
 pyc_lastline_not_expression(const char *s, size_t n, unsigned flags)
 {
-    scan_t r;
-    return scan(s, n, flags, &r) == 0 && r.last != SEG_MAYBE;
+    pyc_lastline_t j;
+    pyc_lastline_judge(s, n, flags, &j);
+    return j.not_expression;
 }
 
 int
 pyc_lastline_semicolon(const char *s, size_t n, unsigned flags)
 {
-    scan_t r;
-    if (scan(s, n, flags, &r) < 0)
-        return -1;
-    return r.semicolon ? 1 : 0;
+    pyc_lastline_t j;
+    pyc_lastline_judge(s, n, flags, &j);
+    return j.semicolon;
 }

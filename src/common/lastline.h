@@ -43,4 +43,11 @@ bool pyc_lastline_not_expression(const char *code, size_t len, unsigned flags);
  * line followed by a comment line both end with the ';'. */
 int pyc_lastline_semicolon(const char *code, size_t len, unsigned flags);
 
+/* Both answers from one scan, for a caller that needs both (a cell about to be compiled). */
+typedef struct {
+    bool not_expression;         /* pyc_lastline_not_expression's answer */
+    int semicolon;               /* pyc_lastline_semicolon's answer */
+} pyc_lastline_t;
+void pyc_lastline_judge(const char *code, size_t len, unsigned flags, pyc_lastline_t *out);
+
 #endif

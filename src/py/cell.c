@@ -241,20 +241,19 @@ run_codes(PyObject *codes, PyObject *globals)
 #endif
 
 /* True when the cell's last token is a ';' (IPython's sign that its result is not shown), comments and
- * blank lines aside, as IPython's displayhook decides from the cell's tokens.  A text the scan does not
- * understand (it holds an f-string that may nest quotes, or does not compile) is judged by its last line:
- * a ';' at its end with no '#' on that line. */
-static int
-ends_with_semicolon(const char *code)
+ * blank lines aside, as IPython's displayhook decides from the cell's tokens (scan: the lastline.h answer
+ * for the cell).  A text the scan does not understand (it holds an f-string that may nest quotes, or does
+ * not compile) is judged by its last line: a ';' at its end with no '#' on that line. */
+static bool
+ends_with_semicolon(const char *code, const pyc_lastline_t *scan)
 {
+    if (scan->semicolon >= 0)
+        return scan->semicolon == 1;
     size_t n = strlen(code);
-    int r = pyc_lastline_semicolon(code, n, SCAN_FLAGS);
-    if (r >= 0)
-        return r;
     while (n > 0 && (code[n - 1] == ' ' || code[n - 1] == '\t' || code[n - 1] == '\n' || code[n - 1] == '\r'))
         n--;
     if (n == 0 || code[n - 1] != ';')
-        return 0;
+        return false;
     size_t start = n;
     while (start > 0 && code[start - 1] != '\n')
         start--;
@@ -265,9 +264,10 @@ ends_with_semicolon(const char *code)
  * an expression or its result is not to be shown.  Returns what run_cell returns, or 1 when it did not
  * apply or the source did not compile (no Python error set: the AST path then runs, and reports). */
 static int
-run_source(const char *code, PyObject *filename, PyObject *globals, bool silent, bool *lasting)
+run_source(const char *code, const pyc_lastline_t *scan, PyObject *filename, PyObject *globals, bool silent,
+           bool *lasting)
 {
-    if (!silent && !ends_with_semicolon(code) && !pyc_lastline_not_expression(code, strlen(code), SCAN_FLAGS))
+    if (!silent && !ends_with_semicolon(code, scan) && !scan->not_expression)
         return 1;
     PyCompilerFlags flags = {PyCF_ALLOW_TOP_LEVEL_AWAIT | future_flags, PY_MINOR_VERSION};
     PyObject *compiled = Py_CompileStringObject(code, filename, Py_file_input, &flags, -1);
@@ -293,7 +293,9 @@ pyc__py_run_cell(const char *code, PyObject *filename, PyObject *globals, bool s
 {
     register_source(filename, code);
     pyc__py_note_cell(filename, pyc__py_here()->execution_count);
-    int rc = run_source(code, filename, globals, silent, lasting);
+    pyc_lastline_t scan;
+    pyc_lastline_judge(code, strlen(code), SCAN_FLAGS, &scan);
+    int rc = run_source(code, &scan, filename, globals, silent, lasting);
     if (rc != 1)
         return rc;
 
@@ -311,7 +313,7 @@ pyc__py_run_cell(const char *code, PyObject *filename, PyObject *globals, bool s
     if (body == NULL || !PyList_Check(body))
         goto out;
     Py_ssize_t n = PyList_GET_SIZE(body);
-    if (n > 0 && !silent && !ends_with_semicolon(code)) {
+    if (n > 0 && !silent && !ends_with_semicolon(code, &scan)) {
         int is_expr = PyObject_IsInstance(PyList_GET_ITEM(body, n - 1), cached.ast_expr);
         if (is_expr < 0)
             goto out;

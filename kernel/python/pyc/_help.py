@@ -98,12 +98,10 @@ def page(target, detail_level=0, frame=None):
 
 
 def _namespace(frame):
-    g, loc = frame.f_globals, frame.f_locals
-    if loc is g:
-        return g
-    ns = dict(g)
-    ns.update(loc)
-    return ns
+    """The names the cell's frame sees (pyc._magics' view of it)."""
+    from ._magics import _merged
+
+    return _merged(frame)
 
 
 # ---- %psearch ---------------------------------------------------------------------------------------------

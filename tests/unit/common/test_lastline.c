@@ -17,14 +17,22 @@
 
 #include "lastline.h"
 
+/* An exact-size copy of code (no NUL after it), so that a read past the end shows under the sanitizers. */
+static char *
+exact_copy(const char *code, size_t *n)
+{
+    *n = strlen(code);
+    char *copy = malloc(*n + 1);
+    assert_non_null(copy);
+    memcpy(copy, code, *n);
+    return copy;
+}
+
 static bool
 stmt(const char *code)
 {
-    /* An exact-size copy, so that a read past the end shows under the sanitizers. */
-    size_t n = strlen(code);
-    char *copy = malloc(n + 1);
-    assert_non_null(copy);
-    memcpy(copy, code, n);
+    size_t n;
+    char *copy = exact_copy(code, &n);
     bool r = pyc_lastline_not_expression(copy, n, 0);
     free(copy);
     return r;
@@ -213,10 +221,8 @@ test_length_not_nul(void **state)
 static int
 semi(const char *code)
 {
-    size_t n = strlen(code);
-    char *copy = malloc(n + 1);
-    assert_non_null(copy);
-    memcpy(copy, code, n);
+    size_t n;
+    char *copy = exact_copy(code, &n);
     int r = pyc_lastline_semicolon(copy, n, 0);
     free(copy);
     return r;
