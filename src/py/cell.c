@@ -10,8 +10,9 @@
  * 7 µs less than through the AST round trip.  When that compile fails, the AST path runs and reports the
  * error as it always did.  A cell with a __future__ import after other statements, which Python refuses,
  * is compiled statement by statement as IPython compiles every cell (the line numbers are the cell's), and
- * the __future__ features cells import hold for the cells after them, as in IPython.  When a part awaits (top-level await), the whole cell runs as one coroutine on the
- * kernel's asyncio loop (async.c, pyc._asyncio).
+ * the __future__ features cells import hold for the cells after them, as in IPython.  When a part awaits
+ * (top-level await), the whole cell runs as one coroutine on the kernel's asyncio loop (async.c,
+ * pyc._asyncio).
  *
  * The cell's source is registered in linecache under its file name, so that tracebacks and inspect show the
  * user's lines: linecache's lazy kind of entry, a 1-tuple holding a function that returns the text, turned
