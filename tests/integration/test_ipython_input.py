@@ -307,7 +307,11 @@ def test_script_magic_out_and_missing_program(kernels):
 
 @pytest.mark.skipif(importlib.util.find_spec("ipympl") is not None, reason="ipympl is installed")
 def test_matplotlib_widget_without_ipympl_names_the_package(kernels):
-    def check(content, msgs):
-        assert content["status"] == "error" and "ipympl" in content["evalue"], content
-
-    each(kernels, "%matplotlib widget", check)
+    # Both fail; pyc names the package to install (IPython 8.5 does too, IPython 8.35 says only that
+    # 'widget' is not a recognised backend, so only the failure is asked of the reference).
+    for name, k in kernels:
+        reply, msgs = execute(k.kc, "%matplotlib widget", check=False)
+        content = reply["content"]
+        assert content["status"] == "error", (name, content)
+        if name != "ipykernel":
+            assert "ipympl" in content["evalue"], content
