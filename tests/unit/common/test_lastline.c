@@ -17,25 +17,25 @@
 
 #include "lastline.h"
 
-/* An exact-size copy of code (no NUL after it), so that a read past the end shows under the sanitizers. */
-static char *
-exact_copy(const char *code, size_t *n)
+/* Both answers for code, scanned from an exact-size copy (no NUL after it), so that a read past the end
+ * shows under the sanitizers. */
+static pyc_lastline_t
+judge(const char *code)
 {
-    *n = strlen(code);
-    char *copy = malloc(*n + 1);
+    size_t n = strlen(code);
+    char *copy = malloc(n + 1);
     assert_non_null(copy);
-    memcpy(copy, code, *n);
-    return copy;
+    memcpy(copy, code, n);
+    pyc_lastline_t r;
+    pyc_lastline_judge(copy, n, 0, &r);
+    free(copy);
+    return r;
 }
 
 static bool
 stmt(const char *code)
 {
-    size_t n;
-    char *copy = exact_copy(code, &n);
-    bool r = pyc_lastline_not_expression(copy, n, 0);
-    free(copy);
-    return r;
+    return judge(code).not_expression;
 }
 
 static void
@@ -221,11 +221,7 @@ test_length_not_nul(void **state)
 static int
 semi(const char *code)
 {
-    size_t n;
-    char *copy = exact_copy(code, &n);
-    int r = pyc_lastline_semicolon(copy, n, 0);
-    free(copy);
-    return r;
+    return judge(code).semicolon;
 }
 
 static void
@@ -259,6 +255,10 @@ test_semicolon(void **state)
     assert_int_equal(pyc_lastline_semicolon(code, strlen(code), PYC_LASTLINE_NESTED_FSTRINGS), -1);
     code = "f'{x}';";
     assert_int_equal(pyc_lastline_semicolon(code, strlen(code), 0), 1);
+    /* The two questions' own entry points give the one scan's answers. */
+    code = "x = 1;  # c";
+    assert_int_equal(pyc_lastline_semicolon(code, strlen(code), 0), 1);
+    assert_true(pyc_lastline_not_expression(code, strlen(code), 0));
 }
 
 int
