@@ -315,3 +315,15 @@ def test_matplotlib_widget_without_ipympl_names_the_package(kernels):
         assert content["status"] == "error", (name, content)
         if name != "ipykernel":
             assert "ipympl" in content["evalue"], content
+
+
+@pytest.mark.parametrize("code, status", [
+    (">>> x = 1", "complete"),
+    (">>> def f(x):", "incomplete"),
+    ("In [1]: for i in range(3):", "incomplete"),
+    ("In [1]: y = 2\n\nIn [2]: y", "complete"),
+])
+def test_is_complete_reads_pasted_prompts(kernels, code, status):
+    for name, k in kernels:
+        reply, _ = pyctest.request(k.kc, "is_complete_request", {"code": code})
+        assert reply["content"]["status"] == status, (name, reply["content"])

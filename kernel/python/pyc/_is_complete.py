@@ -15,6 +15,10 @@ def is_complete(src):
     """Returns (status, indent); indent is None unless status is 'incomplete'."""
     if not src.strip():
         return "complete", None
+    if src.lstrip()[:3] in (">>>", "In ") or "...:" in src:
+        from pyc._transform import without_prompts
+
+        src = without_prompts(src)
     last = src.split("\n")[-1]
     try:
         code = codeop.compile_command(src, "<input>", "exec")

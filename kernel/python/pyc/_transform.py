@@ -107,6 +107,15 @@ def transform_cell(code, namespace=None):
     return new
 
 
+def without_prompts(code):
+    """code with pasted prompts removed (step 1 alone), for is_complete_request: a console judges a pasted
+    `>>> def f():` as the block it opens."""
+    lines = code.split("\n")
+    first = next((k for k, ln in enumerate(lines) if ln.strip()), 0)
+    out = "\n".join(_strip_prompts(lines, first))
+    return code if out == code else out
+
+
 def _strip_prompts(lines, first):
     """lines with the pasted prompts removed (a new list), as IPython's PromptStripper: when the first line
     holds a prompt, or the second one does, each line loses its prompt."""
