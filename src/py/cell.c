@@ -243,14 +243,19 @@ run_codes(PyObject *codes, PyObject *globals)
 
 /* True when the cell's last token is a ';' (IPython's sign that its result is not shown), comments and
  * blank lines aside, as IPython's displayhook decides from the cell's tokens (scan: the lastline.h answer
- * for the cell).  A text the scan does not understand (it holds an f-string that may nest quotes, or does
- * not compile) is judged by its last line: a ';' at its end with no '#' on that line. */
+ * for the cell).  A text the scan does not understand even without nested f-strings (it does not compile)
+ * is judged by its last line: a ';' at its end with no '#' on that line. */
 static bool
 ends_with_semicolon(const char *code, const pyc_lastline_t *scan)
 {
     if (scan->semicolon >= 0)
         return scan->semicolon == 1;
     size_t n = strlen(code);
+    /* From 3.12 the scan declines any text with an f-string; read as up to 3.11 (an f-string is one string),
+     * it misjudges only an f-string whose replacement fields nest its own quotes around a ';' or '#'. */
+    int plain = SCAN_FLAGS != 0 ? pyc_lastline_semicolon(code, n, 0) : -1;
+    if (plain >= 0)
+        return plain == 1;
     while (n > 0 && (code[n - 1] == ' ' || code[n - 1] == '\t' || code[n - 1] == '\n' || code[n - 1] == '\r'))
         n--;
     if (n == 0 || code[n - 1] != ';')

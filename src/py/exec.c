@@ -144,7 +144,9 @@ run_transformed(const char *code, PyObject *filename, PyObject *globals, bool si
     Py_XDECREF(tb);
     int rc = pyc__py_run_cell(tcode, filename, globals, silent, lasting);
     Py_DECREF(t);
-    return rc;
+    /* The rewritten cell does not parse either: its SyntaxError (pending) is the cell's error, and the
+     * caller must not compile the original text again with it set. */
+    return rc == -2 ? -1 : rc;
 }
 
 /* After every cell: the finder's after_cell (matplotlib figures, MPLBACKEND), only once matplotlib is

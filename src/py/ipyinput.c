@@ -38,7 +38,8 @@ static const char *const standard_names[] = {
     "system", "tb", "time", "timeit", "unalias", "unload_ext", "who", "who_ls", "whos", "xdel", "xmode",
 };
 
-/* _pyc.automagic_names; a reference the module holds, for the life of the interpreter. */
+/* _pyc.automagic_names, as the module was made with it: a reference of this file's, for the life of the
+ * interpreter. */
 static PyObject *automagic_names;
 
 int
@@ -58,7 +59,8 @@ pyc__py_ipyinput_ready(PyObject *module)
         Py_XDECREF(set);
         return -1;
     }
-    automagic_names = set;       /* borrowed from the module, which lives as long as the interpreter */
+    Py_INCREF(set);              /* a reference of our own: a cell may rebind _pyc.automagic_names */
+    automagic_names = set;
     return 0;
 }
 

@@ -196,6 +196,9 @@ def test_help_on_magics_and_attributes_goes_to_the_pager(kernels, code, needle):
     ("x = 'a;'\nx  # ;", "'a;'"),
     ("'b;'", "'b;'"),
     ("[1,\n 2];", None),
+    ("n = 3\nf'{n}';  # an f-string before the ';'", None),
+    ("f'#{3}';", None),
+    ("f'{3};'", "'3;'"),
 ])
 def test_semicolon_hides_the_result(kernels, code, shown):
     each(kernels, code, no_result if shown is None else result_is(shown))
@@ -297,6 +300,23 @@ def test_connect_info(kernels):
 ])
 def test_script_magics_print(kernels, code, printed):
     each(kernels, code, stdout_has(printed))
+
+
+def test_a_paste_that_still_does_not_parse_is_its_syntax_error(kernels):
+    def syntax_error(content, msgs):
+        assert content["status"] == "error" and content["ename"] == "SyntaxError", content
+
+    each(kernels, ">>> %time 1\n>>> def f(:", syntax_error)
+    each(kernels, "1 + 1", result_is("2"))
+
+
+@pyctest.pyc_only
+def test_script_magic_out_keeps_every_line(kernels):
+    # IPython 8.5 keeps only the last line in the variable; pyc keeps the whole output.
+    k = kernels[0][1]
+    reply, _ = execute(k.kc, "%%script --out several bash\necho one\necho two")
+    assert reply["content"]["status"] == "ok"
+    assert pyctest.eval_value(k.kc, "several") == repr("one\ntwo\n")
 
 
 def test_script_magic_out_and_missing_program(kernels):

@@ -170,6 +170,9 @@ def test_not_a_str():
         ("    y = 10\n    y + 1", "y = 10\ny + 1"),
         ("  if x:\n      pass\n  y = 2", "if x:\n    pass\ny = 2"),
         ("  !echo indented cell", M + "system('echo indented cell')"),
+        ("    >>> x = 1\n    >>> x", "x = 1\nx"),  # a doctest pasted from a docstring: indentation first
+        ("   ...: %time 1", M + "line_magic('time', '1')"),
+        (" In [1]: %time 1", M + "line_magic('time', '1')"),
     ],
 )
 def test_pasted_prompts_and_indentation(code, expected):
@@ -248,3 +251,7 @@ def test_wildcard_and_magic_help():
     assert transform_cell("os.*path*?") == M + "page('os.*path*', 0)"
     assert transform_cell("%load?") == M + "page('%load', 0)"
     assert transform_cell("%%timeit??") == M + "page('%%timeit', 1)"
+
+
+def test_a_paste_that_stays_invalid_comes_back_unchanged():
+    assert transform_cell("   ...: x = (") == "   ...: x = ("

@@ -190,12 +190,14 @@ def can_automagic(name):
     that no variable shadows it): a line magic or alias that pyc runs, or one of IPython's when IPython is
     installed -- those of its shell once it exists (magics the user registered included), else the ones
     every IPython 8 has, which the kernel lists in _pyc.automagic_names."""
+    from pyc import _shell
+
+    if _shell.host is not None and not _shell.host.automagic:
+        return False  # %automagic off
     if own_magic(name) is not None:
         return True
     if not _ipython_installed():
         return False
-    from pyc import _shell
-
     if _shell.host is not None:
         return _shell.host.find_magic(name, "line") is not None
     import _pyc
@@ -312,7 +314,7 @@ def _use_backend(mpl, backend):
 def _magic_matplotlib(line, frame):
     """Choose how figures appear: %matplotlib inline (the default: PNG images in the output), %matplotlib
     widget (or ipympl; interactive figures through ipywidgets, when the ipympl package is installed),
-    %matplotlib notebook (the same as widget, as in IPython 8), a non-interactive backend by name (agg, pdf,
+    %matplotlib notebook (the same as widget, as ipykernel 6 with IPython 8.5 takes it), a non-interactive backend by name (agg, pdf,
     svg, ...: no figure is shown), --list (the choices).  GUI backends (qt, tk, ...) need an event loop that a
     notebook kernel does not run."""
     import importlib.util

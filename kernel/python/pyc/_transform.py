@@ -3,12 +3,13 @@ paste -- rewritten as Python and calls of pyc._magics, as IPython's input transf
 
 transform_cell(code, namespace) applies, in IPython's order:
 
- 1. Pasted prompts are removed, when the cell's first line starts with one or its second line does (as
+ 1. When the cell does not parse and its first line is indented, that indentation is removed from every
+    line that starts with it (IPython's leading_indent; a doctest pasted from a docstring keeps its
+    `>>>` for step 2).
+ 2. Pasted prompts are removed, when the cell's first line starts with one or its second line does (as
     IPython's PromptStripper decides): the standard interpreter's `>>> ` and `... `, and IPython's
     `In [12]: ` and `   ...: ` (with the `[nav] ` / `[ins] ` of its vi mode).  This holds even for a cell
     that parses: `In [1]: b = 5` is an annotated assignment to Python.
- 2. When the cell does not parse and its first line is indented, that indentation is removed from every
-    line that starts with it (IPython's leading_indent).
  3. Automagic, on a one-line cell (leading blank lines aside) and only with a namespace: `ls -l`, `pwd`,
     `cd ..`, `who` run as %ls -l, %pwd, ... when the first word names a line magic or a shell alias that can
     run here (pyc's own, or IPython's when IPython is installed), it is not followed by `=` or `,` (an
@@ -80,6 +81,8 @@ def transform_cell(code, namespace=None):
     try:
         lines = code.split("\n")
         first = next((k for k, ln in enumerate(lines) if ln.strip()), 0)
+        if _INDENT.match(lines[first]) and _error_line(code) is not None:
+            lines = _dedent(lines, first).split("\n")
         cleaned = _strip_prompts(lines, first)
         magic = _automagic(cleaned, first, namespace) if namespace is not None else None
         if magic is not None:
@@ -91,10 +94,6 @@ def transform_cell(code, namespace=None):
         cleaned = code  # the caller tells "unchanged" by identity
     if _error_line(cleaned) is None:
         return cleaned
-    if _INDENT.match(code.split("\n")[first] if code.strip() else ""):
-        cleaned = _dedent(cleaned.split("\n"), first)
-        if _error_line(cleaned) is None:
-            return cleaned
     try:
         new, changed = _transform(cleaned)
     except Exception:
