@@ -242,14 +242,14 @@ run_codes(PyObject *codes, PyObject *globals)
 #endif
 
 /* True when the cell's last token is a ';' (IPython's sign that its result is not shown), comments and
- * blank lines aside, as IPython's displayhook decides from the cell's tokens (scan: the lastline.h answer
- * for the cell).  A text the scan does not understand even without nested f-strings (it does not compile)
- * is judged by its last line: a ';' at its end with no '#' on that line. */
+ * blank lines aside, as IPython's displayhook decides from the cell's tokens (scanned: the lastline.h
+ * answer for the cell).  A text the scan does not understand even without nested f-strings (it does not
+ * compile) is judged by its last line: a ';' at its end with no '#' on that line. */
 static bool
-ends_with_semicolon(const char *code, const pyc_lastline_t *scan)
+ends_with_semicolon(const char *code, int scanned)
 {
-    if (scan->semicolon >= 0)
-        return scan->semicolon == 1;
+    if (scanned >= 0)
+        return scanned == 1;
     size_t n = strlen(code);
     /* From 3.12 the scan declines any text with an f-string; read as up to 3.11 (an f-string is one string),
      * it misjudges only an f-string whose replacement fields nest its own quotes around a ';' or '#'. */
@@ -266,14 +266,14 @@ ends_with_semicolon(const char *code, const pyc_lastline_t *scan)
     return memchr(code + start, '#', n - start) == NULL;
 }
 
-/* The fast path: compiles code from its source in one step and runs it, when its last statement cannot be
- * an expression or its result is not to be shown.  Returns what run_cell returns, or 1 when it did not
- * apply or the source did not compile (no Python error set: the AST path then runs, and reports). */
+/* The fast path: compiles code from its source in one step and runs it, when no result can be shown (its
+ * last statement cannot be an expression, or its result is not to be shown).  Returns what run_cell
+ * returns, or 1 when it did not apply or the source did not compile (no Python error set: the AST path
+ * then runs, and reports). */
 static int
-run_source(const char *code, const pyc_lastline_t *scan, PyObject *filename, PyObject *globals, bool silent,
-           bool *lasting)
+run_source(const char *code, bool no_result, PyObject *filename, PyObject *globals, bool *lasting)
 {
-    if (!silent && !ends_with_semicolon(code, scan) && !scan->not_expression)
+    if (!no_result)
         return 1;
     PyCompilerFlags flags = {PyCF_ALLOW_TOP_LEVEL_AWAIT | future_flags, PY_MINOR_VERSION};
     PyObject *compiled = Py_CompileStringObject(code, filename, Py_file_input, &flags, -1);
@@ -301,7 +301,8 @@ pyc__py_run_cell(const char *code, PyObject *filename, PyObject *globals, bool s
     pyc__py_note_cell(filename, pyc__py_here()->execution_count);
     pyc_lastline_t scan;
     pyc_lastline_judge(code, strlen(code), SCAN_FLAGS, &scan);
-    int rc = run_source(code, &scan, filename, globals, silent, lasting);
+    bool hidden = silent || ends_with_semicolon(code, scan.semicolon);
+    int rc = run_source(code, hidden || scan.not_expression, filename, globals, lasting);
     if (rc != 1)
         return rc;
 
@@ -319,7 +320,7 @@ pyc__py_run_cell(const char *code, PyObject *filename, PyObject *globals, bool s
     if (body == NULL || !PyList_Check(body))
         goto out;
     Py_ssize_t n = PyList_GET_SIZE(body);
-    if (n > 0 && !silent && !ends_with_semicolon(code, &scan)) {
+    if (n > 0 && !hidden) {
         int is_expr = PyObject_IsInstance(PyList_GET_ITEM(body, n - 1), cached.ast_expr);
         if (is_expr < 0)
             goto out;

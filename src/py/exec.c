@@ -366,12 +366,15 @@ execute_as(pyc__py_cell_t *cell, const char *code, const pyc_py_exec_opts_t *opt
         snprintf(name, sizeof name, "<cell-%lu>", ++cell_serial);  /* a $TMPDIR too long to name files in */
     PyObject *filename = globals != NULL ? PyUnicode_FromString(name) : NULL;
     bool known = filename != NULL && pyc__py_cell_source_known(filename), lasting = false;
+    /* The transforms run once: before compiling, for a cell that may be IPython's although it parses
+     * (ipyinput.c), else when the cell does not parse.  A cell they leave unchanged is compiled as it is. */
     int rc = -2;
-    if (filename != NULL && pyc__py_ipython_input(code))
+    bool transformed = filename != NULL && pyc__py_ipython_input(code);
+    if (transformed)
         rc = run_transformed(code, filename, globals, opts->silent, &lasting);
     if (rc == -2)
         rc = filename != NULL ? pyc__py_run_cell(code, filename, globals, opts->silent, &lasting) : -1;
-    if (rc == -2)
+    if (rc == -2 && !transformed)
         rc = run_transformed(code, filename, globals, opts->silent, &lasting);
     after_cell();
     if (post)

@@ -347,3 +347,14 @@ def test_is_complete_reads_pasted_prompts(kernels, code, status):
     for name, k in kernels:
         reply, _ = pyctest.request(k.kc, "is_complete_request", {"code": code})
         assert reply["content"]["status"] == status, (name, reply["content"])
+
+
+@pyctest.pyc_only
+def test_every_own_line_magic_is_an_automagic_name(kernels):
+    # ipyinput.c's list decides which parsing one-line cells reach the transformer: a line magic pyc adds
+    # to pyc._magics must be on it, or `name args` on its own line would not run it.
+    k = kernels[0][1]
+    missing = pyctest.eval_value(k.kc, "sorted((set(__import__('pyc._magics')._magics._LINE) | "
+                                       "set(__import__('pyc._magics')._magics._WITHOUT_IPYTHON)) - "
+                                       "__import__('_pyc').automagic_names)")
+    assert missing == "[]"

@@ -115,12 +115,8 @@ def _type_matches(obj, type_name):
     import builtins
     import types
 
-    t = getattr(types, type_name.capitalize() + "Type", None)
-    if t is None:
-        for name in dir(types):
-            if name.endswith("Type") and name[:-4].lower() == type_name:
-                t = getattr(types, name)
-                break
+    t = next((getattr(types, name) for name in dir(types)
+              if name.endswith("Type") and name[:-4].lower() == type_name), None)
     if t is None:
         t = getattr(builtins, type_name, None)
     return isinstance(t, type) and isinstance(obj, t)

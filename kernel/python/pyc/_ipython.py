@@ -165,9 +165,11 @@ class ZMQInteractiveShell(InteractiveShell):
             for payload in self.payload_manager.read_payload():
                 _pyc.add_payload(payload)
             self.payload_manager.clear_payload()
-            names = getattr(_pyc, "automagic_names", None)
-            if names is not None:
-                names.update(self.magics_manager.magics["line"])
+            # Only when magics were registered since: the set already holds the ones it had.
+            line_magics = self.magics_manager.magics["line"]
+            if len(line_magics) != getattr(self, "_pyc_line_magics", 0):
+                self._pyc_line_magics = len(line_magics)
+                getattr(_pyc, "automagic_names", set()).update(line_magics)
 
 
 def attach_after_import(module):

@@ -31,8 +31,9 @@ The kernel (src/py/exec.c) calls transform_cell for a cell that does not parse, 
 that may be pasted prompts or an automagic line (ipyinput.c decides from the text alone, and from the names
 in _pyc.automagic_names, without calling Python for any other cell).
 
-Every step keeps the cell's lines where they are: each rewritten line keeps its line number (lines that a magic swallows -- backslash continuations, a
-%%magic's body -- become empty), so a traceback's line numbers match the cell as typed.  If the rewritten
+Every step keeps the cell's lines where they are: each rewritten line keeps its line number (lines that a
+magic swallows -- backslash continuations, a %%magic's body -- become empty), so a traceback's line numbers
+match the cell as typed.  If the rewritten
 cell still does not parse and the error is on a rewritten line, the original cell is returned, so that the
 user sees the SyntaxError of what they typed rather than of generated code; an error on a line that was
 not rewritten is a genuine one and is reported from the rewritten cell (same line, same text).
@@ -80,7 +81,7 @@ def transform_cell(code, namespace=None):
         return code
     try:
         lines = code.split("\n")
-        first = next((k for k, ln in enumerate(lines) if ln.strip()), 0)
+        first = _first_code_line(lines)
         if _INDENT.match(lines[first]) and _error_line(code) is not None:
             lines = _dedent(lines, first).split("\n")
         cleaned = _strip_prompts(lines, first)
@@ -107,12 +108,16 @@ def transform_cell(code, namespace=None):
 
 
 def without_prompts(code):
-    """code with pasted prompts removed (step 1 alone), for is_complete_request: a console judges a pasted
+    """code with pasted prompts removed (step 2 alone), for is_complete_request: a console judges a pasted
     `>>> def f():` as the block it opens."""
     lines = code.split("\n")
-    first = next((k for k, ln in enumerate(lines) if ln.strip()), 0)
-    out = "\n".join(_strip_prompts(lines, first))
+    out = "\n".join(_strip_prompts(lines, _first_code_line(lines)))
     return code if out == code else out
+
+
+def _first_code_line(lines):
+    """The index of the first line that is not blank (IPython's leading_empty_lines skip them), or 0."""
+    return next((k for k, ln in enumerate(lines) if ln.strip()), 0)
 
 
 def _strip_prompts(lines, first):
