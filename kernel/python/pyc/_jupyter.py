@@ -1,22 +1,14 @@
 """The magics that ipykernel's shell adds to IPython's (its KernelMagics), as pyc's own, so that they work with
 or without IPython: %connect_info, %qtconsole, %less, %more, %man and %clear.
 
-The kernel tells this module where its connection is (set_connection, called by kernel/app.c when the kernel
-starts serving, and again in a forked session, which has a connection of its own).
+Where the kernel's connection is comes from pyc._shell.connection (the kernel hands it over at start).
 """
 
 import json
 import os
 import sys
 
-_connection = {"file": None, "info": None}
-
-
-def set_connection(path, info):
-    """Called by the kernel: the connection file a client would connect with (None when there is none) and
-    its contents (a dict, key included)."""
-    _connection["file"] = path
-    _connection["info"] = info
+from . import _shell
 
 
 def _usage_error(message):
@@ -28,7 +20,7 @@ def _usage_error(message):
 def magic_connect_info(line, frame):
     """Print the information for connecting other clients to this kernel: the contents of its connection
     file, and how a local client (jupyter console, qtconsole) connects with it."""
-    info, path = _connection["info"], _connection["file"]
+    path, info = _shell.connection
     if info is None:
         import warnings
 
@@ -63,7 +55,7 @@ def magic_qtconsole(line, frame):
     import subprocess
     import warnings
 
-    path = _connection["file"]
+    path = _shell.connection[0]
     argv = [shutil.which("jupyter-qtconsole")]
     if argv[0] is None:
         import importlib.util
