@@ -56,17 +56,15 @@ pyc_app_bind(pyc_app_t *a, pyc_error_t *err)
     return a->srv != NULL ? 0 : -1;
 }
 
-/* Tells the cells' Python where this kernel's connection is (pyc._shell.connection, which %connect_info and
- * %qtconsole read; pyc._shell is loaded at start anyway): the file a client would connect with -- the one
- * this process wrote for itself when it wrote one (a registered kernel, a forked session), else the one it
- * was started with -- and its contents. */
+/* Tells the cells' Python where this kernel's connection is (_pyc.connection(), which %connect_info and
+ * %qtconsole read): the file a client would connect with -- the one this process wrote for itself when it
+ * wrote one (a registered kernel, a forked session), else the one it was started with -- and its
+ * contents. */
 static void
 tell_python_connection(pyc_app_t *a)
 {
-    const char *path = a->own_connection_file != NULL ? a->own_connection_file : a->connection_file;
-    json_t *args = json_pack("[s?o]", path, pyc_connfile_to_json(&a->cf));
-    json_decref(pyc_py_support_call("pyc._shell", "set_connection", args));
-    json_decref(args);
+    pyc_py_set_connection(a->own_connection_file != NULL ? a->own_connection_file : a->connection_file,
+                          pyc_connfile_to_json(&a->cf));
 }
 
 int

@@ -169,7 +169,31 @@ py_kernel_call(PyObject *self, PyObject *args)
     return res;
 }
 
+/* The connection the kernel serves, {"file", "info"} (pyc_py_set_connection); NULL before it said. */
+static json_t *connection;
+
+void
+pyc_py_set_connection(const char *path, json_t *info)
+{
+    json_t *old = connection;
+    connection = json_pack("{s:s?, s:o}", "file", path, "info", info);
+    json_decref(old);
+}
+
+/* _pyc.connection(): {"file": path or None, "info": the connection file's contents}, or None. */
+static PyObject *
+py_connection(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    if (connection == NULL)
+        Py_RETURN_NONE;
+    return pyc__py_from_json(connection);
+}
+
 PyMethodDef pyc__py_input_methods[] = {
+    {"connection", (PyCFunction)py_connection, METH_NOARGS,
+     "The connection this kernel serves: {'file': path or None, 'info': dict}, or None."},
     {"kernel_call", (PyCFunction)py_kernel_call, METH_VARARGS, "kernel_call(op, args_json) -> answer_json"},
     {"parent", (PyCFunction)py_parent, METH_NOARGS, "The request that output goes to (its message, header filled)."},
     {"add_payload", (PyCFunction)py_add_payload, METH_O, "Add a payload to the current execute_reply."},

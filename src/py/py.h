@@ -216,6 +216,12 @@ json_t *pyc_py_debug_rich(json_t *which, pyc_error_t *err);
  * thread, so that breakpoints in it stop. */
 void pyc_py_debug_session(bool on);
 
+/* The connection this process serves, for the cells' %connect_info and %qtconsole (_pyc.connection()): the
+ * file a client would connect with (NULL when there is none) and its contents (stolen).  Main thread, when
+ * the kernel starts serving and again in a forked session, before any cell runs there; no GIL needed, and
+ * no Python code runs (so start-up imports nothing for it). */
+void pyc_py_set_connection(const char *path, json_t *info);
+
 /* Runs atexit handlers and finalizes the interpreter.  Must hold the GIL (pyc_py_enter). */
 void pyc_py_finalize(void);
 

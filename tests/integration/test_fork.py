@@ -113,6 +113,11 @@ def test_child_is_a_full_kernel(forked):
     reply, msgs = execute(kc, "1/0")
     assert reply["content"]["ename"] == "ZeroDivisionError"
     assert eval_value(kc, "x") == "10"
+    # %connect_info shows the child's own connection, not the parent's it was forked from
+    reply, msgs = execute(kc, "%connect_info")
+    shown = stream_text(msgs)
+    assert '"shell_port": %d' % info["shell_port"] in shown and info["key"] in shown
+    assert os.path.basename(c["connection_file"]) in shown
     # its own process group, so an interrupt of the parent's group does not reach it
     assert os.getpgid(c["pid"]) != os.getpgid(k.pid)
 

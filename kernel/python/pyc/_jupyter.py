@@ -1,14 +1,23 @@
 """The magics that ipykernel's shell adds to IPython's (its KernelMagics), as pyc's own, so that they work with
 or without IPython: %connect_info, %qtconsole, %less, %more, %man and %clear.
 
-Where the kernel's connection is comes from pyc._shell.connection (the kernel hands it over at start).
+Where the kernel's connection is comes from _pyc.connection() (the kernel keeps it in C: start-up runs no
+Python for it).
 """
 
 import json
 import os
 import sys
 
-from . import _shell
+
+
+def _connection():
+    """(the connection file a client would use, or None; its contents), or (None, None) before the kernel
+    said."""
+    import _pyc
+
+    c = _pyc.connection() if hasattr(_pyc, "connection") else None
+    return (c["file"], c["info"]) if c else (None, None)
 
 
 def _usage_error(message):
@@ -20,7 +29,7 @@ def _usage_error(message):
 def magic_connect_info(line, frame):
     """Print the information for connecting other clients to this kernel: the contents of its connection
     file, and how a local client (jupyter console, qtconsole) connects with it."""
-    path, info = _shell.connection
+    path, info = _connection()
     if info is None:
         import warnings
 
@@ -55,7 +64,7 @@ def magic_qtconsole(line, frame):
     import subprocess
     import warnings
 
-    path = _shell.connection[0]
+    path = _connection()[0]
     argv = [shutil.which("jupyter-qtconsole")]
     if argv[0] is None:
         import importlib.util

@@ -30,20 +30,11 @@ _results = ["", "", ""]  # what this module last put in _, __, ___
 _source = ""             # the source of the last cell recorded (IPython's _i00)
 count = 0                # the execution count of the running (or last) cell
 host = None              # pyc._ipython's shell once it exists: it then keeps the names itself
-# (the connection file a client would connect with, or None; its contents, key included): what the kernel
-# says when it starts serving, and again in a forked session (kernel/app.c); %connect_info shows it.
-connection = (None, None)
 
 
 # The names the kernel binds in the user's namespace itself (here, and IPython's shell: get_ipython, exit,
 # quit): a whole-namespace pickle get and a fork-isolated cell's merge leave them alone.
 _KERNEL_NAME = re.compile(r"In|Out|_ih|_oh|_dh|get_ipython|exit|quit|_(i{1,3}|i?\d+)?|__|___")
-
-
-def set_connection(path, info):
-    """Called by the kernel (this module is loaded at start; the magics that read it are not)."""
-    global connection
-    connection = (path, info)
 
 
 def is_kernel_name(name):
