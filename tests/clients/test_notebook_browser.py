@@ -178,6 +178,16 @@ def page(tmp_path_factory, artifacts):
             argv = [PYC_PYTHON, "-m", "notebook"] + common + [
                 "--NotebookApp.token=%s" % token, "--NotebookApp.password=", "--notebook-dir=%s" % nbdir,
             ]  # fmt: skip
+            if (_major("jupyter_client") or 0) >= 8:
+                # The classic Notebook server (6.4) on jupyter_client 8 (Debian 13) starts each kernel through
+                # jupyter_core's run_sync, on a thread of its own, and its restarter takes *that* thread's
+                # IOLoop as the kernel manager's loop: every ZMQStream of the kernel then calls back on that
+                # thread and writes to the page's websocket while the main thread does too.  Whatever the
+                # kernel (ipykernel too), the page now and then gets a corrupt frame ("Invalid frame
+                # header", plotly.js's inline script cut short) or loses iopub for good (tornado's "assert 0
+                # < size <= self._size"); jupyter/jupyter_client#948.  Without the restarter the loop is
+                # taken where the streams are made, on the main thread.  README says the same to users.
+                argv.append("--KernelManager.autorestart=False")
             start_jupyter(watched, argv, base, token, server_log)
             script = "notebook.mjs"
             if _major("ipywidgets") == 6:
@@ -208,7 +218,17 @@ def cell(result, name):
     assert result.get("ok"), "the page could not be driven: %s" % result.get("error")
     cells = result["cells"]
     assert len(cells) == len(CELLS), "the page shows %d code cells, not %d" % (len(cells), len(CELLS))
-    return cells[INDEX[name]]
+    c = cells[INDEX[name]]
+    # shown with the test's failure: what the page's websocket carried for this cell (Notebook 6's driver
+    # logs it), so that a missing output is told apart from one the page did not draw
+    source = CELLS[INDEX[name]][1]
+    ws = result.get("ws") or []
+    ids = {m["id"] for m in ws if m.get("type") == "execute_request" and source.startswith(m.get("code") or "\0")}
+    for m in ws:
+        if m.get("id") in ids or m.get("parent") in ids or m.get("dir") == "closed":
+            print(m)
+    print("steps:", result.get("steps"), "console errors:", result.get("consoleErrors"))
+    return c
 
 
 def text_of(c):
@@ -297,7 +317,8 @@ def test_tqdm_notebook_bar(page):
 
 def test_plotly_figure(page):
     c = cell(page[0], "plotly")
-    assert any(o["plotly"] for o in c["outputs"]), "no plotly graph; the cell shows %r" % text_of(c)[:300]
+    assert any(o["plotly"] for o in c["outputs"]), "no plotly graph; the cell shows %r; waited %s ms; frames: %s" % (
+        text_of(c)[:300], page[0].get("plotlyWaitMs"), page[0].get("frames"))
 
 
 def test_sympy_math(page):

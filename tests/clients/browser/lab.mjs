@@ -388,9 +388,29 @@ try {
         { timeout: 10000 },
       )
       .catch(() => {});
-    const deadline = Date.now() + 10000;
+    // plotly.js (4.6 MB, inline in each iframe's page) is parsed and drawn in the iframe: on a loaded
+    // machine that has taken longer than 10 s, so the wait is bounded by 30 s
+    const waitStarted = Date.now();
+    const deadline = waitStarted + 30000;
     while (!(await plotlyFrames(page)).length && (await page.$('.jp-OutputArea iframe')) && Date.now() < deadline)
       await page.waitForTimeout(200);
+    result.plotlyWaitMs = Date.now() - waitStarted;
+    // what each iframe holds when no graph was drawn, so that a failure says why
+    result.frames = [];
+    for (const frame of page.frames()) {
+      if (frame === page.mainFrame()) continue;
+      result.frames.push(
+        await frame
+          .evaluate(() => ({
+            url: location.href.slice(-60),
+            readyState: document.readyState,
+            plotlyLoaded: typeof window.Plotly !== 'undefined',
+            plots: document.querySelectorAll('.js-plotly-plot').length,
+            bytes: document.documentElement.outerHTML.length,
+          }))
+          .catch((e) => ({ error: String(e).split('\n')[0] })),
+      );
+    }
   }
   await page
     .waitForFunction(() => [...document.querySelectorAll('.jp-OutputArea img')].every((i) => i.complete), null, {

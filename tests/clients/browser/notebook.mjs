@@ -146,6 +146,34 @@ try {
     if (msg.type() === 'error') consoleErrors.push(msg.text().slice(0, 300));
   });
   page.on('pageerror', (err) => consoleErrors.push('pageerror: ' + String(err).slice(0, 300)));
+  // The kernel's messages as the page's websocket carried them (channel, type, state, parent), so that a
+  // cell that shows nothing can be told apart: a message the page never got, or one it did not draw.
+  result.ws = [];
+  page.on('websocket', (ws) => {
+    const log = (dir) => (frame) => {
+      if (result.ws.length >= 5000 || typeof frame.payload !== 'string') return;
+      try {
+        const m = JSON.parse(frame.payload);
+        result.ws.push({
+          ms: Date.now() - started,
+          dir,
+          channel: m.channel,
+          type: m.msg_type || (m.header || {}).msg_type,
+          id: ((m.header || {}).msg_id || '').slice(-8),
+          parent: ((m.parent_header || {}).msg_id || '').slice(-8),
+          state: (m.content || {}).execution_state,
+          bytes: frame.payload.length,
+          html: (((m.content || {}).data || {})['text/html'] || '').length || undefined,
+          code: dir === 'sent' ? ((m.content || {}).code || '').slice(0, 30) : undefined,
+        });
+      } catch {
+        // not a JSON message
+      }
+    };
+    ws.on('framesent', log('sent'));
+    ws.on('framereceived', log('received'));
+    ws.on('close', () => result.ws.push({ ms: Date.now() - started, dir: 'closed', url: ws.url().slice(-60) }));
+  });
 
   await page.goto(cfg.url, { waitUntil: 'load' });
   step('loaded');
@@ -174,8 +202,28 @@ try {
     result.runs.push(run);
     try {
       const editor = page.locator('#notebook-container .cell').nth(i).locator('.CodeMirror');
-      await editor.click();
-      await page.keyboard.press('Shift+Enter');
+      // The key press is checked to have run the cell (its prompt is '*' or a number, or it asks for
+      // input): a press that went elsewhere (a frame that was still loading and moved the page, say) is
+      // made again, at most twice, instead of the cell counting as run with an empty prompt.
+      for (let attempt = 0; ; attempt++) {
+        await editor.click();
+        await page.keyboard.press('Shift+Enter');
+        const started = await page
+          .waitForFunction(
+            (i) => {
+              const c = Jupyter.notebook.get_cell(i);
+              const n = c.input_prompt_number;
+              return n === '*' || typeof n === 'number' || c.element.find('input.raw_input').length > 0;
+            },
+            i,
+            { timeout: 5000, polling: 50 },
+          )
+          .then(() => true)
+          .catch(() => false);
+        if (started) break;
+        if (attempt === 2) throw new Error('Shift+Enter did not run the cell (3 tries)');
+        run.retries = attempt + 1;
+      }
       // done: the prompt is a number (or empty when the kernel aborted it) and the kernel is idle; or the
       // cell asks for input
       const state = await page.waitForFunction(
