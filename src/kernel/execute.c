@@ -342,21 +342,21 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 
     if (!res.ok && stop_on_error && !silent)
         pyc__abort_queue(k);     /* before the reply: a request sent after the client saw it is not aborted */
-    if (!res.ok) {
-        /* The error is output too: cut to what the cap leaves, and counted (it always goes out). */
-        json_t *fit = pyc_outcome_fit_error(res.error, pyc_outgate_room(&k->out));
-        json_decref(res.error);
-        res.error = fit;
-        if (!silent) {
-            char *text = json_dumps(res.error, JSON_COMPACT);
-            pyc_outgate_count(&k->out, text != NULL ? strlen(text) : 0);
-            free(text);
-        }
-    }
     json_t *content = NULL;
     if (!res.ok) {
-        if (!silent)
-            pyc__publish(k, msg, "error", json_deep_copy(res.error));
+        /* The error is output too: published cut to what the cap leaves (notice included), or not at all when
+         * not even its name fits; the reply carries it in any case, cut as a capped cell's error is. */
+        size_t room = pyc_outgate_room(&k->out);
+        json_t *shown = silent ? NULL : pyc_outcome_error_within(res.error, room);
+        if (shown != NULL) {
+            char *text = json_dumps(shown, JSON_COMPACT);
+            pyc_outgate_count(&k->out, text != NULL ? strlen(text) : 0);
+            free(text);
+            pyc__publish(k, msg, "error", shown);
+        }
+        json_t *fit = pyc_outcome_fit_error(res.error, room);
+        json_decref(res.error);
+        res.error = fit;
         content = pyc__execute_error_content(res.error, count, res.user_expressions, res.payload);
     }
     double wall, cpu;
@@ -519,7 +519,9 @@ guard_stuck(void *ctx, int why)
         if (!k->cell.silent) {
             if (pyc_outgate_notice(&k->out, notice, sizeof notice) > 0)
                 pyc__publish(k, msg, "stream", json_pack("{s:s, s:s}", "name", "stderr", "text", notice));
-            pyc__publish(k, msg, "error", json_deep_copy(err));
+            json_t *shown = pyc_outcome_error_within(err, pyc_outgate_room(&k->out));
+            if (shown != NULL)
+                pyc__publish(k, msg, "error", shown);
         }
         json_t *md = pyc__reply_metadata("error");
         double wall, cpu;

@@ -16,17 +16,16 @@
 #include "clock.h"
 #include "log.h"
 
-/* Publishes, once, the notice that output between cells is dropped from now on. */
+/* Publishes, once, the notice that output between cells is dropped from now on (counted in the session's
+ * budget by the gate). */
 static void
 idle_notice(pyc_kernel_t *k)
 {
-    if (!pyc_outgate_take_notice(&k->out))
-        return;
     char text[256];
-    int n = snprintf(text, sizeof text, "\n[pyc] output limit reached: output between cells (from threads a "
-                     "cell started) is dropped for the rest of the session (limit: %zu bytes, %zu messages)\n",
-                     k->limits.output_bytes, k->limits.output_messages);
-    json_t *c = json_pack("{s:s, s:s%}", "name", "stderr", "text", text, (size_t)n);
+    size_t n = pyc_outgate_take_idle_notice(&k->out, text, sizeof text);
+    if (n == 0)
+        return;
+    json_t *c = json_pack("{s:s, s:s%}", "name", "stderr", "text", text, n);
     char *content = c != NULL ? json_dumps(c, JSON_COMPACT) : NULL;
     json_decref(c);
     if (content != NULL)

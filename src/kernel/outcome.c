@@ -285,6 +285,42 @@ pyc_outcome_fit_error(json_t *error, size_t budget)
     return e;
 }
 
+json_t *
+pyc_outcome_error_within(json_t *error, size_t budget)
+{
+    if (!json_is_object(error))
+        return NULL;
+    json_t *fit = pyc_outcome_fit_error(error, budget);
+    if (json_size(fit) <= budget)
+        return fit;
+    /* Still too large: no traceback, and evalue cut on a whole UTF-8 character until the error fits. */
+    json_t *e = json_deep_copy(fit);
+    json_decref(fit);
+    const char *ev = json_string_value(json_object_get(e, "evalue"));
+    char *value = strdup(ev != NULL ? ev : "");
+    json_object_set_new(e, "traceback", json_array());
+    json_object_set_new(e, "evalue", json_string(""));
+    size_t base = json_size(e), cut = value != NULL ? strlen(value) : 0;
+    if (value == NULL || base > budget) {
+        free(value);
+        json_decref(e);
+        return NULL;
+    }
+    if (cut > budget - base)
+        cut = budget - base;
+    for (;;) {
+        while (cut > 0 && ((unsigned char)value[cut] & 0xC0) == 0x80)
+            cut--;
+        json_object_set_new(e, "evalue", json_stringn(value, cut));
+        size_t size = json_size(e);
+        if (size <= budget || cut == 0)
+            break;
+        cut -= size - budget < cut ? size - budget : cut;   /* escapes made it longer: cut that much more */
+    }
+    free(value);
+    return e;
+}
+
 bool
 pyc_outcome_is_memory_error(json_t *error)
 {

@@ -84,6 +84,11 @@ int pyc_outcome_metadata_text(pyc_buf_t *b, const pyc_outcome_t *o, json_t *extr
  * reference (the same error, when it fits). */
 json_t *pyc_outcome_fit_error(json_t *error, size_t budget);
 
+/* The error as it may be published under an output cap: pyc_outcome_fit_error's, and when that is still
+ * larger than budget bytes (compact JSON), without its traceback and with evalue cut to fit; NULL when not
+ * even {"ename", "evalue": "", "traceback": []} fits.  A new reference; error is not changed. */
+json_t *pyc_outcome_error_within(json_t *error, size_t budget);
+
 /* True when a cell's error ({"ename", ...}, borrowed) is a MemoryError. */
 bool pyc_outcome_is_memory_error(json_t *error);
 

@@ -28,15 +28,28 @@ pyc_outgate_counts(const char *msg_type)
            strcmp(msg_type, "clear_output") == 0;
 }
 
+/* The caps the content of b has: its caps less what the notice keeps (0: no cap). */
+static size_t
+content_bytes(const pyc_outbudget_t *b)
+{
+    return b->max_bytes > 0 ? b->max_bytes - b->notice_bytes : 0;
+}
+
+static size_t
+content_msgs(const pyc_outbudget_t *b)
+{
+    return b->max_msgs > 0 ? b->max_msgs - (b->notice_len > 0 ? 1 : 0) : 0;
+}
+
 /* Counts a message of bytes against b: see pyc_outgate_admit.  A cap, once reached, drops the rest. */
 static size_t
 budget_admit(pyc_outbudget_t *b, size_t bytes, const char *text)
 {
-    size_t allow = bytes;
-    if (b->dropping || (b->max_msgs > 0 && b->msgs >= b->max_msgs)) {
+    size_t allow = bytes, max_bytes = content_bytes(b), max_msgs = content_msgs(b);
+    if (b->dropping || (b->max_msgs > 0 && b->msgs >= max_msgs)) {
         allow = 0;
-    } else if (b->max_bytes > 0 && bytes > b->max_bytes - b->bytes) {
-        allow = text != NULL ? b->max_bytes - b->bytes : 0;
+    } else if (b->max_bytes > 0 && bytes > max_bytes - b->bytes) {
+        allow = text != NULL ? max_bytes - b->bytes : 0;
         while (allow > 0 && ((unsigned char)text[allow] & 0xC0) == 0x80)
             allow--;
     }
@@ -47,9 +60,58 @@ budget_admit(pyc_outbudget_t *b, size_t bytes, const char *text)
         b->dropped_msgs++;
     }
     b->dropped_bytes += bytes - allow;
-    if (allow < bytes || (b->max_msgs > 0 && b->msgs >= b->max_msgs))
+    if (allow < bytes || (b->max_msgs > 0 && b->msgs >= max_msgs))
         b->dropping = true;
     return allow;
+}
+
+/* Writes " (limit: N bytes, M messages)\n" for the caps given into text at n; returns the new length. */
+static size_t
+limits_text(char *text, size_t cap, size_t n, size_t max_bytes, size_t max_msgs)
+{
+    char bytes[32] = "", msgs[40] = "";
+    if (max_bytes > 0)
+        snprintf(bytes, sizeof bytes, " %zu bytes", max_bytes);
+    if (max_msgs > 0)
+        snprintf(msgs, sizeof msgs, "%s %zu messages", max_bytes > 0 ? "," : "", max_msgs);
+    int m = n < cap ? snprintf(text + n, cap - n, " (limit:%s%s)\n", bytes, msgs) : 0;
+    n += m > 0 ? (size_t)m : 0;
+    return n < cap ? n : cap - 1;
+}
+
+/* Chooses b's notice for its caps (README, "Limits and outcomes"): the long one, which says what was dropped
+ * and the caps, when it takes at most half of the byte cap; else the short one on the same terms; else none
+ * (a cap of a few bytes, or of one message, has no room for one: metadata.pyc.output_dropped still tells). */
+static void
+budget_set_notice(pyc_outbudget_t *b, const char *what)
+{
+    static const char short_notice[] = "\n[pyc] output limit reached\n";
+    size_t n = (size_t)snprintf(b->notice, sizeof b->notice, "\n[pyc] output limit reached: %s", what);
+    n = limits_text(b->notice, sizeof b->notice, n > sizeof b->notice - 1 ? sizeof b->notice - 1 : n,
+                    b->max_bytes, b->max_msgs);
+    if (b->max_bytes > 0 && n > b->max_bytes / 2) {
+        n = sizeof short_notice - 1;
+        memcpy(b->notice, short_notice, sizeof short_notice);
+    }
+    if ((b->max_bytes > 0 && n > b->max_bytes / 2) || b->max_msgs == 1 || (b->max_bytes == 0 && b->max_msgs == 0))
+        n = 0;
+    b->notice_len = n;
+    b->notice_bytes = b->max_bytes > 0 ? n : 0;
+}
+
+/* Takes b's notice into text when output was dropped and it was not told yet: counted in b.  Returns its
+ * length, or 0. */
+static size_t
+budget_take_notice(pyc_outbudget_t *b, char *text, size_t cap)
+{
+    if ((b->dropped_msgs == 0 && b->dropped_bytes == 0) || b->notice_len == 0 || b->notice_told ||
+        b->notice_len >= cap)
+        return 0;
+    memcpy(text, b->notice, b->notice_len + 1);
+    b->notice_told = true;
+    b->bytes += b->notice_len;
+    b->msgs++;
+    return b->notice_len;
 }
 
 size_t
@@ -57,15 +119,10 @@ pyc_outgate_admit(pyc_outgate_t *g, size_t bytes, const char *text)
 {
     size_t allow = bytes;
     pthread_mutex_lock(&g->lock);
-    if (g->active) {
+    if (g->active)
         allow = budget_admit(&g->cell, bytes, text);
-    } else if (g->idle.max_bytes > 0 || g->idle.max_msgs > 0) {
-        /* Between cells: the session's budget, cut like a cell's; its end is told once. */
-        bool was_dropping = g->idle.dropping;
-        allow = budget_admit(&g->idle, bytes, text);
-        if (!was_dropping && g->idle.dropping)
-            g->idle_notice = true;
-    }
+    else if (g->idle.max_bytes > 0 || g->idle.max_msgs > 0)
+        allow = budget_admit(&g->idle, bytes, text);   /* between cells: the session's budget, cut like a cell's */
     pthread_mutex_unlock(&g->lock);
     return allow;
 }
@@ -74,8 +131,10 @@ void
 pyc_outgate_set(pyc_outgate_t *g, bool active, size_t max_bytes, size_t max_msgs)
 {
     pthread_mutex_lock(&g->lock);
-    if (active)
+    if (active) {
         g->cell = (pyc_outbudget_t){.max_bytes = max_bytes, .max_msgs = max_msgs};
+        budget_set_notice(&g->cell, "the rest of this cell's output was dropped");
+    }
     g->active = active;
     pthread_mutex_unlock(&g->lock);
 }
@@ -86,6 +145,8 @@ pyc_outgate_set_session_caps(pyc_outgate_t *g, size_t max_bytes, size_t max_msgs
     pthread_mutex_lock(&g->lock);
     g->idle.max_bytes = max_bytes;
     g->idle.max_msgs = max_msgs;
+    budget_set_notice(&g->idle, "output between cells (from threads a cell started) is dropped for the rest of "
+                      "the session");
     pthread_mutex_unlock(&g->lock);
 }
 
@@ -95,6 +156,8 @@ pyc_outgate_room(pyc_outgate_t *g)
     pthread_mutex_lock(&g->lock);
     const pyc_outbudget_t *b = &g->cell;
     size_t room = b->max_bytes == 0 ? SIZE_MAX : b->bytes < b->max_bytes ? b->max_bytes - b->bytes : 0;
+    if (b->max_msgs > 0 && b->msgs >= b->max_msgs)
+        room = 0;
     pthread_mutex_unlock(&g->lock);
     return room;
 }
@@ -108,14 +171,13 @@ pyc_outgate_count(pyc_outgate_t *g, size_t bytes)
     pthread_mutex_unlock(&g->lock);
 }
 
-bool
-pyc_outgate_take_notice(pyc_outgate_t *g)
+size_t
+pyc_outgate_take_idle_notice(pyc_outgate_t *g, char *text, size_t cap)
 {
     pthread_mutex_lock(&g->lock);
-    bool notice = g->idle_notice;
-    g->idle_notice = false;
+    size_t n = budget_take_notice(&g->idle, text, cap);
     pthread_mutex_unlock(&g->lock);
-    return notice;
+    return n;
 }
 
 void
@@ -139,21 +201,10 @@ pyc_outgate_stats(pyc_outgate_t *g)
 size_t
 pyc_outgate_notice(pyc_outgate_t *g, char *text, size_t cap)
 {
-    pyc_outgate_stats_t s = pyc_outgate_stats(g);
-    if (s.dropped_msgs == 0 && s.dropped_bytes == 0)
-        return 0;
-    int n = snprintf(text, cap, "\n[pyc] output limit reached: %zu bytes of this cell's output were dropped, %zu "
-                     "whole message%s among them (limit:", s.dropped_bytes, s.dropped_msgs,
-                     s.dropped_msgs == 1 ? "" : "s");
-    if (s.max_bytes > 0 && n >= 0 && (size_t)n < cap)
-        n += snprintf(text + n, cap - (size_t)n, " %zu bytes", s.max_bytes);
-    if (s.max_msgs > 0 && n >= 0 && (size_t)n < cap)
-        n += snprintf(text + n, cap - (size_t)n, "%s %zu messages", s.max_bytes > 0 ? "," : "", s.max_msgs);
-    if (n >= 0 && (size_t)n < cap)
-        n += snprintf(text + n, cap - (size_t)n, ")\n");
-    if (n < 0)
-        return 0;
-    return (size_t)n < cap ? (size_t)n : cap - 1;
+    pthread_mutex_lock(&g->lock);
+    size_t n = budget_take_notice(&g->cell, text, cap);
+    pthread_mutex_unlock(&g->lock);
+    return n;
 }
 
 void

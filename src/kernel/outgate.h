@@ -5,16 +5,23 @@
  * Every output message of the running cell (stream text, displays, results; pyc_outgate_counts says which
  * types) is admitted here before it is sent.  Once the cap of bytes or of messages is reached, everything
  * else of that cell is dropped, so that output never resumes with a gap in it; stream text, which can be cut,
- * is cut exactly at the byte limit on a whole UTF-8 character.  At the end of the cell the kernel publishes
- * one notice that says how much was dropped (pyc_outgate_notice).
+ * is cut exactly at the byte limit on a whole UTF-8 character.
+ *
+ * A cap holds to the byte and to the message, its notice included: a budget keeps the length of its notice
+ * (and one message) out of what its content may use, so that the content, the notice and a cell's error
+ * together never exceed the cap.  The notice is fixed when the caps are set (its text names the caps, not
+ * the counts, which metadata.pyc.output carries): the long form when it takes at most half the byte cap, a
+ * short one on the same terms, else none.  At the end of a cell whose output was cut the kernel publishes the
+ * notice (pyc_outgate_notice, which counts it).
  *
  * Between cells (a thread the cell started may go on printing), output counts against one budget for the
  * whole session, of the same size as a cell's caps (pyc_outgate_set_session_caps): once it is spent, output
- * between cells is dropped for the rest of the session, and pyc_outgate_take_notice says so once.
+ * between cells is dropped for the rest of the session, and pyc_outgate_take_idle_notice gives its notice
+ * once.
  *
- * A cell's error is output too: pyc_outgate_room says how much of the cap is left, so that an error is cut
- * to fit, and pyc_outgate_count counts it whatever its size (the client must always learn that a cell
- * failed).
+ * A cell's error is output too: pyc_outgate_room says how much of the cap is left (0 when the message cap
+ * is spent), so that an error is cut to fit or, when even its name does not fit, not published (the
+ * execute_reply still carries it); pyc_outgate_count counts it.
  *
  * The gate is pure bookkeeping: no I/O, no Python, no time.  Output comes from the stream flusher, the main
  * thread and Python threads at once, so every call takes the gate's lock (see the lock order in kernel.h).
@@ -29,8 +36,12 @@
 /* One budget of output (a cell's, or the session's between cells): its caps and what was counted. */
 typedef struct pyc_outbudget {
     size_t max_bytes, max_msgs;  /* 0: no cap */
-    size_t bytes, msgs, dropped_bytes, dropped_msgs;
+    size_t bytes, msgs, dropped_bytes, dropped_msgs;   /* what went out (the notice and an error included) */
     bool dropping;               /* a cap was reached: everything else is dropped */
+    char notice[256];            /* the notice for these caps, told once when output was dropped */
+    size_t notice_len;           /* its length; 0: this budget has no notice */
+    size_t notice_bytes;         /* the bytes kept for it out of max_bytes (0 without a byte cap) */
+    bool notice_told;
 } pyc_outbudget_t;
 
 typedef struct pyc_outgate {
@@ -38,7 +49,6 @@ typedef struct pyc_outgate {
     bool active;                 /* an execute request is running */
     pyc_outbudget_t cell;        /* the running (or the last) cell's */
     pyc_outbudget_t idle;        /* between cells, for the whole session */
-    bool idle_notice;            /* the idle budget is spent, and nobody was told yet */
 } pyc_outgate_t;
 
 /* A copy of the counts, taken under the lock. */
@@ -66,22 +76,25 @@ void pyc_outgate_set(pyc_outgate_t *g, bool active, size_t max_bytes, size_t max
 /* The budget of output between cells, for the whole session (0: no cap). */
 void pyc_outgate_set_session_caps(pyc_outgate_t *g, size_t max_bytes, size_t max_msgs);
 
-/* The bytes the running cell may still publish: SIZE_MAX without a byte cap. */
+/* The bytes the running cell may still publish: SIZE_MAX without a byte cap, 0 once its message cap is
+ * spent. */
 size_t pyc_outgate_room(pyc_outgate_t *g);
 
-/* Counts a message of `bytes` that goes out whatever the cap (a cell's error, cut to pyc_outgate_room). */
+/* Counts a message of `bytes` that the caller publishes within pyc_outgate_room (a cell's error). */
 void pyc_outgate_count(pyc_outgate_t *g, size_t bytes);
 
-/* True once, when output between cells was first dropped: the caller publishes one notice. */
-bool pyc_outgate_take_notice(pyc_outgate_t *g);
+/* The notice that output between cells is dropped from now on, once: written into text (cap bytes) and
+ * counted in the session's budget; returns its length, or 0 (text untouched). */
+size_t pyc_outgate_take_idle_notice(pyc_outgate_t *g, char *text, size_t cap);
 
 /* Drops everything from now on until the next pyc_outgate_set (a stuck cell that the kernel is ending). */
 void pyc_outgate_stop(pyc_outgate_t *g);
 
 pyc_outgate_stats_t pyc_outgate_stats(pyc_outgate_t *g);
 
-/* Writes the notice of a cell whose output was capped into text (cap bytes) and returns its length; returns
- * 0 (text untouched) when nothing was dropped. */
+/* The notice of a cell whose output was cut, once: written into text (cap bytes) and counted in the cell's
+ * budget; returns its length, or 0 (text untouched) when nothing was dropped or the caps leave no room for
+ * a notice. */
 size_t pyc_outgate_notice(pyc_outgate_t *g, char *text, size_t cap);
 
 /* Held across fork(2) by pyc_kernel_fork, so that a child never inherits the lock taken. */

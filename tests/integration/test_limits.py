@@ -6,6 +6,7 @@ a kernelspec's "env" sets it) or on its command line.  Durations are short but t
 margins: this machine is shared and slow at times, and these are behaviour tests, not timings.
 """
 
+import json
 import os
 import subprocess
 import time
@@ -165,20 +166,36 @@ def test_deadline_on_an_isolated_cell_kills_only_the_child(kc):
 
 # ---- output cap ----------------------------------------------------------------------------------------------
 
+def output_bytes(msgs):
+    """The bytes the output cap counts in msgs: stream text, the compact JSON content of displays, results
+    and errors (and their buffers)."""
+    total = 0
+    for m in msgs:
+        if m["msg_type"] == "stream":
+            total += len(m["content"]["text"].encode())
+        elif m["msg_type"] in ("display_data", "update_display_data", "execute_result", "error", "clear_output"):
+            total += len(json.dumps(m["content"], separators=(",", ":"), ensure_ascii=False).encode())
+            total += sum(len(b) for b in m.get("buffers") or [])
+    return total
+
+
 def test_output_cap_bytes(limited):
     k = limited(PYC_OUTPUT_LIMIT="10K")
     reply, msgs = run(k.kc, "for i in range(5000):\n    print('line %05d' % i)\n'done'")
     text = stream_text(msgs)
     assert text.startswith("line 00000\nline 00001\n")
-    assert len(text.encode()) == 10 * 1024
     notices = [m for m in msgs if m["msg_type"] == "stream" and m["content"]["name"] == "stderr"]
     assert len(notices) == 1 and "output limit reached" in notices[0]["content"]["text"]
+    assert "(limit: 10240 bytes)" in notices[0]["content"]["text"]
+    # the cap holds to the byte, its notice included
+    notice = len(notices[0]["content"]["text"].encode())
+    assert len(text.encode()) == 10 * 1024 - notice
+    assert output_bytes(msgs) == 10 * 1024
     md = reply["metadata"]["pyc"]
     assert md["output_dropped"] is True
     # the rest of the printed text, and the execute_result's whole content
     assert md["output"]["bytes"] == 10240 and md["output"]["dropped_bytes"] > 5000 * 11 - 10240
     assert md["output"]["dropped_messages"] >= 1
-    assert "%d bytes" % md["output"]["dropped_bytes"] in notices[0]["content"]["text"]
     # the execute_result came after the cap: dropped too
     assert not any(m["msg_type"] == "execute_result" for m in msgs)
     assert reply["content"]["status"] == "ok"
@@ -191,18 +208,58 @@ def test_output_cap_messages_per_cell(kc):
     code = "from pyc import display\nfor i in range(50):\n    display(i)"
     reply, msgs = run(kc, code, metadata={"pyc": {"output_messages": 5}})
     shown = [m["content"]["data"]["text/plain"] for m in msgs if m["msg_type"] == "display_data"]
-    assert shown == ["0", "1", "2", "3", "4"]
+    assert shown == ["0", "1", "2", "3"]           # the fifth message is the notice
     md = reply["metadata"]["pyc"]
-    assert md["output"]["messages"] == 5 and md["output"]["dropped_messages"] == 45
+    assert md["output"]["messages"] == 5 and md["output"]["dropped_messages"] == 46
     notices = [m for m in msgs if m["msg_type"] == "stream" and "output limit reached" in m["content"]["text"]]
     assert len(notices) == 1
+    assert len([m for m in msgs if m["msg_type"] in ("stream", "display_data", "error")]) == 5
 
 
 def test_output_cap_on_an_isolated_cell(kc):
     code = "for i in range(2000):\n    print(i)"
     reply, msgs = run(kc, code, metadata={"pyc": {"isolate": "fork", "output_limit": 100}})
-    assert len(stream_text(msgs).encode()) == 100
+    assert output_bytes(msgs) == 100
+    assert "output limit reached" in stream_text(msgs, "stderr")
     assert reply["metadata"]["pyc"]["output_dropped"] is True
+
+
+@pytest.mark.parametrize("limit", [100, 1000, 4096])
+def test_output_cap_holds_for_every_kind_of_output(limited, limit):
+    """Streams, displays, a result and an error in one cell, then a thread and a subprocess that go on
+    printing after it: what reaches the client never exceeds the cap, notices included (before, the notice
+    came on top of a full cap)."""
+    k = limited(PYC_OUTPUT_LIMIT=str(limit))
+    code = ("import subprocess, sys, threading, time\n"
+            "from pyc import display\n"
+            "print('a' * 300)\n"
+            "display({'text/plain': 'b' * 300}, raw=True)\n"
+            "sys.stderr.write('c' * 300 + '\\n')\n"
+            "raise ValueError('d' * 5000)\n")
+    reply, msgs = run(k.kc, code)
+    assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "ValueError"
+    assert output_bytes(msgs) <= limit, [(m["msg_type"], m["content"]) for m in msgs]
+    assert reply["metadata"]["pyc"]["output"]["bytes"] == output_bytes(msgs)
+    # after the cell: a thread and a subprocess print 20 KB each, between cells (one budget for the session)
+    reply, msgs = run(k.kc, "def talk():\n"
+                            "    for _ in range(20):\n"
+                            "        print('y' * 1000, flush=True)\n"
+                            "        time.sleep(0.01)\n"
+                            "threading.Thread(target=talk).start()\n"
+                            "subprocess.Popen([sys.executable, '-c', "
+                            "'import time\\nfor _ in range(20):\\n    print(\"z\" * 1000, flush=True); time.sleep(0.01)'])")
+    assert reply["content"]["status"] == "ok"
+    assert output_bytes(msgs) <= limit
+    late = []
+    end = time.monotonic() + 5
+    while time.monotonic() < end:
+        try:
+            late.append(k.kc.get_iopub_msg(timeout=0.5))
+        except Exception:
+            continue
+    late = [m for m in late if m["msg_type"] == "stream"]
+    assert output_bytes(late) <= limit, output_bytes(late)
+    assert "output between cells" in stream_text(late, "stderr") or limit < 200
 
 
 # ---- memory cap ----------------------------------------------------------------------------------------------

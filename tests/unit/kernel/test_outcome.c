@@ -175,6 +175,43 @@ test_fit_error(void **state)
     free(big);
 }
 
+/* The error as published under a cap: never larger than its budget, whatever the error; NULL when not even
+ * its name fits. */
+static void
+test_error_within(void **state)
+{
+    (void)state;
+    char *big = malloc(100001);
+    memset(big, '"', 100000);                   /* each one escaped: the JSON is twice as long */
+    big[100000] = '\0';
+    json_t *e = json_pack("{s:s, s:s, s:[s,s]}", "ename", "ValueError", "evalue", big, "traceback", big, "last");
+    for (size_t budget = 0; budget < 3000; budget += 37) {
+        json_t *shown = pyc_outcome_error_within(e, budget);
+        if (shown == NULL) {
+            assert_true(budget < 60);           /* {"ename":"ValueError","evalue":"","traceback":[]} is 50 */
+            continue;
+        }
+        char *text = json_dumps(shown, JSON_COMPACT);
+        assert_true(strlen(text) <= budget);
+        assert_string_equal(str(shown, "ename"), "ValueError");
+        free(text);
+        json_decref(shown);
+    }
+    json_t *same = pyc_outcome_error_within(e, SIZE_MAX);
+    assert_string_equal(str(same, "evalue"), big);
+    json_decref(same);
+    assert_string_equal(str(e, "evalue"), big); /* the error itself is not changed */
+    /* UTF-8 is cut on a whole character. */
+    json_t *u = json_pack("{s:s, s:s, s:[]}", "ename", "E", "evalue", "\xc3\xa9\xc3\xa9\xc3\xa9", "traceback");
+    json_t *shown = pyc_outcome_error_within(u, 40);
+    assert_non_null(shown);
+    assert_true(strlen(str(shown, "evalue")) % 2 == 0);
+    json_decref(shown);
+    json_decref(u);
+    json_decref(e);
+    free(big);
+}
+
 /* README's table of outcomes, row by row: for every way a cell can end, the state and kernel_ending the reply
  * carries.  "intact" means the kernel and its namespace go on after the reply; "lost", that the kernel is
  * ending (cleanly or not), and kernel_ending is true exactly then. */
@@ -354,6 +391,7 @@ main(void)
         cmocka_unit_test(test_limit_error_isolated_and_stuck),
         cmocka_unit_test(test_memory_error_and_clock),
         cmocka_unit_test(test_fit_error),
+        cmocka_unit_test(test_error_within),
         cmocka_unit_test(test_state_of_every_outcome),
         cmocka_unit_test(test_metadata_text),
         cmocka_unit_test(test_metadata_text_refuses),

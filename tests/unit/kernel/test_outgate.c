@@ -1,7 +1,7 @@
 /*
  * test_outgate.c -- cmocka tests for outgate.c, the per-cell output cap: counting, the cut of stream text on
  * a whole UTF-8 character, dropping everything after the cap, the message cap, nothing counted outside a
- * cell, and the notice.
+ * cell, and the notice inside the cap (content, notice and error never more than the cap).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,7 +34,7 @@ test_byte_cap_cuts_text_on_a_character(void **state)
     (void)state;
     pyc_outgate_t g;
     pyc_outgate_init(&g);
-    pyc_outgate_set(&g, true, 10, 0);
+    pyc_outgate_set(&g, true, 10, 0);       /* 10 bytes: no room for a notice, all of it for the content */
     assert_int_equal(pyc_outgate_admit(&g, 6, "abcdef"), 6);
     /* "é" is two bytes; 4 fit, and the cut must not split the second é: "gh" + "é" = 4 bytes. */
     const char *t = "gh\xc3\xa9\xc3\xa9";
@@ -48,14 +48,61 @@ test_byte_cap_cuts_text_on_a_character(void **state)
     assert_int_equal(s.dropped_bytes, 2 + 1);
     assert_int_equal(s.dropped_msgs, 2);
     char text[256];
-    size_t n = pyc_outgate_notice(&g, text, sizeof text);
-    assert_true(n > 0 && n == strlen(text));
-    assert_non_null(strstr(text, "3 bytes of this cell's output were dropped, 2 whole messages"));
-    assert_non_null(strstr(text, "(limit: 10 bytes)"));
+    assert_int_equal(pyc_outgate_notice(&g, text, sizeof text), 0);
     /* A new cell starts from zero. */
     pyc_outgate_set(&g, true, 10, 0);
     assert_int_equal(pyc_outgate_admit(&g, 3, "abc"), 3);
     assert_int_equal(pyc_outgate_notice(&g, text, sizeof text), 0);
+    pyc_outgate_destroy(&g);
+}
+
+/* Prints `n` bytes of 'x' at a time against g until the gate cuts; returns the bytes that went out. */
+static size_t
+flood(pyc_outgate_t *g, size_t n)
+{
+    static char xs[4096];
+    memset(xs, 'x', sizeof xs);
+    size_t out = 0;
+    for (int i = 0; i < 1000; i++)
+        out += pyc_outgate_admit(g, n, xs);
+    return out;
+}
+
+static void
+test_the_notice_is_inside_the_cap(void **state)
+{
+    (void)state;
+    pyc_outgate_t g;
+    pyc_outgate_init(&g);
+    char text[256];
+    /* A cap with room for the long notice: content + notice == the cap, to the byte. */
+    pyc_outgate_set(&g, true, 1000, 0);
+    size_t out = flood(&g, 7);
+    size_t n = pyc_outgate_notice(&g, text, sizeof text);
+    assert_true(n > 0 && n == strlen(text) && n <= 500);
+    assert_non_null(strstr(text, "output limit reached: the rest of this cell's output was dropped"));
+    assert_non_null(strstr(text, "(limit: 1000 bytes)"));
+    assert_int_equal(out + n, 1000);
+    pyc_outgate_stats_t s = pyc_outgate_stats(&g);
+    assert_int_equal(s.bytes, 1000);                        /* the notice counted */
+    assert_int_equal(pyc_outgate_room(&g), 0);              /* nothing left for an error */
+    assert_int_equal(pyc_outgate_notice(&g, text, sizeof text), 0);   /* told once */
+    /* A cap too small for the long notice gets the short one, on the same terms. */
+    pyc_outgate_set(&g, true, 60, 0);
+    out = flood(&g, 5);
+    n = pyc_outgate_notice(&g, text, sizeof text);
+    assert_string_equal(text, "\n[pyc] output limit reached\n");
+    assert_int_equal(out + n, 60);
+    /* A buffer too small for the notice: none is given. */
+    pyc_outgate_set(&g, true, 1000, 0);
+    flood(&g, 7);
+    char small[16];
+    assert_int_equal(pyc_outgate_notice(&g, small, sizeof small), 0);
+    /* Output that fits within the content's share: no notice, and room left for an error. */
+    pyc_outgate_set(&g, true, 1000, 0);
+    assert_int_equal(pyc_outgate_admit(&g, 100, NULL), 100);
+    assert_int_equal(pyc_outgate_notice(&g, text, sizeof text), 0);
+    assert_int_equal(pyc_outgate_room(&g), 900);
     pyc_outgate_destroy(&g);
 }
 
@@ -92,13 +139,22 @@ test_message_cap(void **state)
     (void)state;
     pyc_outgate_t g;
     pyc_outgate_init(&g);
-    pyc_outgate_set(&g, true, 0, 2);
+    /* Three messages: two of content and one for the notice. */
+    pyc_outgate_set(&g, true, 0, 3);
     assert_int_equal(pyc_outgate_admit(&g, 5, "abcde"), 5);
     assert_int_equal(pyc_outgate_admit(&g, 5, "abcde"), 5);
     assert_int_equal(pyc_outgate_admit(&g, 5, "abcde"), 0);
     char text[256];
     assert_true(pyc_outgate_notice(&g, text, sizeof text) > 0);
-    assert_non_null(strstr(text, "(limit: 2 messages)"));
+    assert_non_null(strstr(text, "(limit: 3 messages)"));
+    pyc_outgate_stats_t s = pyc_outgate_stats(&g);
+    assert_int_equal(s.msgs, 3);
+    assert_int_equal(pyc_outgate_room(&g), 0);              /* the message cap is spent: no error either */
+    /* One message: no room for a notice, the one message is the content's. */
+    pyc_outgate_set(&g, true, 0, 1);
+    assert_int_equal(pyc_outgate_admit(&g, 5, "abcde"), 5);
+    assert_int_equal(pyc_outgate_admit(&g, 5, "abcde"), 0);
+    assert_int_equal(pyc_outgate_notice(&g, text, sizeof text), 0);
     /* stop: a stuck cell's output goes nowhere from now on. */
     pyc_outgate_set(&g, true, 0, 0);
     pyc_outgate_stop(&g);
@@ -120,39 +176,27 @@ test_counted_types(void **state)
 }
 
 static void
-test_notice_fits_a_small_buffer(void **state)
-{
-    (void)state;
-    pyc_outgate_t g;
-    pyc_outgate_init(&g);
-    pyc_outgate_set(&g, true, 1, 1);
-    pyc_outgate_admit(&g, 5, "abcde");
-    char small[16];
-    size_t n = pyc_outgate_notice(&g, small, sizeof small);
-    assert_int_equal(n, strlen(small));
-    assert_true(n < sizeof small);
-    pyc_outgate_destroy(&g);
-}
-
-static void
 test_between_cells_one_budget_for_the_session(void **state)
 {
     (void)state;
     pyc_outgate_t g;
     pyc_outgate_init(&g);
-    pyc_outgate_set_session_caps(&g, 10, 0);
-    assert_false(pyc_outgate_take_notice(&g));
-    assert_int_equal(pyc_outgate_admit(&g, 6, "abcdef"), 6);        /* a thread prints after its cell */
-    assert_int_equal(pyc_outgate_admit(&g, 6, "ghijkl"), 4);        /* cut at the budget */
-    assert_true(pyc_outgate_take_notice(&g));                       /* once */
-    assert_false(pyc_outgate_take_notice(&g));
+    char text[256];
+    pyc_outgate_set_session_caps(&g, 1024, 0);
+    assert_int_equal(pyc_outgate_take_idle_notice(&g, text, sizeof text), 0);
+    size_t out = flood(&g, 100);                                    /* a thread prints after its cell */
+    size_t n = pyc_outgate_take_idle_notice(&g, text, sizeof text);  /* once */
+    assert_true(n > 0);
+    assert_non_null(strstr(text, "output between cells"));
+    assert_int_equal(out + n, 1024);                                /* the notice inside the budget */
+    assert_int_equal(pyc_outgate_take_idle_notice(&g, text, sizeof text), 0);
     assert_int_equal(pyc_outgate_admit(&g, 1, "m"), 0);
     /* A cell in between has caps of its own and does not restore the session's budget. */
     pyc_outgate_set(&g, true, 10, 0);
     assert_int_equal(pyc_outgate_admit(&g, 5, "abcde"), 5);
     pyc_outgate_set(&g, false, 0, 0);
     assert_int_equal(pyc_outgate_admit(&g, 1, "n"), 0);
-    assert_false(pyc_outgate_take_notice(&g));
+    assert_int_equal(pyc_outgate_take_idle_notice(&g, text, sizeof text), 0);
     pyc_outgate_destroy(&g);
 }
 
@@ -166,11 +210,11 @@ test_room_and_count_for_errors(void **state)
     assert_int_equal(pyc_outgate_room(&g), SIZE_MAX);
     pyc_outgate_set(&g, true, 100, 0);
     assert_int_equal(pyc_outgate_admit(&g, 30, NULL), 30);
-    assert_int_equal(pyc_outgate_room(&g), 70);
-    pyc_outgate_count(&g, 500);                                     /* an error goes out whatever its size */
+    assert_int_equal(pyc_outgate_room(&g), 70);                     /* nothing was dropped: no notice to keep */
+    pyc_outgate_count(&g, 70);                                      /* an error cut to that room */
     assert_int_equal(pyc_outgate_room(&g), 0);
     pyc_outgate_stats_t s = pyc_outgate_stats(&g);
-    assert_int_equal(s.bytes, 530);
+    assert_int_equal(s.bytes, 100);
     assert_int_equal(s.msgs, 2);
     pyc_outgate_destroy(&g);
 }
@@ -185,7 +229,7 @@ main(void)
         cmocka_unit_test(test_displays_are_not_cut),
         cmocka_unit_test(test_message_cap),
         cmocka_unit_test(test_counted_types),
-        cmocka_unit_test(test_notice_fits_a_small_buffer),
+        cmocka_unit_test(test_the_notice_is_inside_the_cap),
         cmocka_unit_test(test_between_cells_one_budget_for_the_session),
         cmocka_unit_test(test_room_and_count_for_errors),
     };
