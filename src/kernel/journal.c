@@ -33,6 +33,7 @@ typedef struct entry {
     size_t n_out;                /* messages kept */
     size_t dropped;              /* messages not kept: past the cell's cap, or dropped for the total bound */
     char *reply;                 /* owned: {"content":...,"metadata":...}, once done */
+    unsigned long reported;      /* the last report that included this record (one copy per report) */
 } entry_t;
 
 struct pyc_journal {
@@ -44,6 +45,7 @@ struct pyc_journal {
     size_t queued;               /* records in state QUEUED */
     atomic_int running;          /* records in state RUNNING */
     entry_t *last_begun;         /* the record begun last, or NULL: the one a message's parent names, mostly */
+    unsigned long reports;       /* reports made, numbering each */
 };
 
 /* An output message type the journal keeps. */
@@ -434,13 +436,20 @@ report_entry(pyc_buf_t *b, const entry_t *e, bool outputs)
     return rc != 0 ? -1 : 0;
 }
 
-/* The record of one id of a selection, or {"id", "state": "unknown"}.  Lock held (j may be NULL). */
+/* The record of one id of a selection, or {"id", "state": "unknown"}; an id the report has given already is
+ * left out (*skip set), so that a selection naming one cell a million times costs one copy of its outputs,
+ * not a million.  Lock held (j may be NULL). */
 static int
-report_id(pyc_buf_t *b, pyc_journal_t *j, const char *id, bool outputs)
+report_id(pyc_buf_t *b, pyc_journal_t *j, const char *id, bool outputs, bool *skip)
 {
     entry_t *e = j != NULL ? find_id(j, id) : NULL;
-    if (e != NULL)
+    *skip = e != NULL && e->reported == j->reports;
+    if (*skip)
+        return 0;
+    if (e != NULL) {
+        e->reported = j->reports;
         return report_entry(b, e, outputs);
+    }
     int rc = pyc_buf_adds(b, "{\"id\":");
     rc |= pyc_buf_add_json_string(b, id, strlen(id));
     rc |= pyc_buf_adds(b, ",\"state\":\"unknown\"}");
@@ -454,17 +463,24 @@ pyc_journal_report(pyc_journal_t *j, json_t *ids, bool outputs, size_t *len)
     pyc_buf_init(&b, (size_t)-1);
     int rc = pyc_buf_adds(&b, "{\"status\":\"ok\",\"cells\":[");
     bool first = true;
-    if (j != NULL)
+    if (j != NULL) {
         pthread_mutex_lock(&j->lock);
+        j->reports++;
+    }
     if (ids != NULL) {
         size_t i;
         json_t *v;
         json_array_foreach(ids, i, v) {
             if (!json_is_string(v))
                 continue;
+            size_t mark = b.len;
+            bool skip = false;
             rc |= first ? 0 : pyc_buf_add(&b, ",", 1);
-            first = false;
-            rc |= report_id(&b, j, json_string_value(v), outputs);
+            rc |= report_id(&b, j, json_string_value(v), outputs, &skip);
+            if (skip)
+                b.len = mark;            /* the comma goes too */
+            else
+                first = false;
         }
     } else if (j != NULL) {
         for (entry_t *e = j->head; e != NULL; e = e->next) {

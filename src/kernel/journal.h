@@ -65,7 +65,8 @@ void pyc_journal_tap(pyc_journal_t *j, const char *msg_type, const void *parent,
 
 /* The content of a journal_reply, as JSON text (malloc'd, *len its length; NULL when memory ran out):
  * {"status": "ok", "cells": [...], "limits": {...}}.  ids (a JSON array of strings, borrowed) selects
- * cells, in that order, an unknown one as {"id", "state": "unknown"}; NULL lists every record, oldest first.
+ * cells, in that order, an unknown one as {"id", "state": "unknown"}, a record named twice only the first
+ * time (so that a reply is never larger than the journal); NULL lists every record, oldest first.
  * Each cell: id, state, execution_count, queued/started/ended (Unix seconds, those that happened), and with
  * outputs: "outputs" ([{"type", "content"}...]), "outputs_dropped" (messages not kept), and once done,
  * "reply" ({"content", "metadata"}). */

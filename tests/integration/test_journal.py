@@ -59,6 +59,16 @@ def test_done_cell_has_outputs_and_reply(kc):
     assert c["reply"]["metadata"]["pyc"]["outcome"] == "ok"
 
 
+def test_a_cell_named_many_times_is_reported_once(kc):
+    """A few KB of request cannot make the kernel build a reply of gigabytes: before, each repetition of an id
+    copied that cell's outputs (here 2000 x 500 KB, 1 GB)."""
+    reply, _ = execute(kc, "print('x' * 500_000)")
+    msg_id = reply["parent_header"]["msg_id"]
+    content = journal(kc, ids=[msg_id] * 2000 + ["nope"] * 3)
+    assert [c["id"] for c in content["cells"]] == [msg_id, "nope", "nope", "nope"]
+    assert content["cells"][0]["outputs"][0]["content"]["text"] == "x" * 500_000 + "\n"
+
+
 def test_error_cell(kc):
     reply, _ = execute(kc, "1/0")
     c = cell(kc, reply["parent_header"]["msg_id"])

@@ -111,6 +111,18 @@ test_life_of_a_cell(void **state)
     assert_string_equal(str(cell(r, 1), "state"), "unknown");
     json_decref(r);
 
+    /* One id named many times is reported once (a small request must not build a huge reply), in every
+     * report; an unknown id repeated costs its few bytes each time. */
+    r = report(j, "[\"a\\\"1\", \"a\\\"1\", \"nope\", \"a\\\"1\", \"nope\"]", true);
+    assert_int_equal(json_array_size(json_object_get(r, "cells")), 3);
+    assert_string_equal(str(cell(r, 0), "state"), "done");
+    assert_string_equal(str(cell(r, 1), "state"), "unknown");
+    assert_string_equal(str(cell(r, 2), "state"), "unknown");
+    json_decref(r);
+    r = report(j, "[\"a\\\"1\"]", true);
+    assert_int_equal(json_array_size(json_object_get(r, "cells")), 1);
+    json_decref(r);
+
     r = report(j, NULL, false);   /* the listing: status, no outputs */
     assert_string_equal(str(cell(r, 0), "status"), "ok");
     assert_null(json_object_get(cell(r, 0), "outputs"));
