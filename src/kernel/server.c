@@ -4,9 +4,9 @@
  * Outgoing messages become arrays of zmq_msg_t in the sending thread and are queued to the owning thread,
  * which an eventfd wakes (zqueue.h).
  *
- * The iopub socket has no high-water mark: a client that pipelines 10,000 requests must still see every
- * busy and idle, and ZeroMQ's default of 1000 messages would drop them.  Memory is bounded by the output
- * caps instead.
+ * The iopub socket's high-water mark is PYC_IOPUB_HWM (default 100000 messages per subscriber), not
+ * ZeroMQ's 1000: a client that pipelines 10,000 requests must still see every busy and idle.  Past it a
+ * subscriber that stops reading loses messages; the output caps bound what a cell publishes.
  */
 #include "server.h"
 

@@ -8,7 +8,8 @@
  *             the replies other threads queue for control.
  *   heartbeat echoes on a ROUTER socket through zmq_proxy.
  * iopub has no thread of its own: whichever thread makes an iopub message sends it, under the iopub lock
- * (an XPUB socket without a high-water mark never blocks), which also orders the messages.  It is XPUB so
+ * (an XPUB socket never blocks: past its high-water mark, PYC_IOPUB_HWM, a subscriber that does not read
+ * loses messages), which also orders the messages.  It is XPUB so
  * that the kernel learns of each subscription (JEP 65): the control thread reads those and calls
  * on_subscribe, which answers with iopub_welcome.
  * Threads inherit the signal mask of the thread that creates them: create the server with SIGINT and
