@@ -406,6 +406,42 @@ def test_keyless_floods_do_not_grow_the_kernel(fresh_kernel):
         ctx.destroy(linger=0)
 
 
+def peak_mb(pid):
+    """The kernel's peak resident memory so far (VmHWM), in MB."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM for %d" % pid)
+
+
+@pyc_only
+def test_a_shell_frame_over_the_limit_is_never_held():
+    """PYC_MAX_MESSAGE_BYTES bounds one frame on shell from a peer without the key: a frame of 300 MB under a
+    64 MiB limit ends that connection before it is held (the kernel's peak memory does not move), and the
+    kernel answers.  (It does not bound a message of many frames: README, "Security model".)"""
+    import zmq
+
+    k = pyctest.Kernel("pyc", env={"PYC_MAX_MESSAGE_BYTES": str(64 << 20)})
+    ctx = zmq.Context()
+    try:
+        info = k.km.get_connection_info()
+        before = peak_mb(k.pid)
+        s = ctx.socket(zmq.DEALER)
+        s.linger = 0
+        s.connect("tcp://127.0.0.1:%d" % info["shell_port"])
+        big = bytearray(300 << 20)
+        s.send_multipart([b"<IDS|MSG>", b"0" * 64, b"{}", b"{}", b"{}", b"{}", big], copy=False)
+        del big
+        time.sleep(3)
+        pyctest.assert_alive(k.kc)
+        grown = peak_mb(k.pid) - before
+        assert grown < 30 + (256 if UNDER_ASAN else 0), "the kernel's peak grew by %.0f MB" % grown
+    finally:
+        ctx.destroy(linger=0)
+        k.shutdown(now=True)
+
+
 # ---- low: an empty key -----------------------------------------------------------------------------------
 
 
