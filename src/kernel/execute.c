@@ -347,7 +347,7 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         /* The error is output too: published cut to what the cap leaves (notice included), or not at all when
          * not even its name fits; the reply carries it in any case, cut as a capped cell's error is. */
         size_t room = pyc_outgate_room(&k->out);
-        json_t *shown = silent ? NULL : pyc_outcome_error_within(res.error, room);
+        json_t *shown = silent || !pyc_outgate_can_send(&k->out) ? NULL : pyc_outcome_error_within(res.error, room);
         if (shown != NULL) {
             char *text = json_dumps(shown, JSON_COMPACT);
             pyc_outgate_count(&k->out, text != NULL ? strlen(text) : 0);
@@ -519,9 +519,14 @@ guard_stuck(void *ctx, int why)
         if (!k->cell.silent) {
             if (pyc_outgate_notice(&k->out, notice, sizeof notice) > 0)
                 pyc__publish(k, msg, "stream", json_pack("{s:s, s:s}", "name", "stderr", "text", notice));
-            json_t *shown = pyc_outcome_error_within(err, pyc_outgate_room(&k->out));
-            if (shown != NULL)
+            json_t *shown = pyc_outgate_can_send(&k->out) ? pyc_outcome_error_within(err, pyc_outgate_room(&k->out))
+                                                          : NULL;
+            if (shown != NULL) {
+                char *text = json_dumps(shown, JSON_COMPACT);
+                pyc_outgate_count(&k->out, text != NULL ? strlen(text) : 0);
+                free(text);
                 pyc__publish(k, msg, "error", shown);
+            }
         }
         json_t *md = pyc__reply_metadata("error");
         double wall, cpu;

@@ -92,7 +92,10 @@ iso_child(pyc_kernel_t *k, int fd, const char *code, const pyc_py_exec_opts_t *o
     k->journal = NULL;           /* the parent journals what it relays; its lock may be held at the fork */
     k->snapshot_take = NULL;     /* a snapshot is the kernel's, never an isolated cell's (%snapshot refuses) */
     k->allow_stdin = false;
-    pyc_outgate_set(&k->out, false, 0, 0);   /* the parent counts what it relays (relay_admitted) */
+    /* The parent counts what it relays (relay_admitted): no cap here, not even the session's budget of
+     * output between cells, which the child's copy would otherwise apply to the cell's displays. */
+    pyc_outgate_set(&k->out, false, 0, 0);
+    pyc_outgate_set_session_caps(&k->out, 0, 0);
     pyc_streams_set_passthrough(k->streams);
 
     pyc_py_exec_result_t res = {0};

@@ -477,8 +477,10 @@ pyc_journal_report(pyc_journal_t *j, json_t *ids, bool outputs, size_t *len)
             bool skip = false;
             rc |= first ? 0 : pyc_buf_add(&b, ",", 1);
             rc |= report_id(&b, j, json_string_value(v), outputs, &skip);
-            if (skip)
+            if (skip && b.data != NULL) {
                 b.len = mark;            /* the comma goes too */
+                b.data[mark] = '\0';
+            }
             else
                 first = false;
         }

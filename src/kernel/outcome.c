@@ -306,17 +306,20 @@ pyc_outcome_error_within(json_t *error, size_t budget)
         json_decref(e);
         return NULL;
     }
-    if (cut > budget - base)
-        cut = budget - base;
-    for (;;) {
-        while (cut > 0 && ((unsigned char)value[cut] & 0xC0) == 0x80)
-            cut--;
-        json_object_set_new(e, "evalue", json_stringn(value, cut));
-        size_t size = json_size(e);
-        if (size <= budget || cut == 0)
-            break;
-        cut -= size - budget < cut ? size - budget : cut;   /* escapes made it longer: cut that much more */
+    /* The longest prefix, cut on a whole character, whose escaped form fits: the JSON size grows with the
+     * prefix, so a binary search over the cut finds it (escapes make the JSON longer than the text). */
+    size_t lo = 0, hi = cut < budget - base ? cut : budget - base;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo + 1) / 2, at = mid;
+        while (at > 0 && ((unsigned char)value[at] & 0xC0) == 0x80)
+            at--;
+        json_object_set_new(e, "evalue", json_stringn(value, at));
+        if (at > lo && json_size(e) <= budget)
+            lo = at;
+        else
+            hi = mid - 1;
     }
+    json_object_set_new(e, "evalue", json_stringn(value, lo));
     free(value);
     return e;
 }

@@ -46,10 +46,11 @@ static size_t
 budget_admit(pyc_outbudget_t *b, size_t bytes, const char *text)
 {
     size_t allow = bytes, max_bytes = content_bytes(b), max_msgs = content_msgs(b);
+    size_t left = b->bytes < max_bytes ? max_bytes - b->bytes : 0;
     if (b->dropping || (b->max_msgs > 0 && b->msgs >= max_msgs)) {
         allow = 0;
-    } else if (b->max_bytes > 0 && bytes > max_bytes - b->bytes) {
-        allow = text != NULL ? max_bytes - b->bytes : 0;
+    } else if (b->max_bytes > 0 && bytes > left) {
+        allow = text != NULL ? left : 0;
         while (allow > 0 && ((unsigned char)text[allow] & 0xC0) == 0x80)
             allow--;
     }
@@ -156,10 +157,17 @@ pyc_outgate_room(pyc_outgate_t *g)
     pthread_mutex_lock(&g->lock);
     const pyc_outbudget_t *b = &g->cell;
     size_t room = b->max_bytes == 0 ? SIZE_MAX : b->bytes < b->max_bytes ? b->max_bytes - b->bytes : 0;
-    if (b->max_msgs > 0 && b->msgs >= b->max_msgs)
-        room = 0;
     pthread_mutex_unlock(&g->lock);
     return room;
+}
+
+bool
+pyc_outgate_can_send(pyc_outgate_t *g)
+{
+    pthread_mutex_lock(&g->lock);
+    bool can = g->cell.max_msgs == 0 || g->cell.msgs < g->cell.max_msgs;
+    pthread_mutex_unlock(&g->lock);
+    return can;
 }
 
 void

@@ -19,9 +19,9 @@
  * between cells is dropped for the rest of the session, and pyc_outgate_take_idle_notice gives its notice
  * once.
  *
- * A cell's error is output too: pyc_outgate_room says how much of the cap is left (0 when the message cap
- * is spent), so that an error is cut to fit or, when even its name does not fit, not published (the
- * execute_reply still carries it); pyc_outgate_count counts it.
+ * A cell's error is output too: pyc_outgate_room says how many bytes of the cap are left, so that an error
+ * is cut to fit or, when even its name does not fit (or pyc_outgate_can_send says the message cap is spent),
+ * not published (the execute_reply still carries it); pyc_outgate_count counts it.
  *
  * The gate is pure bookkeeping: no I/O, no Python, no time.  Output comes from the stream flusher, the main
  * thread and Python threads at once, so every call takes the gate's lock (see the lock order in kernel.h).
@@ -76,9 +76,12 @@ void pyc_outgate_set(pyc_outgate_t *g, bool active, size_t max_bytes, size_t max
 /* The budget of output between cells, for the whole session (0: no cap). */
 void pyc_outgate_set_session_caps(pyc_outgate_t *g, size_t max_bytes, size_t max_msgs);
 
-/* The bytes the running cell may still publish: SIZE_MAX without a byte cap, 0 once its message cap is
- * spent. */
+/* The bytes the running cell may still publish: SIZE_MAX without a byte cap. */
 size_t pyc_outgate_room(pyc_outgate_t *g);
+
+/* False once the running cell's message cap is spent (the notice included): its error is then not
+ * published. */
+bool pyc_outgate_can_send(pyc_outgate_t *g);
 
 /* Counts a message of `bytes` that the caller publishes within pyc_outgate_room (a cell's error). */
 void pyc_outgate_count(pyc_outgate_t *g, size_t bytes);

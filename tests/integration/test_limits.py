@@ -224,6 +224,22 @@ def test_output_cap_on_an_isolated_cell(kc):
     assert reply["metadata"]["pyc"]["output_dropped"] is True
 
 
+def test_an_isolated_cell_is_not_capped_by_the_spent_session_budget(limited):
+    """Once threads have spent the session's budget of output between cells, an isolated cell's displays still
+    go out under the cell's own cap (its process used to inherit the spent budget and drop them silently)."""
+    k = limited(PYC_OUTPUT_LIMIT="1K")
+    reply, _ = run(k.kc, "import threading, time\n"
+                         "threading.Thread(target=lambda: (time.sleep(0.3), print('y' * 5000))).start()")
+    assert reply["content"]["status"] == "ok"
+    time.sleep(1.5)
+    reply, msgs = run(k.kc, "from pyc import display\ndisplay({'text/plain': 'shown'}, raw=True)",
+                      metadata={"pyc": {"isolate": "fork"}})
+    assert reply["content"]["status"] == "ok"
+    shown = [m["content"]["data"]["text/plain"] for m in msgs if m["msg_type"] == "display_data"]
+    assert shown == ["shown"], [(m["msg_type"], m["content"]) for m in msgs]
+    assert reply["metadata"]["pyc"]["output_dropped"] is False
+
+
 @pytest.mark.parametrize("limit", [100, 1000, 4096])
 def test_output_cap_holds_for_every_kind_of_output(limited, limit):
     """Streams, displays, a result and an error in one cell, then a thread and a subprocess that go on

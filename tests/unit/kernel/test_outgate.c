@@ -149,8 +149,10 @@ test_message_cap(void **state)
     assert_non_null(strstr(text, "(limit: 3 messages)"));
     pyc_outgate_stats_t s = pyc_outgate_stats(&g);
     assert_int_equal(s.msgs, 3);
-    assert_int_equal(pyc_outgate_room(&g), 0);              /* the message cap is spent: no error either */
+    assert_false(pyc_outgate_can_send(&g));                 /* the message cap is spent: no error either */
     /* One message: no room for a notice, the one message is the content's. */
+    pyc_outgate_set(&g, true, 0, 1);
+    assert_true(pyc_outgate_can_send(&g));
     pyc_outgate_set(&g, true, 0, 1);
     assert_int_equal(pyc_outgate_admit(&g, 5, "abcde"), 5);
     assert_int_equal(pyc_outgate_admit(&g, 5, "abcde"), 0);
