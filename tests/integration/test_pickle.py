@@ -677,6 +677,30 @@ def landings(kc):
     return int(eval_value(kc, "len(__import__('pyc._pickle_direct', fromlist=['_landings'])._landings)"))
 
 
+def test_at_most_16_transfers_wait_at_once(kc2):
+    """A client with the key can make a kernel wait for pickles from another kernel, each up to
+    PYC_PICKLE_MAX_BYTES: at most MAX_LANDINGS (16) at once; the 17th listen is refused, and a cancel makes room
+    again (README, "Security model")."""
+    me = {"pid": os.getpid(), "uid": os.getuid()}
+    tickets = ["%032x" % (0xabc000 + i) for i in range(17)]
+    try:
+        for t in tickets[:16]:
+            pyc_client.request(kc2, {"op": "listen", "timeout": 60, "ticket": t, "sender": me})
+        assert landings(kc2) == 16
+        with pytest.raises(PycError) as ei:
+            pyc_client.request(kc2, {"op": "listen", "timeout": 60, "ticket": tickets[16], "sender": me})
+        assert ei.value.ename == "TooManyTransfers", ei.value
+        pyc_client.request(kc2, {"op": "cancel", "ticket": tickets[0]})
+        pyc_client.request(kc2, {"op": "listen", "timeout": 60, "ticket": tickets[16], "sender": me})
+    finally:
+        for t in tickets:
+            try:
+                pyc_client.request(kc2, {"op": "cancel", "ticket": t})
+            except PycError:
+                pass
+    assert landings(kc2) == 0
+
+
 def test_copy_goes_direct(pkc, kc2):
     run_ok(pkc, "dir_x = np.random.default_rng(10).random(300_000); dir_obj = {'k': [1, 'two'], 'a': dir_x[:5]}")
     reply = pyc_client.copy(pkc, "dir_x", kc2)
