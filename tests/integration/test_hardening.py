@@ -419,6 +419,33 @@ def peak_mb(pid):
 
 
 @pyc_only
+def test_log_lines_about_dropped_messages_are_rate_limited(fresh_kernel):
+    """2000 unsigned messages in a burst from a peer without the key: at most 10 log lines a second about
+    them, and one line that counts the rest, so that a flood cannot fill the kernel's log (README, "Security
+    model")."""
+    import zmq
+
+    k = fresh_kernel
+    start = len(k.stderr_lines())
+    ctx = zmq.Context()
+    try:
+        s = ctx.socket(zmq.DEALER)
+        s.linger = 0
+        s.connect("tcp://127.0.0.1:%d" % k.km.get_connection_info()["shell_port"])
+        for i in range(2000):
+            s.send_multipart([b"<IDS|MSG>", b"0" * 64, b"{}", b"{}", b"{}", b"{}"])
+        time.sleep(1.5)
+        s.send_multipart([b"<IDS|MSG>", b"0" * 64, b"{}", b"{}", b"{}", b"{}"])   # the next second's line
+        lines = k.wait_stderr(lambda ls: any("were not logged" in ln for ln in ls), timeout=10, start=start)
+    finally:
+        ctx.destroy(linger=0)
+    dropped = [ln for ln in lines if "dropped" in ln.lower()]
+    assert 1 <= len(dropped) <= 40, len(dropped)           # 10 a second, over at most a few seconds
+    assert any("were not logged" in ln for ln in lines), lines[-5:]
+    pyctest.assert_alive(k.kc)
+
+
+@pyc_only
 def test_a_shell_frame_over_the_limit_is_never_held():
     """PYC_MAX_MESSAGE_BYTES bounds one frame on shell from a peer without the key: a frame of 300 MB under a
     64 MiB limit ends that connection before it is held (the kernel's peak memory does not move), and the
