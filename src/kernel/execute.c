@@ -216,6 +216,20 @@ ok_reply_text(int count, const pyc_py_exec_result_t *res, const pyc_outcome_t *o
     return 0;
 }
 
+/* Publishes a cell's error within what its output cap leaves (pyc_outcome_error_within), counted by the gate;
+ * nothing when the message cap is spent or not even the error's name fits.  error is not changed. */
+static void
+publish_error_within_cap(pyc_kernel_t *k, const pyc_msg_t *msg, json_t *error)
+{
+    json_t *shown = pyc_outgate_can_send(&k->out) ? pyc_outcome_error_within(error, pyc_outgate_room(&k->out)) : NULL;
+    if (shown == NULL)
+        return;
+    char *text = json_dumps(shown, JSON_COMPACT);
+    pyc_outgate_count(&k->out, text != NULL ? strlen(text) : 0);
+    free(text);
+    pyc__publish(k, msg, "error", shown);
+}
+
 void
 pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
@@ -347,13 +361,8 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         /* The error is output too: published cut to what the cap leaves (notice included), or not at all when
          * not even its name fits; the reply carries it in any case, cut as a capped cell's error is. */
         size_t room = pyc_outgate_room(&k->out);
-        json_t *shown = silent || !pyc_outgate_can_send(&k->out) ? NULL : pyc_outcome_error_within(res.error, room);
-        if (shown != NULL) {
-            char *text = json_dumps(shown, JSON_COMPACT);
-            pyc_outgate_count(&k->out, text != NULL ? strlen(text) : 0);
-            free(text);
-            pyc__publish(k, msg, "error", shown);
-        }
+        if (!silent)
+            publish_error_within_cap(k, msg, res.error);
         json_t *fit = pyc_outcome_fit_error(res.error, room);
         json_decref(res.error);
         res.error = fit;
@@ -519,14 +528,7 @@ guard_stuck(void *ctx, int why)
         if (!k->cell.silent) {
             if (pyc_outgate_notice(&k->out, notice, sizeof notice) > 0)
                 pyc__publish(k, msg, "stream", json_pack("{s:s, s:s}", "name", "stderr", "text", notice));
-            json_t *shown = pyc_outgate_can_send(&k->out) ? pyc_outcome_error_within(err, pyc_outgate_room(&k->out))
-                                                          : NULL;
-            if (shown != NULL) {
-                char *text = json_dumps(shown, JSON_COMPACT);
-                pyc_outgate_count(&k->out, text != NULL ? strlen(text) : 0);
-                free(text);
-                pyc__publish(k, msg, "error", shown);
-            }
+            publish_error_within_cap(k, msg, err);
         }
         json_t *md = pyc__reply_metadata("error");
         double wall, cpu;

@@ -32,7 +32,7 @@ pyc_outgate_counts(const char *msg_type)
 static size_t
 content_bytes(const pyc_outbudget_t *b)
 {
-    return b->max_bytes > 0 ? b->max_bytes - b->notice_bytes : 0;
+    return b->max_bytes > 0 ? b->max_bytes - b->notice_len : 0;
 }
 
 static size_t
@@ -97,7 +97,6 @@ budget_set_notice(pyc_outbudget_t *b, const char *what)
     if ((b->max_bytes > 0 && n > b->max_bytes / 2) || b->max_msgs == 1 || (b->max_bytes == 0 && b->max_msgs == 0))
         n = 0;
     b->notice_len = n;
-    b->notice_bytes = b->max_bytes > 0 ? n : 0;
 }
 
 /* Takes b's notice into text when output was dropped and it was not told yet: counted in b.  Returns its

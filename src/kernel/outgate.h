@@ -39,8 +39,7 @@ typedef struct pyc_outbudget {
     size_t bytes, msgs, dropped_bytes, dropped_msgs;   /* what went out (the notice and an error included) */
     bool dropping;               /* a cap was reached: everything else is dropped */
     char notice[256];            /* the notice for these caps, told once when output was dropped */
-    size_t notice_len;           /* its length; 0: this budget has no notice */
-    size_t notice_bytes;         /* the bytes kept for it out of max_bytes (0 without a byte cap) */
+    size_t notice_len;           /* its length, kept out of max_bytes for it; 0: this budget has no notice */
     bool notice_told;
 } pyc_outbudget_t;
 
