@@ -22,25 +22,39 @@
 #include "clock.h"
 #include "session.h"
 
-/* Exit codes.  Every failure prints one line starting "pyc: " on stderr first (a cell that raised prints its
- * traceback instead).  They say what survived: up to 6 the session is as it was (or was never reached); 7
- * means it is gone.  A cell that raises SystemExit(n) in `pyc run` exits n instead (see cli_reply_exit). */
+/* Exit codes.  A command that runs a cell (`run`, `poll`, and the cell's own `SystemExit`) exits with the cell's
+ * status as a script would: 0 ok, 1 the cell raised, n for SystemExit(n).  Every outcome of pyc's own has a
+ * code of the sysexits range (64-78, <sysexits.h>), which Python code does not use by convention, so that an
+ * agent tells "the cell exited n" from "pyc failed" by the number alone; the deadline is 124, the code of
+ * timeout(1), which shells and agents already read as "ran past its time".  The one outcome line of `--json`
+ * (cli_outcome_line) names the outcome in words as well, for the rare cell that exits with one of these.
+ * Every failure of pyc's prints one line starting "pyc: " on stderr first (a cell that raised prints its
+ * traceback instead).  Only PYC_EXIT_LOST says the session is gone; every other code leaves it as it was. */
 enum {
     PYC_EXIT_OK = 0,
-    PYC_EXIT_ERROR = 1,          /* the cell raised, or the kernel refused the request, or a local file failed,
-                                  * or stdout could not be written (disk full...) */
-    PYC_EXIT_USAGE = 2,          /* bad arguments or a bad session name */
-    PYC_EXIT_NOSESSION = 3,      /* no session of that name, or it is stale (its kernel is gone) */
-    PYC_EXIT_EXISTS = 4,         /* `new` or `fork` refused: a live (or unresponsive) session has that name */
-    PYC_EXIT_TIMEOUT = 5,        /* the cell passed its deadline (--timeout) and was stopped; the session is
-                                  * intact */
-    PYC_EXIT_CONNECTION = 6,     /* the kernel could not be started, did not answer (its heartbeat is silent:
-                                  * stopped or stuck; it ignores our key; `run --timeout` gave up), or spoke
-                                  * nonsense; or the runtime dir cannot be used.  The session, if any, is left
-                                  * as it is */
-    PYC_EXIT_LOST = 7,           /* the session was lost: the kernel ended during the request (a crash, a cell
-                                  * stuck past its deadline, its lifetime ended, memory) */
-    PYC_EXIT_PENDING = 8,        /* `poll`: the cell is not done yet (queued or running) */
+    PYC_EXIT_ERROR = 1,          /* the cell raised (as `python script.py` exits 1 on an uncaught exception) */
+    PYC_EXIT_USAGE = 64,         /* EX_USAGE: bad arguments or a bad session name */
+    PYC_EXIT_REFUSED = 65,       /* EX_DATAERR: the kernel refused the request (a `cp` of a name that cannot
+                                  * be pickled, a `fork` it cannot make, an unknown snapshot, no journal) */
+    PYC_EXIT_NOINPUT = 66,       /* EX_NOINPUT: a local file (`run @FILE`, `cp FILE ...`) or stdin could not
+                                  * be read */
+    PYC_EXIT_NOSESSION = 67,     /* EX_NOUSER: no session of that name, or it is stale (its kernel is gone) */
+    PYC_EXIT_CONNECTION = 69,    /* EX_UNAVAILABLE: the kernel could not be started or did not answer (its
+                                  * heartbeat is silent: stopped or stuck; `run --timeout` gave up; another pyc
+                                  * holds the name too long).  The session, if any, is left as it is */
+    PYC_EXIT_LOST = 70,          /* EX_SOFTWARE: the session was lost: the kernel ended during the request (a
+                                  * crash, a cell stuck past its deadline, its lifetime ended, memory) */
+    PYC_EXIT_OSERR = 71,         /* EX_OSERR: memory ran out, or a system call failed, on pyc's side */
+    PYC_EXIT_EXISTS = 73,        /* EX_CANTCREAT: `new` or `fork` refused: a live (or unresponsive) session has
+                                  * that name */
+    PYC_EXIT_IOERR = 74,         /* EX_IOERR: a local file, the runtime dir's listing or stdout could not be
+                                  * read or written (a full disk) */
+    PYC_EXIT_PENDING = 75,       /* EX_TEMPFAIL: `poll`: the cell is not done yet (queued or running) */
+    PYC_EXIT_PROTOCOL = 76,      /* EX_PROTOCOL: the kernel's messages do not verify with the session file's key,
+                                  * or its answer makes no sense */
+    PYC_EXIT_NOPERM = 77,        /* EX_NOPERM: the runtime dir (or a lock file in it) cannot be used safely */
+    PYC_EXIT_TIMEOUT = 124,      /* timeout(1)'s code: the cell passed its deadline (--timeout) and the kernel
+                                  * stopped it; the session is intact */
     PYC_EXIT_INTERRUPTED = 130,  /* Ctrl-C: the cell was interrupted (128 + SIGINT, as shells report it) */
     PYC_EXIT_PIPE = 141,         /* stdout's reader went away (128 + SIGPIPE, as shells report a tool killed by
                                   * SIGPIPE); nothing is printed, and a cell is left running */
@@ -62,7 +76,8 @@ int cli_connect_ms(void);
 int cli_hb_ms(void);
 
 /* Prints why a wait for the kernel failed (err of a PYC_RECV_ERROR) and returns the exit code it stands for:
- * PYC_EXIT_LOST when the kernel's process ended (PYC_EGONE), else PYC_EXIT_CONNECTION. */
+ * PYC_EXIT_LOST when the kernel's process ended (PYC_EGONE), PYC_EXIT_PROTOCOL when its messages do not verify
+ * with our key (PYC_EAUTH), else PYC_EXIT_CONNECTION. */
 int cli_recv_failed(const pyc_error_t *err);
 
 /* ---- options --------------------------------------------------------------------------------------------- */
@@ -80,14 +95,15 @@ int cli_parse(const char *cmd, int argc, char **argv, const cli_optspec_t *specs
 /* Parses a positive number of seconds; prints the problem and returns -1 on anything else. */
 int cli_seconds(const char *opt, const char *text, double *out);
 
-/* Prints "pyc: <message>\n" on stderr. */
+/* Prints "pyc: <message>\n" on stderr.  cli_last_err: the last such message (without "pyc: "), or NULL. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *cli_last_err(void);
 
 /* ---- sessions -------------------------------------------------------------------------------------------- */
 
 /* The runtime dir into out (created, mode 0700, when missing).  It must be a directory (not a symbolic link)
  * owned by us that group and others cannot write; it is checked once per process.  Prints the problem and
- * returns -1 (the command then exits PYC_EXIT_CONNECTION). */
+ * returns -1 (the command then exits PYC_EXIT_NOPERM). */
 int cli_runtime_dir(char *out, size_t cap);
 
 /* Where a session's file of the given suffix (".json", ".lock", ".log") is. */
@@ -226,7 +242,7 @@ void cli_print_text(const char *s, size_t n);
  * after it.  cli_stdout_closed: true once a write failed with EPIPE (the reader is gone).
  * cli_stdout_finish (main, after the command): flushes stdout and returns the exit code: rc when all was
  * written; PYC_EXIT_PIPE, silently, when the reader went away (rc kept if it was already a failure); else
- * prints "pyc: cannot write to stdout: ..." and returns PYC_EXIT_ERROR (or rc when that was a failure). */
+ * prints "pyc: cannot write to stdout: ..." and returns PYC_EXIT_IOERR (or rc when that was a failure). */
 bool cli_stdout_closed(void);
 int cli_stdout_finish(int rc);
 
@@ -250,6 +266,21 @@ int cli_reply_exit(const pyc_msg_t *reply, bool interrupted);
 /* True when an execute_reply says the kernel is ending after it (1 of cli_reply_exit). */
 bool cli_reply_lost(const pyc_msg_t *reply);
 
+/* The outcome, in words, of the last execute_reply judged by cli_reply_exit, and the code it gave: "lost",
+ * "ok", "system_exit", "timeout", "interrupted" or "raised" (in cli_reply_exit's order); NULL when no reply
+ * was judged.  The code is the cell's own for "ok", "raised" and "system_exit", pyc's for the others. */
+const char *cli_cell_outcome(int *code);
+
+/* Prints the outcome line that ends the --json output of a command that runs a cell (`run`, `poll` of one
+ * cell; the command table's outcome_line): {"type": "outcome", "outcome": WORD, "exit": rc, "by": "cell" or
+ * "pyc", "message": the last "pyc: " line or null}.  WORD is the judged reply's (cli_cell_outcome) when rc is
+ * its code, else the name of pyc's own exit code (usage, refused, no_input, no_session, unavailable, lost,
+ * system_error, exists, io_error, pending, protocol, no_permission, timeout, interrupted).  "by" is "cell"
+ * when rc is the cell's own status (ok, raised, system_exit), so that a cell's sys.exit(70) is never read as
+ * a lost session: this line is the channel that does not depend on a number.  Nothing when stdout's reader
+ * is gone. */
+void cli_outcome_line(int rc);
+
 /* ---- signals --------------------------------------------------------------------------------------------- */
 
 /* Counts SIGINTs from the moment cli_catch_sigint is called; the handler only counts, so that a wait in
@@ -261,7 +292,8 @@ void cli_catch_sigint(void);
 
 /* One subcommand, as redis's command table has them.  main.c parses the words after the command's name with
  * its specs and calls fn only with words that fit: a bad option, --help and a wrong number of positional
- * words are answered from the entry (exit 2, 0 and 2), so that each usage line is written once. */
+ * words are answered from the entry (PYC_EXIT_USAGE, 0 and PYC_EXIT_USAGE), so that each usage line is
+ * written once. */
 typedef struct cli_command {
     const char *name;
     int (*fn)(const cli_args_t *a);  /* runs the command with its parsed words; returns the exit code */
@@ -271,6 +303,8 @@ typedef struct cli_command {
     const cli_optspec_t *specs;  /* its options, indexed by its CLI_<CMD>_* enum below; NULL when none */
     int nspecs;
     int min_pos, max_pos;        /* how many positional words it takes; max_pos -1: no limit */
+    bool outcome_line;           /* with its "json" option and max_pos words (one cell: `poll NAME ID`, not
+                                  * `poll NAME`), main.c ends the output with cli_outcome_line */
 } cli_command_t;
 
 extern const cli_command_t cli_commands[];

@@ -87,7 +87,7 @@ const cli_command_t cli_commands[] = {
      " [--idle S] [--lifetime S] [--cell-timeout S] [--output-limit BYTES] [--memory BYTES] [--replay FILE]",
      "start a detached kernel as session NAME",
      "Starts a detached pyc kernel as session NAME and prints its connection file.\n"
-     "A live or unresponsive NAME is refused (exit 4) unless --replace; a stale one is cleaned first.\n"
+     "A live or unresponsive NAME is refused (exit 73) unless --replace; a stale one is cleaned first.\n"
      "Limits, kept by the kernel (S: seconds or 250ms, 30s, 5m, 2h; BYTES: or 512K, 100M, 2G; 0: none):\n"
      "  --idle S          end the session after S without a request (default 24h, or $PYC_IDLE_TIMEOUT)\n"
      "  --lifetime S      end it S after its start\n"
@@ -100,32 +100,36 @@ const cli_command_t cli_commands[] = {
      "--kernel names the pyc-kernel program, or a kernelspec (its program and its env).\n"
      "The kernel runs in the active Python environment ($VIRTUAL_ENV, $CONDA_PREFIX, a venv's python3 on\n"
      "PATH), or the one --python names (a folder, or an interpreter in it); --no-env: in none.",
-     OPTS(new_opts), 1, 1},
+     OPTS(new_opts), 1, 1, false},
     {"run", cli_run, "run NAME CODE|@FILE|- [--json] [--timeout S] [--isolate]",
      "run one cell and print what it produces",
      "Runs one cell in session NAME: stdout to stdout, stderr and tracebacks to stderr (in color only on a\n"
      "terminal, and without NO_COLOR), results as text.  --isolate runs it in a forked child of the kernel\n"
      "and lists on stderr the names it bound that could not be merged back.\n"
-     "Exit 0, 1 when the cell raised (or @FILE or stdin could not be read), 5 when it passed --timeout\n"
-     "and was stopped (the session is intact), 6 when the kernel does not answer (stopped, stuck, another\n"
-     "key; or --timeout S and no reply S + 5 + max(5, S/10) s after sending), 7 when the session was lost\n"
-     "(the kernel ended during the cell: a crash, and the error says why), n when the cell raised\n"
-     "SystemExit(n) (no traceback), 130 when interrupted with Ctrl-C, 141 when stdout's reader went away\n"
-     "(the cell goes on).",
-     OPTS(run_opts), 2, 2},
+     "Exit 0, 1 when the cell raised, n when it raised SystemExit(n) (no traceback): the cell's own status,\n"
+     "as a script's.  pyc's own outcomes are 64-77 and 124 (pyc --help lists them): 66 when @FILE or stdin\n"
+     "could not be read, 67 no such session, 124 when the cell passed --timeout and was stopped (the session\n"
+     "is intact), 69 when the kernel does not answer (stopped, stuck; or --timeout S and no reply S + 5 +\n"
+     "max(5, S/10) s after sending), 76 when it ignores our key, 70 when the session was lost\n"
+     "(the kernel ended during the cell: a crash, and the error says why), 130 when interrupted with\n"
+     "Ctrl-C, 141 when stdout's reader went away (the cell goes on).  --json ends with one outcome line,\n"
+     "{\"type\": \"outcome\", \"outcome\": WORD, \"exit\": N, \"by\": \"cell\"|\"pyc\", \"message\"}, which\n"
+     "says whose the exit code is without relying on the number.",
+     OPTS(run_opts), 2, 2, true},
     {"fire", cli_fire, "fire NAME CODE|@FILE|- [--json] [--timeout S] [--isolate]",
      "start a cell and print its id at once (pyc poll follows it)",
      "Queues one cell in session NAME and prints its id (the execute_request's msg_id) as soon as the\n"
      "kernel has it; the cell runs whether or not anything waits for it.  --json prints {id, session, state}.\n"
      "--timeout and --isolate are run's.  pyc poll NAME ID tells what became of it.",
-     OPTS(fire_opts), 2, 2},
+     OPTS(fire_opts), 2, 2, false},
     {"poll", cli_poll, "poll NAME [ID] [--wait[=S]] [--json]",
      "a fired (or any) cell's state, and once done its output",
      "Asks session NAME's journal about cell ID (a fire's id, or any execute_request's msg_id): queued or\n"
-     "running (printed; exit 8), or done: its output and exit code as pyc run would have given them.\n"
+     "running (printed; exit 75), or done: its output and exit code as pyc run would have given them.\n"
      "--wait waits until it is done (--wait=S: at most S seconds).  Without ID: the journal, one cell a\n"
-     "line (id, state, status, execution count).  A cell the journal no longer holds is exit 3.",
-     OPTS(poll_opts), 1, 2},
+     "line (id, state, status, execution count).  A cell the journal no longer holds is exit 67.  --json\n"
+     "of one cell ends with run's outcome line.",
+     OPTS(poll_opts), 1, 2, true},
     {"ls", cli_ls, "ls [--json]",
      "list sessions: name, pid, state (live/unresponsive/stale), age",
      "Lists the sessions: NAME PID STATE AGE.  STATE is live (the heartbeat answers within 1 s),\n"
@@ -133,7 +137,7 @@ const cli_command_t cli_commands[] = {
      "stale (its kernel is gone; what ended it when the event log says: crashed (SIGSEGV), ended (idle\n"
      "timeout), ...; --json adds \"reason\"), starting (a pyc new or fork is making it), ending (a pyc kill\n"
      "is ending it), or busy (another pyc holds its lock).",
-     OPTS(ls_opts), 0, 0},
+     OPTS(ls_opts), 0, 0, false},
     {"status", cli_status, "status NAME",
      "JSON: pid, uptime, execution count, memory, busy/idle",
      "Prints a JSON object: name, pid, state (idle or busy), execution_count (null when busy and the\n"
@@ -141,55 +145,55 @@ const cli_command_t cli_commands[] = {
      "connection_file, limits {idle_timeout, lifetime, cell_timeout (s), output_limit, memory_limit\n"
      "(bytes): null when off, and any other the kernel keeps}, checkpoint (the file pyc new --replay\n"
      "takes; null when off), and usage (the kernel's usage_reply, when it has one).  A kernel whose\n"
-     "heartbeat is silent (stopped, or stuck) has state unresponsive, and the exit code is 6.",
-     NO_OPTS, 1, 1},
+     "heartbeat is silent (stopped, or stuck) has state unresponsive, and the exit code is 69.",
+     NO_OPTS, 1, 1, false},
     {"vars", cli_vars, "vars NAME",
      "JSON list of the user's names and types",
      "Prints the session's user namespace as a JSON list of {\"name\", \"type\"}, sorted by name.  Names\n"
      "starting with '_' and In, Out, get_ipython, exit, quit are left out; modules have type \"module\".",
-     NO_OPTS, 1, 1},
+     NO_OPTS, 1, 1, false},
     {"complete", cli_complete, "complete NAME TEXT [--json]",
      "the kernel's completions of TEXT",
      "Prints the kernel's completions of TEXT (cursor at its end), one per line; --json prints the\n"
      "complete_reply's content (matches, cursor_start, cursor_end, metadata).",
-     OPTS(complete_opts), 2, 2},
+     OPTS(complete_opts), 2, 2, false},
     {"int", cli_int, "int NAME",
      "interrupt the running cell",
      "Interrupts the running cell of session NAME (interrupt_request on the control channel); the cell\n"
      "gets KeyboardInterrupt.  Does nothing to an idle kernel.",
-     NO_OPTS, 1, 1},
+     NO_OPTS, 1, 1, false},
     {"kill", cli_kill, "kill NAME... | --all",
      "shut down and remove (cleans stale sessions too)",
      "Shuts the sessions' kernels down (SIGKILL after 5 s; at once for an unresponsive one) and removes\n"
      "their files; cleans stale ones, and the log a failed pyc new left.",
-     OPTS(kill_opts), 0, -1},
+     OPTS(kill_opts), 0, -1, false},
     {"fork", cli_fork, "fork NAME NEWNAME... [--json]",
      "new sessions from forked copies of NAME",
      "Forks session NAME's kernel into one child per NEWNAME, each a session of its own with a copy of\n"
      "NAME's state (copy-on-write).  The children outlive NAME.  Prints their connection files.\n"
-     "A NEWNAME that is live (or unresponsive) is refused (exit 4).  The request waits for a running cell\n"
+     "A NEWNAME that is live (or unresponsive) is refused (exit 73).  The request waits for a running cell\n"
      "to end, as long as the kernel lives; Ctrl-C stops waiting (exit 130).",
-     OPTS(fork_opts), 2, -1},
+     OPTS(fork_opts), 2, -1, false},
     {"snapshot", cli_snapshot, "snapshot NAME [SNAP] [--json]",
      "a snapshot of NAME's state, to go back to with pyc undo",
      "Takes a snapshot of session NAME's kernel (README, \"Time travel\"): a parked copy-on-write fork that\n"
      "holds the state after the last finished cell and costs only the pages the kernel writes from then\n"
      "on.  SNAP names it (default snapshot-N); a name taken again is the newer state.  Prints the name;\n"
      "--json the snapshot's record.  It waits for a running cell to end.",
-     OPTS(snap_opts), 1, 2},
+     OPTS(snap_opts), 1, 2, false},
     {"snapshots", cli_snapshots, "snapshots NAME [--json]",
      "NAME's snapshots: name, cells held, age, memory",
      "Lists session NAME's snapshots, oldest first: NAME, -N (what pyc undo NAME N takes), the execution\n"
      "count they hold, when taken, and the memory each really holds (the pages written since on either\n"
      "side), then what each does not hold (threads, network connections, GPU contexts).  --json prints\n"
      "the kernel's answer.",
-     OPTS(snap_opts), 1, 1},
+     OPTS(snap_opts), 1, 1, false},
     {"undo", cli_undo, "undo NAME [N|SNAP] [--json]",
      "take NAME back to a snapshot (default: the newest)",
      "Restores session NAME's kernel to its Nth newest snapshot (default 1) or to the snapshot SNAP, and\n"
      "returns once the restored kernel answers.  It stays the same session: same pid, ports and key; the\n"
      "execution count goes on.  The snapshot stays, for another undo.  It waits for a running cell to end.",
-     OPTS(snap_opts), 1, 2},
+     OPTS(snap_opts), 1, 2, false},
     {"cp", cli_cp, "cp SRC DST [--timeout S]",
      "copy objects: SESSION:VAR, SESSION:, FILE.pkl, -",
      "Copies objects as pickles.  A side is SESSION:VAR (a variable), SESSION: (every picklable user\n"
@@ -197,8 +201,8 @@ const cli_command_t cli_commands[] = {
      "with why: those that cannot be pickled, and (for SESSION:) modules, to re-import.\n"
      "Examples: pyc cp work:df df.pkl; pyc cp df.pkl gpu:df; pyc cp work: other:\n"
      "--timeout S (default 600): a kernel that does not answer a request in time (it is running a long\n"
-     "cell) ends the copy with exit 6.",
-     OPTS(cp_opts), 2, 2},
+     "cell) ends the copy with exit 69.",
+     OPTS(cp_opts), 2, 2, false},
     {"events", cli_events, "events [NAME...] [--follow] [--since SEQ] [--json]",
      "the sessions' event log: ready, cells, how each ended",
      "Prints the event log of all sessions (or of the NAMEs), one event a line: SEQ TIME SESSION PID EVENT\n"
@@ -208,13 +212,13 @@ const cli_command_t cli_commands[] = {
      "traceback, out_of_memory, stuck, parent_gone, terminated (SIGTERM), or vanished: gone without a word).\n"
      "--since SEQ prints only the events after SEQ (a seq printed before: the cursor to resume from).\n"
      "--follow keeps printing new events until Ctrl-C (exit 130) or until stdout's reader goes away.",
-     OPTS(events_opts), 0, -1},
+     OPTS(events_opts), 0, -1, false},
     {"attach", cli_attach, "attach NAME",
      "a REPL into NAME (Ctrl-D detaches)",
      "A line REPL into session NAME: each complete block is one cell; Tab completes through the kernel;\n"
      "Ctrl-C interrupts the running cell (or drops the block being typed); Ctrl-D detaches and leaves\n"
      "the session running.",
-     NO_OPTS, 1, 1},
+     NO_OPTS, 1, 1, false},
 };
 
 const size_t cli_ncommands = sizeof cli_commands / sizeof cli_commands[0];

@@ -31,16 +31,28 @@
 
 volatile sig_atomic_t cli_sigint_count;
 
+/* The last line cli_err printed, without "pyc: ", for the --json outcome line (cli_outcome_line). */
+static char last_err[1024];
+
 void
 cli_err(const char *fmt, ...)
 {
     va_list ap;
     fflush(stdout);
+    va_start(ap, fmt);
+    vsnprintf(last_err, sizeof last_err, fmt, ap);
+    va_end(ap);
     fputs("pyc: ", stderr);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+}
+
+const char *
+cli_last_err(void)
+{
+    return last_err[0] != '\0' ? last_err : NULL;
 }
 
 /* The write end of the signal pipe: the handler puts a byte there, which every client wait watches. */
@@ -108,7 +120,7 @@ int
 cli_recv_failed(const pyc_error_t *err)
 {
     cli_err("%s", err->text);
-    return err->code == PYC_EGONE ? PYC_EXIT_LOST : PYC_EXIT_CONNECTION;
+    return err->code == PYC_EGONE ? PYC_EXIT_LOST : err->code == PYC_EAUTH ? PYC_EXIT_PROTOCOL : PYC_EXIT_CONNECTION;
 }
 
 /* ---- options --------------------------------------------------------------------------------------------- */
@@ -322,7 +334,9 @@ cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with
                 cli_err("session %s: %s", name, err.text);
             pyc_client_destroy(&cl);
             pyc_session_file_clear(sf);
-            *rc = r == PYC_RECV_SIGNAL ? PYC_EXIT_INTERRUPTED : PYC_EXIT_CONNECTION;
+            *rc = r == PYC_RECV_SIGNAL                          ? PYC_EXIT_INTERRUPTED
+                  : r == PYC_RECV_ERROR && err.code == PYC_EAUTH ? PYC_EXIT_PROTOCOL
+                                                                 : PYC_EXIT_CONNECTION;
             return NULL;
         }
     }
@@ -360,7 +374,7 @@ cli_lock(const char *name, int timeout_ms, const char *why, int *lock_fd)
     char path[4096];
     *lock_fd = -1;
     if (cli_session_path(path, sizeof path, name, ".lock") < 0)
-        return PYC_EXIT_CONNECTION;
+        return PYC_EXIT_NOPERM;
     uint64_t t0 = pyc_now_ns();
     for (;;) {
         /* Ctrl-C while waiting gives up before anything was done (the caller catches SIGINT first). */
@@ -375,12 +389,12 @@ cli_lock(const char *name, int timeout_ms, const char *why, int *lock_fd)
                 cli_err("%s is a symbolic link, not a lock file of pyc's; refused (remove it)", path);
             else
                 cli_err("cannot open %s: %s", path, strerror(errno));
-            return PYC_EXIT_CONNECTION;
+            return PYC_EXIT_NOPERM;
         }
         if (fstat(fd, &a) < 0 || !S_ISREG(a.st_mode) || a.st_uid != geteuid()) {
             cli_err("%s is not a regular file of yours; refused (remove it)", path);
             close(fd);
-            return PYC_EXIT_CONNECTION;
+            return PYC_EXIT_NOPERM;
         }
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
             if (lstat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
@@ -399,7 +413,7 @@ cli_lock(const char *name, int timeout_ms, const char *why, int *lock_fd)
         close(fd);
         if (e != EWOULDBLOCK && e != EINTR) {
             cli_err("cannot lock %s: %s", path, strerror(e));
-            return PYC_EXIT_CONNECTION;
+            return PYC_EXIT_OSERR;
         }
         long waited = pyc_ms_since(t0);
         if (waited >= timeout_ms) {

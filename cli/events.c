@@ -233,13 +233,13 @@ cli_events(const cli_args_t *a)
         cur.seq = v;
     }
     if (cli_runtime_dir(dir, sizeof dir) < 0)
-        return PYC_EXIT_CONNECTION;
+        return PYC_EXIT_NOPERM;
     cli_catch_sigint();
     notice_all();
     int r = pyc_events_read(dir, &cur, show, &s, &err);
     if (r < 0) {
         cli_err("%s", err.text);
-        return PYC_EXIT_ERROR;
+        return PYC_EXIT_IOERR;
     }
     if (!follow || r != 0)
         return PYC_EXIT_OK;     /* r: stdout's reader went away (cli_stdout_finish makes it 141) */
@@ -259,7 +259,7 @@ cli_events(const cli_args_t *a)
         r = pyc_events_read(dir, &cur, show, &s, &err);
         if (r < 0) {
             cli_err("%s", err.text);
-            return PYC_EXIT_ERROR;
+            return PYC_EXIT_IOERR;
         }
         if (r != 0)
             return PYC_EXIT_OK;  /* stdout's reader went away: cli_stdout_finish makes it 141 */

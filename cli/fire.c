@@ -18,10 +18,10 @@
  * codes; a cell not done yet is exit PYC_EXIT_PENDING, unless --wait waits for it: the wait ends on the cell's
  * idle status on iopub, and asks the journal again every POLL_RETRY_MS in case that status was missed.
  * Without an id, poll lists the journal.  The journal lives in the kernel, bounded (README, "Fire and poll"):
- * a cell it no longer holds is "unknown" (exit 3).  When the session's kernel is gone, its journal went with
- * it, and poll answers from the event log instead (events.c): the cell's outcome if it ended before the
- * kernel did (its output is lost), else how the session ended while the cell ran (exit 7, the reason and a
- * crash's traceback printed).
+ * a cell it no longer holds is "unknown" (PYC_EXIT_NOSESSION).  When the session's kernel is gone, its
+ * journal went with it, and poll answers from the event log instead (events.c): the cell's outcome if it ended
+ * before the kernel did (its output is lost), else how the session ended while the cell ran (PYC_EXIT_LOST,
+ * the reason and a crash's traceback printed).
  */
 #include "cli.h"
 
@@ -68,7 +68,7 @@ ask_journal(pyc_client_t *cl, json_t *content, int timeout_ms, bool gone_quiet, 
         cli_err("the kernel refused journal_request: %s",
                 json_string_value(json_object_get(c, "evalue")) ?: "no reason given");
         json_decref(c);
-        *rc = PYC_EXIT_ERROR;
+        *rc = PYC_EXIT_REFUSED;
         return NULL;
     }
     return c;
@@ -83,7 +83,7 @@ cli_fire(const cli_args_t *a)
         return PYC_EXIT_USAGE;
     char *code = cli_read_code(a->pos[1]);
     if (code == NULL)
-        return PYC_EXIT_ERROR;
+        return PYC_EXIT_NOINPUT;
     json_t *md = cli_cell_metadata(timeout, a->value[CLI_FIRE_ISOLATE] != NULL);
     json_t *content = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code, "silent", 0, "store_history", 1,
                                 "user_expressions", "allow_stdin", 0, "stop_on_error", 0);
@@ -118,7 +118,7 @@ cli_fire(const cli_args_t *a)
     if (rc == PYC_EXIT_OK && (state == NULL || strcmp(state, "unknown") == 0)) {
         cli_err("the cell %s was sent, but session %s keeps no journal (PYC_JOURNAL_CELLS=0?): pyc poll cannot "
                 "follow it", id, a->pos[0]);
-        rc = PYC_EXIT_ERROR;
+        rc = PYC_EXIT_REFUSED;
     }
     if (rc == PYC_EXIT_OK) {
         if (a->value[CLI_FIRE_JSON] != NULL) {
@@ -164,7 +164,7 @@ print_done(json_t *c, cli_output_t *o)
                    .metadata = json_is_object(metadata) ? metadata : NULL};
     if (r.content == NULL) {
         cli_err("the journal holds no reply for this cell");
-        return PYC_EXIT_CONNECTION;
+        return PYC_EXIT_PROTOCOL;
     }
     const char *status = json_string_value(json_object_get(r.content, "status"));
     if (!o->json && status != NULL && strcmp(status, "aborted") == 0)
@@ -268,7 +268,7 @@ poll_gone(const char *name, const char *id, const pyc_session_file_t *sf)
     pyc_events_cursor_t cur = {0};
     cell_fate_t f = {name, id, sf->pid, false, NULL, NULL};
     if (cli_runtime_dir(dir, sizeof dir) < 0)
-        return PYC_EXIT_CONNECTION;
+        return PYC_EXIT_NOPERM;
     pyc_events_read(dir, &cur, find_fate, &f, NULL);
     json_t *closed = f.closed != NULL ? json_incref(f.closed) : cli_event_closing(name, sf->pid);
     cli_closed_state(closed, state, sizeof state);
@@ -278,7 +278,7 @@ poll_gone(const char *name, const char *id, const pyc_session_file_t *sf)
         cli_err("session %s has ended (%s); cell %s had ended before, with outcome %s: its output went with the "
                 "kernel", name, state, id, outcome);
         rc = strcmp(outcome, "ok") == 0 ? PYC_EXIT_OK : strcmp(outcome, "timeout") == 0 ? PYC_EXIT_TIMEOUT
-             : strcmp(outcome, "lifetime") == 0 ? PYC_EXIT_LOST : PYC_EXIT_ERROR;
+             : strcmp(outcome, "lifetime") == 0 ? PYC_EXIT_LOST : PYC_EXIT_ERROR;   /* the cell raised */
     } else if (f.started) {
         const char *tb = json_string_value(json_object_get(closed, "traceback"));
         if (tb != NULL)

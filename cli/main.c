@@ -34,14 +34,17 @@ usage(FILE *f)
     }
     fprintf(f, "\nNames: a-z, 0-9, '_', '-', 1 to 80 characters.  Sessions live in Jupyter's runtime dir as\n"
                "pyc-NAME.json, so `jupyter console --existing pyc-NAME.json` reaches them too.\n\n"
-               "Exit codes: 0 ok; 1 the cell raised (or the kernel refused, or a file or stdout failed);\n"
-               "2 usage; 3 no such session, or stale; 4 name already taken; 5 the cell passed --timeout\n"
-               "and was stopped, the session is intact; 6 the kernel did not start or answer (stopped,\n"
-               "stuck, another key), or the runtime dir is unusable; 7 the session was lost: the kernel\n"
-               "ended during the request (a crash, a stuck cell, its lifetime, memory); n for SystemExit(n)\n"
-               "in pyc run; 8 pyc poll: not done yet; 130 interrupted by Ctrl-C; 141 stdout's reader went\n"
-               "away (pyc run ... | head).\n"
-               "A wait on a kernel whose heartbeat is silent for 3 s (PYC_CLI_HB_MS) ends with exit 6.\n");
+               "Exit codes: 0 ok; 1 the cell raised; n the cell's SystemExit(n) (run, poll).  pyc's own\n"
+               "outcomes use the sysexits range, which cells do not use by convention: 64 usage; 65 the kernel\n"
+               "refused the request; 66 a local file or stdin could not be read; 67 no such session, or stale;\n"
+               "69 the kernel did not start or answer (stopped, stuck); 70 the session was lost: the kernel\n"
+               "ended during the request (a crash, a stuck cell, its lifetime, memory); 71 memory or a system\n"
+               "call failed; 73 name already taken; 74 a file or stdout could not be written; 75 pyc poll:\n"
+               "not done yet; 76 the kernel's messages do not verify (another key) or make no sense; 77 the\n"
+               "runtime dir is unusable; 124 the cell passed --timeout and was stopped, the session is intact;\n"
+               "130 interrupted by Ctrl-C; 141 stdout's reader went away (pyc run ... | head).  With --json,\n"
+               "run and poll end with {\"type\": \"outcome\", \"outcome\", \"exit\", \"by\": \"cell\"|\"pyc\"}.\n"
+               "A wait on a kernel whose heartbeat is silent for 3 s (PYC_CLI_HB_MS) ends with exit 69.\n");
 }
 
 /* True when the words after the subcommand ask for its help (before any "--"). */
@@ -56,15 +59,18 @@ wants_help(int argc, char **argv)
 }
 
 /* Runs cmd with the words after its name, in this order: the runtime dir (every command works there, so an
- * unusable one is refused once, here, with exit 6, though not for --help), the options (exit 2), --help
- * (exit 0), the number of positional words (exit 2), then the command itself. */
+ * unusable one is refused once, here, with PYC_EXIT_NOPERM, though not for --help), the options
+ * (PYC_EXIT_USAGE), --help (exit 0), the number of positional words (PYC_EXIT_USAGE), then the command.
+ * *one_cell: false when the words were read and are fewer than the command's most (`poll NAME` lists the
+ * journal and gets no outcome line; `poll NAME ID` does). */
 static int
-run_command(const cli_command_t *cmd, int argc, char **argv)
+run_command(const cli_command_t *cmd, int argc, char **argv, bool *one_cell)
 {
     char dir[4096];
     cli_args_t a;
+    *one_cell = true;            /* until the words are known: a refused command still gets its line */
     if (!wants_help(argc, argv) && cli_runtime_dir(dir, sizeof dir) < 0)
-        return PYC_EXIT_CONNECTION;
+        return PYC_EXIT_NOPERM;
     if (cli_parse(cmd->name, argc, argv, cmd->specs, cmd->nspecs, &a) < 0)
         return PYC_EXIT_USAGE;
     if (a.help) {
@@ -73,7 +79,20 @@ run_command(const cli_command_t *cmd, int argc, char **argv)
     }
     if (a.npos < cmd->min_pos || (cmd->max_pos >= 0 && a.npos > cmd->max_pos))
         return cli_usage_error(cmd->name);
+    *one_cell = a.npos == cmd->max_pos;
     return cmd->fn(&a);
+}
+
+/* True when the words after the subcommand hold "--json" (before any "--"), whether or not they parse: the
+ * outcome line of a command whose words were refused is still asked for. */
+static bool
+wants_json(int argc, char **argv)
+{
+    for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            return true;
+    }
+    return false;
 }
 
 int
@@ -106,5 +125,9 @@ main(int argc, char **argv)
         usage(stderr);
         return PYC_EXIT_USAGE;
     }
-    return cli_stdout_finish(run_command(cmd, argc - 2, argv + 2));
+    bool one_cell;
+    int rc = run_command(cmd, argc - 2, argv + 2, &one_cell);
+    if (cmd->outcome_line && one_cell && wants_json(argc - 2, argv + 2) && !wants_help(argc - 2, argv + 2))
+        cli_outcome_line(rc);
+    return cli_stdout_finish(rc);
 }

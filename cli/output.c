@@ -52,7 +52,7 @@ cli_stdout_finish(int rc)
     if (stdout_errno == EPIPE)
         return rc == PYC_EXIT_OK || rc == PYC_EXIT_PIPE ? PYC_EXIT_PIPE : rc;
     cli_err("cannot write to stdout: %s", strerror(stdout_errno));
-    return rc == PYC_EXIT_OK ? PYC_EXIT_ERROR : rc;
+    return rc == PYC_EXIT_OK ? PYC_EXIT_IOERR : rc;
 }
 
 void
@@ -225,6 +225,25 @@ cli_reply_lost(const pyc_msg_t *reply)
            (outcome != NULL && strcmp(outcome, "lifetime") == 0);
 }
 
+/* The last judgement of cli_reply_exit (see cli_cell_outcome). */
+static const char *judged_word;
+static int judged_code;
+
+static int
+judged(const char *word, int code)
+{
+    judged_word = word;
+    judged_code = code;
+    return code;
+}
+
+const char *
+cli_cell_outcome(int *code)
+{
+    *code = judged_code;
+    return judged_word;
+}
+
 int
 cli_reply_exit(const pyc_msg_t *reply, bool interrupted)
 {
@@ -232,25 +251,63 @@ cli_reply_exit(const pyc_msg_t *reply, bool interrupted)
     int code;
     bool text;
     if (cli_reply_lost(reply))
-        return PYC_EXIT_LOST;
+        return judged("lost", PYC_EXIT_LOST);
     if (status != NULL && strcmp(status, "ok") == 0)
-        return PYC_EXIT_OK;
+        return judged("ok", PYC_EXIT_OK);
     if (system_exit(reply->content, &code, &text))
-        return code;
+        return judged("system_exit", code);
     const char *ename = json_string_value(json_object_get(reply->content, "ename"));
     json_t *pm = json_object_get(reply->metadata, "pyc");
     const char *outcome = json_string_value(json_object_get(pm, "outcome"));
     if ((ename != NULL && strcmp(ename, "CellTimeout") == 0) || (outcome != NULL && strcmp(outcome, "timeout") == 0) ||
         json_is_true(json_object_get(pm, "timed_out")))
-        return PYC_EXIT_TIMEOUT;
+        return judged("timeout", PYC_EXIT_TIMEOUT);
     if (interrupted && ename != NULL && strcmp(ename, "KeyboardInterrupt") == 0)
-        return PYC_EXIT_INTERRUPTED;
-    /* The kernel ended during the cell and said so in the reply (a crash, a cell stuck past the memory cap):
-     * the session is lost, which is not the cell's own error. */
-    const char *kstate = json_string_value(json_object_get(pm, "state"));
-    if (kstate != NULL && strcmp(kstate, "lost") == 0)
-        return PYC_EXIT_LOST;
-    return PYC_EXIT_ERROR;
+        return judged("interrupted", PYC_EXIT_INTERRUPTED);
+    return judged("raised", PYC_EXIT_ERROR);
+}
+
+/* The name of one of pyc's own exit codes, for the outcome line. */
+static const char *
+exit_word(int rc)
+{
+    switch (rc) {
+    case PYC_EXIT_OK: return "ok";
+    case PYC_EXIT_USAGE: return "usage";
+    case PYC_EXIT_REFUSED: return "refused";
+    case PYC_EXIT_NOINPUT: return "no_input";
+    case PYC_EXIT_NOSESSION: return "no_session";
+    case PYC_EXIT_CONNECTION: return "unavailable";
+    case PYC_EXIT_LOST: return "lost";
+    case PYC_EXIT_OSERR: return "system_error";
+    case PYC_EXIT_EXISTS: return "exists";
+    case PYC_EXIT_IOERR: return "io_error";
+    case PYC_EXIT_PENDING: return "pending";
+    case PYC_EXIT_PROTOCOL: return "protocol";
+    case PYC_EXIT_NOPERM: return "no_permission";
+    case PYC_EXIT_TIMEOUT: return "timeout";
+    case PYC_EXIT_INTERRUPTED: return "interrupted";
+    case PYC_EXIT_PIPE: return "pipe";
+    default: return "error";
+    }
+}
+
+void
+cli_outcome_line(int rc)
+{
+    if (cli_stdout_closed())
+        return;
+    int code;
+    const char *word = cli_cell_outcome(&code);
+    bool by_cell = false;
+    if (word != NULL && code == rc)
+        by_cell = strcmp(word, "ok") == 0 || strcmp(word, "raised") == 0 || strcmp(word, "system_exit") == 0;
+    else
+        word = exit_word(rc);
+    json_t *line = json_pack("{s:s, s:s, s:i, s:s, s:s?}", "type", "outcome", "outcome", word, "exit", rc, "by",
+                             by_cell ? "cell" : "pyc", "message", cli_last_err());
+    cli_print_json_line(line);
+    json_decref(line);
 }
 
 /* How long cli_execute waits in all for a cell whose deadline is deadline_s (see cli.h). */
@@ -438,7 +495,7 @@ cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_std
     if (!o->json)
         cli_report_unmerged(reply);
     rc = cli_reply_exit(reply, interrupts > 0);
-    if (rc == PYC_EXIT_LOST) {
+    if (cli_reply_lost(reply)) {
         const char *outcome = json_string_value(json_object_get(json_object_get(reply->metadata, "pyc"), "outcome"));
         cli_err("the session is lost: the kernel (pid %ld) ends after this cell (outcome %s)",
                 pyc_client_watched_pid(cl), outcome != NULL ? outcome : "unknown");

@@ -128,7 +128,7 @@ cli_run(const cli_args_t *a)
     }
     char *code = cli_read_code(a->pos[1]);
     if (code == NULL)
-        return PYC_EXIT_ERROR;   /* a local file (or stdin) failed: printed */
+        return PYC_EXIT_NOINPUT;   /* a local file (or stdin) failed: printed */
     json_t *md = cli_cell_metadata(timeout, isolate);
     cli_catch_sigint();
     pyc_session_file_t sf;
@@ -286,7 +286,7 @@ cli_status(const cli_args_t *a)
         if (r == PYC_RECV_TIMEOUT) {
             cli_err("session %s: the kernel ignores our messages: the session file's key is probably not the "
                     "kernel's (its heartbeat answers, but not kernel_info within %g s)", name, cli_hb_ms() / 1e3);
-            rc = PYC_EXIT_CONNECTION;
+            rc = PYC_EXIT_PROTOCOL;
             goto done;
         }
         if (r != PYC_RECV_MSG) {
@@ -322,7 +322,7 @@ cli_status(const cli_args_t *a)
     if (memory != NULL && usage != NULL && json_is_number(json_object_get(usage->content, "kernel_memory")))
         json_object_set(memory, "kernel_memory", json_object_get(usage->content, "kernel_memory"));
     char path[4096];
-    rc = PYC_EXIT_ERROR;
+    rc = PYC_EXIT_OSERR;
     if (memory == NULL || cli_session_path(path, sizeof path, name, ".json") < 0) {
         json_decref(memory);
         goto done;
@@ -413,7 +413,7 @@ cli_vars(const cli_args_t *a)
         cli_err("the kernel could not list its names: %s: %s",
                 json_string_value(json_object_get(v, "ename")) ?: "no answer",
                 json_string_value(json_object_get(v, "evalue")) ?: "");
-        rc = PYC_EXIT_ERROR;
+        rc = PYC_EXIT_REFUSED;
         goto out;
     }
     const char *text = json_string_value(json_object_get(json_object_get(v, "data"), "text/plain"));
@@ -488,7 +488,7 @@ cli_complete(const cli_args_t *a)
         }
     }
     const char *status = json_string_value(json_object_get(reply->content, "status"));
-    rc = status != NULL && strcmp(status, "ok") == 0 ? PYC_EXIT_OK : PYC_EXIT_ERROR;
+    rc = status != NULL && strcmp(status, "ok") == 0 ? PYC_EXIT_OK : PYC_EXIT_REFUSED;
 out:
     json_decref(c);
     pyc_msg_destroy(&reply);

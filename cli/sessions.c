@@ -164,7 +164,7 @@ cli_kill(const cli_args_t *a)
         size_t n;
         char **names = list_names(&n, true);
         if (names == NULL)
-            return PYC_EXIT_ERROR;
+            return PYC_EXIT_IOERR;
         for (size_t i = 0; i < n; i++) {
             int r = kill_one(names[i]);
             if (r != PYC_EXIT_OK && r != PYC_EXIT_NOSESSION)   /* gone meanwhile is fine */
@@ -204,14 +204,14 @@ cli_ls(const cli_args_t *a)
     size_t n;
     char **names = list_names(&n, false);
     if (names == NULL)
-        return PYC_EXIT_ERROR;
+        return PYC_EXIT_IOERR;
     pyc_session_file_t *sfs = calloc(n ? n : 1, sizeof *sfs);
     cli_state_t *st = calloc(n ? n : 1, sizeof *st);
     const pyc_connfile_t **cfs = calloc(n ? n : 1, sizeof *cfs);
     bool *alive = calloc(n ? n : 1, sizeof *alive);
     size_t *which = calloc(n ? n : 1, sizeof *which);
     json_t *list = json_array();
-    int rc = PYC_EXIT_ERROR;
+    int rc = PYC_EXIT_OSERR;
     pyc_error_t err;
     if (sfs == NULL || st == NULL || cfs == NULL || alive == NULL || which == NULL || list == NULL) {
         cli_err("out of memory");

@@ -119,7 +119,7 @@ cli_comm_request(pyc_client_t *cl, const char *session, const char *target, json
             (child && strcmp(m->msg_type, "status") == 0 && st != NULL && strcmp(st, "idle") == 0)) {
             cli_err("%s: the kernel closed the comm without an answer: it has no '%s' comm target (is it a pyc "
                     "kernel?)%s%s", session, target, said.len > 0 ? "\n" : "", said.len > 0 ? said.data : "");
-            *rc = PYC_EXIT_ERROR;
+            *rc = PYC_EXIT_REFUSED;
             pyc_msg_destroy(&m);
             break;
         }
@@ -133,7 +133,7 @@ cli_comm_request(pyc_client_t *cl, const char *session, const char *target, json
     if (status == NULL || strcmp(status, "ok") != 0) {
         cli_err("%s: %s: %s", session, json_string_value(json_object_get(reply, "ename")) ?: "Error",
                 json_string_value(json_object_get(reply, "evalue")) ?: "the kernel's answer is not ok");
-        *rc = PYC_EXIT_ERROR;
+        *rc = PYC_EXIT_REFUSED;
         /* The caller may still need the answer (fork's children made before a failure): keep it readable. */
         return answer;
     }
@@ -302,7 +302,7 @@ cli_fork(const cli_args_t *a)
         cli_err("fork: the kernel reported %zu children, not %d",
                 json_is_array(children) ? json_array_size(children) : 0, n);
         kill_children(children, 0);
-        rc = PYC_EXIT_CONNECTION;
+        rc = PYC_EXIT_PROTOCOL;
     } else {
         json_t *list = json_array();
         /* Child i becomes the i-th name as given (names[] is the sorted copy used for locking). */
@@ -311,7 +311,7 @@ cli_fork(const cli_args_t *a)
             char path[4096];
             if (adopt_child(nm, json_array_get(children, (size_t)i), dir) < 0) {
                 kill_children(children, (size_t)i);
-                rc = PYC_EXIT_ERROR;
+                rc = PYC_EXIT_IOERR;
                 break;
             }
             if (cli_session_path(path, sizeof path, nm, ".json") < 0)
@@ -555,13 +555,13 @@ cli_cp(const cli_args_t *a)
         nbufs = got->n_buffers;
         if (nbufs == 0) {
             cli_err("%s: the kernel's answer holds no pickle", src.session);
-            rc = PYC_EXIT_CONNECTION;
+            rc = PYC_EXIT_PROTOCOL;
             goto out;
         }
         json_incref(digests);
     } else {
         if (load_pickle(src.kind == PYC_SIDE_FILE ? src.path : NULL, &file, &one) < 0) {
-            rc = PYC_EXIT_ERROR;
+            rc = PYC_EXIT_NOINPUT;
             goto out;
         }
         char hex[65];
@@ -575,7 +575,7 @@ cli_cp(const cli_args_t *a)
     /* The destination: the file, or a put. */
     if (dst.kind != PYC_SIDE_SESSION) {
         if (save_pickle(dst.kind == PYC_SIDE_FILE ? dst.path : NULL, got) < 0)
-            rc = PYC_EXIT_ERROR;
+            rc = PYC_EXIT_IOERR;
         goto out;
     }
     if ((dcl = cli_connect(dst.session, &dsf, true, false, &rc)) == NULL)
@@ -589,7 +589,7 @@ cli_cp(const cli_args_t *a)
                : json_pack("{s:s, s:n, s:O, s:I}", "op", "put", "names", "sha256", digests, "nbytes", nbytes);
     if (data == NULL) {
         cli_err("out of memory");
-        rc = PYC_EXIT_ERROR;
+        rc = PYC_EXIT_OSERR;
         goto out;
     }
     put = cli_comm_request(dcl, dst.session, "pyc.pickle", data, bufs, nbufs, timeout, &rc);

@@ -20,8 +20,22 @@ import pyctest
 #: The `pyc` under test: $PYC_CLI (exported by `make check`), else `pyc` beside $PYC_KERNEL.
 PYC_CLI = os.environ.get("PYC_CLI") or os.path.join(os.path.dirname(pyctest.PYC_KERNEL or "."), "pyc")
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOSESSION, EXIT_EXISTS, EXIT_TIMEOUT, EXIT_CONNECTION = 0, 1, 2, 3, 4, 5, 6
-EXIT_LOST = 7           # the session was lost: the kernel ended during the request
+#: Exit codes (cli/cli.h).  0 and 1 are a cell's own status (ok, raised), as a script's; pyc's own outcomes
+#: are in the sysexits range, 124 (timeout(1)'s code) and the two signal codes.
+EXIT_OK, EXIT_ERROR = 0, 1
+EXIT_USAGE = 64          # bad arguments
+EXIT_REFUSED = 65        # the kernel refused the request
+EXIT_NOINPUT = 66        # a local file or stdin could not be read
+EXIT_NOSESSION = 67      # no such session, or stale
+EXIT_CONNECTION = 69     # the kernel did not start or answer
+EXIT_LOST = 70           # the session was lost: the kernel ended during the request
+EXIT_OSERR = 71          # memory or a system call failed on pyc's side
+EXIT_EXISTS = 73         # name already taken
+EXIT_IOERR = 74          # a file or stdout could not be written
+EXIT_PENDING = 75        # poll: not done yet
+EXIT_PROTOCOL = 76       # the kernel's messages do not verify with our key, or make no sense
+EXIT_NOPERM = 77         # the runtime dir cannot be used
+EXIT_TIMEOUT = 124       # the cell passed its deadline and was stopped; the session is intact
 EXIT_INTERRUPTED = 130
 EXIT_PIPE = 141          # stdout's reader went away
 

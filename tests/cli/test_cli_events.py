@@ -10,12 +10,10 @@ import subprocess
 import time
 
 import pyctest
-from clitest import (EXIT_NOSESSION, EXIT_OK, PYC_CLI, pyc, read_session, runtime_dir, session_file, unique_name,
+from clitest import (EXIT_INTERRUPTED, EXIT_LOST, EXIT_NOSESSION, EXIT_OK, EXIT_PIPE, EXIT_TIMEOUT, EXIT_USAGE,
+                     PYC_CLI, pyc, read_session, runtime_dir, session_file, unique_name,
                      wait_gone)
 
-EXIT_LOST = 7
-EXIT_INTERRUPTED = 130
-EXIT_PIPE = 141
 CRASH = "import ctypes; ctypes.string_at(0)"
 
 
@@ -53,7 +51,7 @@ def test_outcomes_of_isolated_and_timed_out_cells(sessions):
     name = sessions.new()
     pyc("run", name, "--isolate", "g = (i for i in range(3)); kept = 1", check=EXIT_OK)
     pyc("run", name, "--isolate", "1/0", check=1)
-    pyc("run", name, "--timeout", "0.5", "import time; time.sleep(10)", check=5)
+    pyc("run", name, "--timeout", "0.5", "import time; time.sleep(10)", check=EXIT_TIMEOUT)
     done = [e["outcome"] for e in events(name) if e["event"] == "cell_done"]
     assert done == ["ok", "error", "timeout"]
 
@@ -83,8 +81,8 @@ def test_cell_events_and_cursor(sessions):
     assert text[-1].split()[3:6] == [name, str(pid), "cell_done"] and text[-1].endswith(" error"), text
     last = max(e["seq"] for e in events())
     assert events(since=last) == []
-    pyc("events", "--since", "soon", check=2)
-    pyc("events", "Bad.Name", check=2)
+    pyc("events", "--since", "soon", check=EXIT_USAGE)
+    pyc("events", "Bad.Name", check=EXIT_USAGE)
     # the log is private
     path = os.path.join(runtime_dir(), "pyc-events.jsonl")
     assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600
@@ -118,8 +116,9 @@ def test_crash_is_explained(sessions):
     name = sessions.new()
     p = pyc("run", name, "--json", CRASH, check=EXIT_LOST)
     lines = [json.loads(l) for l in p.stdout.splitlines()]
-    assert [l["type"] for l in lines] == ["error", "execute_reply"], lines
+    assert [l["type"] for l in lines] == ["error", "execute_reply", "outcome"], lines
     assert lines[0]["content"]["ename"] == "KernelDied"
+    assert lines[2]["outcome"] == "lost" and lines[2]["exit"] == EXIT_LOST and lines[2]["by"] == "pyc"
     pm = lines[1]["metadata"]["pyc"]
     assert pm["outcome"] == "died" and pm["state"] == "lost" and pm["signal"] == 11
 

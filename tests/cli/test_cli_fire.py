@@ -7,10 +7,9 @@ import sys
 import time
 
 import pyctest
-from clitest import (EXIT_ERROR, EXIT_LOST, EXIT_NOSESSION, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, PYC_CLI, pyc,
-                     read_session, session_file)
+from clitest import (EXIT_ERROR, EXIT_LOST, EXIT_NOINPUT, EXIT_NOSESSION, EXIT_OK, EXIT_PENDING, EXIT_REFUSED,
+                     EXIT_TIMEOUT, EXIT_USAGE, PYC_CLI, pyc, read_session, session_file)
 
-EXIT_PENDING = 8
 
 
 def fire(name, code, *extra, check=EXIT_OK):
@@ -31,16 +30,18 @@ def test_fire_returns_at_once_and_poll_follows(sessions):
     p = poll(name, cell_id, check=EXIT_PENDING)
     assert p.stdout.strip() in ("queued", "running")
     p = poll(name, cell_id, "--json", check=EXIT_PENDING)
-    line = json.loads(p.stdout)
+    line, outcome = [json.loads(x) for x in p.stdout.splitlines()]
     assert line["type"] == "state" and line["id"] == cell_id and line["state"] in ("queued", "running")
+    assert outcome == {"type": "outcome", "outcome": "pending", "exit": EXIT_PENDING, "by": "pyc", "message": None}
     p = poll(name, cell_id, "--wait", check=EXIT_OK)
     assert p.stdout == "start\nend\n42\n"
     # done cells can be polled again, from any process, as often as one likes
     p = poll(name, cell_id, "--json", check=EXIT_OK)
     lines = [json.loads(x) for x in p.stdout.splitlines()]
-    assert [x["type"] for x in lines] == ["stream", "stream", "execute_result", "execute_reply"]
-    assert lines[-1]["content"]["status"] == "ok"
-    assert lines[-1]["metadata"]["pyc"]["outcome"] == "ok"
+    assert [x["type"] for x in lines] == ["stream", "stream", "execute_result", "execute_reply", "outcome"]
+    assert lines[-1]["outcome"] == "ok" and lines[-1]["by"] == "cell"
+    assert lines[-2]["content"]["status"] == "ok"
+    assert lines[-2]["metadata"]["pyc"]["outcome"] == "ok"
 
 
 def test_fired_cells_queue_in_order_behind_a_running_one(sessions):
@@ -86,7 +87,7 @@ def test_code_from_stdin_and_file(sessions, tmp_path):
     script = tmp_path / "cell.py"
     script.write_text("print('from file')\n")
     assert poll(name, fire(name, "@%s" % script), "--wait", check=EXIT_OK).stdout == "from file\n"
-    assert "cannot open" in pyc("fire", name, "@%s" % (tmp_path / "missing.py"), check=EXIT_ERROR).stderr
+    assert "cannot open" in pyc("fire", name, "@%s" % (tmp_path / "missing.py"), check=EXIT_NOINPUT).stderr
 
 
 def test_any_clients_cell_can_be_polled_after_that_client_died(sessions):
@@ -137,7 +138,7 @@ def test_fire_to_a_session_without_journal(sessions, monkeypatch):
     monkeypatch.setenv("PYC_JOURNAL_CELLS", "0")
     name = sessions.new()
     monkeypatch.delenv("PYC_JOURNAL_CELLS")
-    p = pyc("fire", name, "print('still runs')", check=EXIT_ERROR)
+    p = pyc("fire", name, "print('still runs')", check=EXIT_REFUSED)
     assert "keeps no journal" in p.stderr
     assert pyc("run", name, "'alive'", check=EXIT_OK).stdout == "'alive'\n"
 

@@ -12,8 +12,9 @@ import pexpect
 import pytest
 
 import pyctest
-from clitest import (EXIT_CONNECTION, EXIT_EXISTS, EXIT_INTERRUPTED, EXIT_NOSESSION, EXIT_OK, EXIT_USAGE, PYC_CLI,
-                     pids_with_arg, pyc, read_session, runtime_dir, session_file, unique_name, wait_gone)
+from clitest import (EXIT_CONNECTION, EXIT_EXISTS, EXIT_INTERRUPTED, EXIT_NOPERM, EXIT_NOSESSION, EXIT_OK, EXIT_TIMEOUT,
+                     EXIT_USAGE, PYC_CLI, pids_with_arg, pyc, read_session, runtime_dir, session_file, unique_name,
+                     wait_gone)
 
 
 def test_new_run_kill(sessions):
@@ -305,7 +306,7 @@ def test_runtime_files_are_never_followed(sessions, tmp_path):
     lock = os.path.join(runtime_dir(), "pyc-%s.lock" % other)
     os.symlink(str(victim), lock)
     try:
-        p = pyc("new", other, check=EXIT_CONNECTION)
+        p = pyc("new", other, check=EXIT_NOPERM)
         assert "symbolic link" in p.stderr
         assert not os.path.exists(session_file(other))
     finally:
@@ -331,24 +332,24 @@ def test_runtime_files_are_never_followed(sessions, tmp_path):
 
 def test_unsafe_runtime_dir_is_refused(tmp_path):
     """The runtime dir must be a directory of ours that group and others cannot write: every command is
-    refused with exit 6 otherwise (help still works), and nothing is made there."""
+    refused with EXIT_NOPERM otherwise (help still works), and nothing is made there."""
     rt = tmp_path / "rt"
     rt.mkdir()
     os.chmod(str(rt), 0o777)
     env = pyctest.child_env(JUPYTER_RUNTIME_DIR=str(rt))
     for args in (("ls",), ("run", "x", "1"), ("kill", "--all"), ("new", "x", "--kernel", "/bin/false")):
-        p = pyc(*args, env=env, check=EXIT_CONNECTION)
+        p = pyc(*args, env=env, check=EXIT_NOPERM)
         assert "group or others" in p.stderr and p.stderr.count("pyc: ") == 1, (args, p.stderr)
     assert os.listdir(str(rt)) == []
     assert "usage: pyc ls" in pyc("ls", "--help", env=env, check=EXIT_OK).stdout
     os.chmod(str(rt), 0o700)
     link = tmp_path / "rt-link"
     os.symlink(str(rt), str(link))
-    p = pyc("ls", env=pyctest.child_env(JUPYTER_RUNTIME_DIR=str(link)), check=EXIT_CONNECTION)
+    p = pyc("ls", env=pyctest.child_env(JUPYTER_RUNTIME_DIR=str(link)), check=EXIT_NOPERM)
     assert "symbolic link" in p.stderr
     if os.geteuid() == 0:
         os.chown(str(rt), 65534, 65534)
-        p = pyc("ls", env=env, check=EXIT_CONNECTION)
+        p = pyc("ls", env=env, check=EXIT_NOPERM)
         assert "belongs to uid 65534" in p.stderr
         os.chown(str(rt), 0, 0)
     pyc("ls", env=env, check=EXIT_OK)
@@ -400,7 +401,7 @@ def test_unreadable_session_file(sessions):
 def test_kernel_not_found(tmp_path):
     env = pyctest.child_env(PYC_KERNEL=str(tmp_path / "no-such-kernel"))
     p = pyc("new", unique_name(), env=env)
-    assert p.returncode == 6 and "cannot run the kernel" in p.stderr
+    assert p.returncode == EXIT_CONNECTION and "cannot run the kernel" in p.stderr
 
 
 @pytest.mark.timeout(120)
@@ -556,7 +557,7 @@ def test_new_limit_flags_reach_the_kernel(sessions):
     # --cell-timeout stops a sleeping cell (CellTimeout, exit 5), and the session goes on
     t = time.monotonic()
     p = pyc("run", name, "import time\ntime.sleep(30)", timeout=60)
-    assert p.returncode == 5 and "CellTimeout" in p.stderr, (p.returncode, p.stderr)
+    assert p.returncode == EXIT_TIMEOUT and "CellTimeout" in p.stderr, (p.returncode, p.stderr)
     assert time.monotonic() - t < 20
     # --output-limit cuts a cell's output at 1 KiB
     p = pyc("run", name, "print('x' * 5000)", check=EXIT_OK)

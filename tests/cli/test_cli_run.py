@@ -6,8 +6,8 @@ import subprocess
 import time
 
 import pyctest
-from clitest import (EXIT_ERROR, EXIT_INTERRUPTED, EXIT_LOST, EXIT_OK, EXIT_PIPE, EXIT_TIMEOUT, PYC_CLI, pyc,
-                     read_session, wait_gone)
+from clitest import (EXIT_ERROR, EXIT_INTERRUPTED, EXIT_IOERR, EXIT_LOST, EXIT_NOINPUT, EXIT_OK, EXIT_PIPE,
+                     EXIT_TIMEOUT, PYC_CLI, pyc, read_session, wait_gone)
 
 
 def test_streams_and_result(shared):
@@ -40,8 +40,9 @@ def test_code_from_file_and_stdin(shared, tmp_path):
     script.write_text("from_file = [1, 2, 3]\nprint(sum(from_file))\n")
     assert pyc("run", shared, "@%s" % script, check=EXIT_OK).stdout == "6\n"
     assert pyc("run", shared, "-", input="print(len(from_file) * 10)\n", check=EXIT_OK).stdout == "30\n"
-    # a local file that cannot be read is exit 1, as README says (not a usage error)
-    p = pyc("run", shared, "@%s" % (tmp_path / "missing.py"), check=EXIT_ERROR)
+    # a local file that cannot be read is pyc's own EXIT_NOINPUT, as README says (not a usage error, and not 1,
+    # which is a cell that raised)
+    p = pyc("run", shared, "@%s" % (tmp_path / "missing.py"), check=EXIT_NOINPUT)
     assert "cannot open" in p.stderr
     # a decorator line is code, not a file: "@" with a newline after it
     p = pyc("run", shared, "@staticmethod\ndef deco():\n    pass\ntype(deco).__name__", check=EXIT_OK)
@@ -52,23 +53,25 @@ def test_json_lines(shared):
     p = pyc("run", shared, "print('a')\ndisplay({'k': 1})\n'b'", "--json", check=EXIT_OK)
     lines = [json.loads(l) for l in p.stdout.splitlines()]
     types = [l["type"] for l in lines]
-    assert types == ["stream", "display_data", "execute_result", "execute_reply"], types
+    assert types == ["stream", "display_data", "execute_result", "execute_reply", "outcome"], types
+    assert lines[-1] == {"type": "outcome", "outcome": "ok", "exit": 0, "by": "cell", "message": None}
     assert lines[0]["content"] == {"name": "stdout", "text": "a\n"}
     assert lines[1]["content"]["data"]["text/plain"] == "{'k': 1}"
     assert lines[2]["content"]["data"]["text/plain"] == "'b'"
-    reply = lines[-1]
+    reply = lines[-2]
     assert reply["content"]["status"] == "ok" and isinstance(reply["content"]["execution_count"], int)
     assert "metadata" in reply
     # an error in JSON mode: the error message, then the reply; exit 1
     p = pyc("run", shared, "raise KeyError('zz')", "--json", check=EXIT_ERROR)
     lines = [json.loads(l) for l in p.stdout.splitlines()]
-    assert [l["type"] for l in lines] == ["error", "execute_reply"]
+    assert [l["type"] for l in lines] == ["error", "execute_reply", "outcome"]
+    assert lines[2] == {"type": "outcome", "outcome": "raised", "exit": EXIT_ERROR, "by": "cell", "message": None}
     assert lines[0]["content"]["ename"] == "KeyError"
     assert lines[1]["content"]["status"] == "error"
 
 
 def test_options_after_the_code_and_double_dash(shared):
-    assert pyc("run", shared, "1 + 1", "--json", check=EXIT_OK).stdout.count("\n") == 2
+    assert pyc("run", shared, "1 + 1", "--json", check=EXIT_OK).stdout.count("\n") == 3
     assert pyc("run", shared, "--", "--1", check=EXIT_OK).stdout == "1\n"
 
 
@@ -85,7 +88,8 @@ def test_timeout_is_the_cells_deadline(shared):
     # --json: the reply's metadata says what happened
     p = pyc("run", shared, "import time\ntime.sleep(30)", "--timeout", "0.5", "--json", timeout=60)
     assert p.returncode == EXIT_TIMEOUT
-    reply = json.loads(p.stdout.splitlines()[-1])
+    reply, outcome = [json.loads(x) for x in p.stdout.splitlines()[-2:]]
+    assert outcome["outcome"] == "timeout" and outcome["exit"] == EXIT_TIMEOUT and outcome["by"] == "pyc"
     assert reply["type"] == "execute_reply" and reply["content"]["ename"] == "CellTimeout"
     assert reply["metadata"]["pyc"]["timed_out"] is True
 
@@ -115,7 +119,7 @@ def test_isolate_says_what_was_not_merged_back(shared):
     assert pyc("run", shared, "iso_fine", check=EXIT_OK).stdout == "3\n"
     p = pyc("run", shared, "iso_gen2 = (i for i in [1])", "--isolate", "--json", check=EXIT_OK)
     assert "not merged back" not in p.stderr
-    assert "iso_gen2" in json.loads(p.stdout.splitlines()[-1])["metadata"]["pyc"]["skipped"]
+    assert "iso_gen2" in json.loads(p.stdout.splitlines()[-2])["metadata"]["pyc"]["skipped"]
     # nothing to say: nothing said
     assert pyc("run", shared, "iso_fine2 = 1", "--isolate", check=EXIT_OK).stderr == ""
 
@@ -243,13 +247,13 @@ def test_a_dying_kernel_ends_the_wait(sessions):
 
 
 def test_full_stdout_is_an_error(shared):
-    """A write error on stdout is reported (one "pyc: " line) and makes the exit code 1."""
+    """A write error on stdout is reported (one "pyc: " line) and makes the exit code EXIT_IOERR."""
     for args in (("run", shared, "print(1)"), ("run", shared, "print(1)", "--json"), ("ls",), ("vars", shared),
                  ("status", shared)):
         with open("/dev/full", "w") as full:
             p = subprocess.run([PYC_CLI] + list(args), stdout=full, stderr=subprocess.PIPE, text=True,
                                env=pyctest.child_env(), timeout=30)
-        assert p.returncode == EXIT_ERROR, (args, p.returncode, p.stderr)
+        assert p.returncode == EXIT_IOERR, (args, p.returncode, p.stderr)
         assert p.stderr.count("pyc: ") == 1 and "cannot write to stdout: No space left" in p.stderr, (args, p.stderr)
     # a cell that raised keeps its own exit code
     with open("/dev/full", "w") as full:

@@ -5,7 +5,7 @@ are refused with an exit code, and the session goes on."""
 import json
 
 import pyctest
-from clitest import EXIT_ERROR, EXIT_NOSESSION, EXIT_OK, EXIT_USAGE, pyc, read_session, unique_name
+from clitest import EXIT_NOSESSION, EXIT_REFUSED, EXIT_OK, EXIT_USAGE, pyc, read_session, unique_name
 
 
 def test_snapshot_undo_and_list(sessions):
@@ -43,11 +43,11 @@ def test_snapshot_undo_and_list(sessions):
 
 def test_refusals(sessions):
     name = sessions.new()
-    p = pyc("undo", name, check=EXIT_ERROR)
+    p = pyc("undo", name, check=EXIT_REFUSED)
     assert "no snapshot -1" in p.stderr
     p = pyc("undo", name, "0", check=EXIT_USAGE)
     assert "from 1" in p.stderr
-    p = pyc("undo", name, "nothere", check=EXIT_ERROR)
+    p = pyc("undo", name, "nothere", check=EXIT_REFUSED)
     assert "no snapshot nothere" in p.stderr
     pyc("snapshots", unique_name("missing"), check=EXIT_NOSESSION)
     pyc("snapshot", name, "a", "b", check=EXIT_USAGE)

@@ -12,7 +12,8 @@ import time
 import pytest
 
 import pyctest
-from clitest import (EXIT_CONNECTION, EXIT_ERROR, EXIT_EXISTS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PYC_CLI, pyc,
+from clitest import (EXIT_CONNECTION, EXIT_EXISTS, EXIT_INTERRUPTED, EXIT_NOINPUT, EXIT_OK, EXIT_REFUSED, EXIT_USAGE,
+                     PYC_CLI, pyc,
                      read_session, run_in_background, runtime_dir, session_file, unique_name, wait_busy, wait_gone)
 
 np = pytest.importorskip("numpy")
@@ -203,16 +204,16 @@ def test_cp_through_stdin_and_stdout(two):
 
 def test_cp_errors(two, tmp_path):
     a, b = two
-    p = pyc("cp", "%s:nope" % a, str(tmp_path / "x.pkl"), check=EXIT_ERROR)
+    p = pyc("cp", "%s:nope" % a, str(tmp_path / "x.pkl"), check=EXIT_REFUSED)
     assert "NameError" in p.stderr and not (tmp_path / "x.pkl").exists()
-    p = pyc("cp", str(tmp_path / "missing.pkl"), "%s:x" % b, check=EXIT_ERROR)
+    p = pyc("cp", str(tmp_path / "missing.pkl"), "%s:x" % b, check=EXIT_NOINPUT)
     assert "cannot open" in p.stderr
     bad = tmp_path / "bad.pkl"
     bad.write_bytes(b"not a pickle")
-    p = pyc("cp", str(bad), "%s:x" % b, check=EXIT_ERROR)
+    p = pyc("cp", str(bad), "%s:x" % b, check=EXIT_REFUSED)
     assert "UnpicklingError" in p.stderr or "Error" in p.stderr
     # a whole-namespace put needs a dict
-    p = pyc("cp", str(_write(tmp_path / "list.pkl", [1])), "%s:" % b, check=EXIT_ERROR)
+    p = pyc("cp", str(_write(tmp_path / "list.pkl", [1])), "%s:" % b, check=EXIT_REFUSED)
     assert "dict" in p.stderr
     pyc("cp", "%s:1bad" % a, "x.pkl", check=EXIT_USAGE)
     pyc("cp", "Capital:x", "x.pkl", check=EXIT_USAGE)

@@ -14,8 +14,8 @@ import subprocess
 import time
 
 import pyctest
-from clitest import (EXIT_CONNECTION, EXIT_ERROR, EXIT_LOST, EXIT_OK, EXIT_TIMEOUT, PYC_CLI, pyc, read_session,
-                     session_file, unique_name, wait_busy, wait_gone)
+from clitest import (EXIT_CONNECTION, EXIT_ERROR, EXIT_LOST, EXIT_NOSESSION, EXIT_OK, EXIT_PROTOCOL, EXIT_TIMEOUT,
+                     PYC_CLI, pyc, read_session, session_file, unique_name, wait_busy, wait_gone)
 
 HB_MS = 1000
 HEARTBEAT_SILENT = "does not answer its heartbeat: it is stopped or stuck"
@@ -127,11 +127,11 @@ def test_a_wrong_key_fails_within_seconds(sessions):
     try:
         for env in (hb_env(), pyctest.child_env()):        # the default bound too: a few seconds
             p, took = timed("run", wrong, "1", env=env)
-            assert p.returncode == EXIT_CONNECTION, (p.returncode, p.stderr)
+            assert p.returncode == EXIT_PROTOCOL, (p.returncode, p.stderr)
             assert "the session file's key is probably not the kernel's" in p.stderr, p.stderr
             assert took < 6, took
         p, took = timed("vars", wrong)
-        assert p.returncode == EXIT_CONNECTION and "key" in p.stderr and took < 6, (p.returncode, p.stderr, took)
+        assert p.returncode == EXIT_PROTOCOL and "key" in p.stderr and took < 6, (p.returncode, p.stderr, took)
     finally:
         os.unlink(session_file(wrong))   # not `pyc kill`: the kernel is the other session's
     pyc("run", name, "1", check=EXIT_OK)
@@ -149,8 +149,16 @@ def test_system_exit_is_the_exit_code(sessions):
     # --json prints the messages as they are; the exit code is the same
     p = pyc("run", name, "import sys; sys.exit(4)", "--json", check=4)
     lines = [json.loads(l) for l in p.stdout.splitlines()]
-    assert [l["type"] for l in lines] == ["error", "execute_reply"]
+    assert [l["type"] for l in lines] == ["error", "execute_reply", "outcome"]
     assert lines[0]["content"]["ename"] == "SystemExit" and lines[0]["content"]["evalue"] == "4"
+    assert lines[2] == {"type": "outcome", "outcome": "system_exit", "exit": 4, "by": "cell", "message": None}
+    # a cell's status that is also one of pyc's own codes is still the cell's: nothing untrue is said about the
+    # session, and --json's outcome line says whose the number is
+    for code in (EXIT_LOST, EXIT_NOSESSION, EXIT_CONNECTION, EXIT_TIMEOUT):
+        p = pyc("run", name, "import sys; sys.exit(%d)" % code, check=code)
+        assert p.stderr == "", (code, p.stderr)
+        line = json.loads(pyc("run", name, "raise SystemExit(%d)" % code, "--json", check=code).stdout.splitlines()[-1])
+        assert line["outcome"] == "system_exit" and line["by"] == "cell" and line["exit"] == code, line
     # the session goes on
     assert pyc("run", name, "'alive'", check=EXIT_OK).stdout == "'alive'\n"
 
@@ -160,7 +168,7 @@ def test_a_deadline_keeps_the_session(sessions):
     pyc("run", name, "kept = 1", check=EXIT_OK)
     p = pyc("run", name, "import time\ntime.sleep(30)", "--timeout", "0.5", "--json", timeout=60)
     assert p.returncode == EXIT_TIMEOUT, (p.returncode, p.stderr)
-    assert json.loads(p.stdout.splitlines()[-1])["metadata"]["pyc"]["state"] == "intact"
+    assert json.loads(p.stdout.splitlines()[-2])["metadata"]["pyc"]["state"] == "intact"
     assert pyc("run", name, "kept", check=EXIT_OK).stdout == "1\n"
 
 
