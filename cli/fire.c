@@ -169,6 +169,8 @@ print_done(json_t *c, cli_output_t *o)
     const char *status = json_string_value(json_object_get(r.content, "status"));
     if (!o->json && status != NULL && strcmp(status, "aborted") == 0)
         cli_err("the cell was not run: the kernel aborted it because a cell before it failed");
+    if (!o->json)
+        cli_report_unmerged(&r);     /* as run prints it */
     return cli_reply_exit(&r, false);
 }
 
@@ -230,11 +232,14 @@ wait_idle(pyc_client_t *cl, const char *id, double deadline)
     }
 }
 
-/* What the event log says of cell id of session name's kernel pid. */
+/* What the event log says of cell id of session name's kernel pid (or, with other, of any earlier kernel of
+ * that name: one that `pyc new --replace` replaced; found_pid is then the kernel that ran it). */
 typedef struct {
     const char *name, *id;
     long pid;
+    bool other;
     bool started;
+    long found_pid;
     json_t *done;                /* its cell_done (a new reference), or NULL */
     json_t *closed;              /* the kernel's closed event after the cell began (a new reference), or NULL */
 } cell_fate_t;
@@ -243,8 +248,16 @@ static int
 find_fate(void *ctx, const pyc_event_t *e)
 {
     cell_fate_t *f = ctx;
-    if (e->pid != f->pid || strcmp(e->session, f->name) != 0)
+    if ((e->pid == f->pid) == f->other || strcmp(e->session, f->name) != 0)
         return 0;
+    if (f->other && f->found_pid != 0 && e->pid != f->found_pid)
+        return 0;
+    if (f->other && f->found_pid == 0) {
+        const char *cid = json_string_value(json_object_get(e->obj, "id"));
+        if (cid == NULL || strcmp(cid, f->id) != 0)
+            return 0;
+        f->found_pid = e->pid;
+    }
     const char *id = json_string_value(json_object_get(e->obj, "id"));
     if (strcmp(e->event, "cell_started") == 0 && id != NULL && strcmp(id, f->id) == 0) {
         f->started = true;
@@ -258,6 +271,44 @@ find_fate(void *ctx, const pyc_event_t *e)
     return 0;
 }
 
+/* The exit code of a cell known only by its outcome in the event log (its output is gone): run's for the
+ * outcome, the cell's own 1 for any error (a SystemExit's code is not kept there). */
+static int
+outcome_exit(const char *outcome)
+{
+    return strcmp(outcome, "ok") == 0 ? PYC_EXIT_OK : strcmp(outcome, "timeout") == 0 ? PYC_EXIT_TIMEOUT
+           : strcmp(outcome, "lifetime") == 0 ? PYC_EXIT_LOST : PYC_EXIT_ERROR;
+}
+
+/* poll of a cell that the live kernel of session name (pid) does not know: when the event log has it from an
+ * earlier kernel of that name (one `pyc new --replace` replaced), prints so and returns the exit code (the
+ * outcome's when it had ended, LOST when the replacement took it while it ran); else returns -1, unprinted. */
+static int
+poll_replaced(const char *name, const char *id, long pid)
+{
+    char dir[4096];
+    pyc_events_cursor_t cur = {0};
+    cell_fate_t f = {.name = name, .id = id, .pid = pid, .other = true};
+    if (cli_runtime_dir(dir, sizeof dir) < 0)
+        return -1;
+    pyc_events_read(dir, &cur, find_fate, &f, NULL);
+    int rc = -1;
+    if (f.done != NULL) {
+        const char *outcome = json_string_value(json_object_get(f.done, "outcome")) ?: "?";
+        cli_err("cell %s ran in an earlier kernel of session %s (pid %ld), which has been replaced since (pyc new "
+                "--replace): it had ended with outcome %s, and its output went with that kernel", id, name,
+                f.found_pid, outcome);
+        rc = outcome_exit(outcome);
+    } else if (f.started) {
+        cli_err("cell %s was lost: it ran in an earlier kernel of session %s (pid %ld), which was replaced (pyc new "
+                "--replace) before it ended", id, name, f.found_pid);
+        rc = PYC_EXIT_LOST;
+    }
+    json_decref(f.done);
+    json_decref(f.closed);
+    return rc;
+}
+
 /* poll of a session whose kernel is gone (sf: its file): the cell's fate from the event log, printed.  Returns
  * the exit code: run's for a cell that ended before the kernel, LOST for one the kernel's end took, NOSESSION
  * when the log does not know the cell. */
@@ -266,7 +317,7 @@ poll_gone(const char *name, const char *id, const pyc_session_file_t *sf)
 {
     char dir[4096], state[64];
     pyc_events_cursor_t cur = {0};
-    cell_fate_t f = {name, id, sf->pid, false, NULL, NULL};
+    cell_fate_t f = {.name = name, .id = id, .pid = sf->pid};
     if (cli_runtime_dir(dir, sizeof dir) < 0)
         return PYC_EXIT_NOPERM;
     pyc_events_read(dir, &cur, find_fate, &f, NULL);
@@ -277,8 +328,7 @@ poll_gone(const char *name, const char *id, const pyc_session_file_t *sf)
         const char *outcome = json_string_value(json_object_get(f.done, "outcome")) ?: "?";
         cli_err("session %s has ended (%s); cell %s had ended before, with outcome %s: its output went with the "
                 "kernel", name, state, id, outcome);
-        rc = strcmp(outcome, "ok") == 0 ? PYC_EXIT_OK : strcmp(outcome, "timeout") == 0 ? PYC_EXIT_TIMEOUT
-             : strcmp(outcome, "lifetime") == 0 ? PYC_EXIT_LOST : PYC_EXIT_ERROR;   /* the cell raised */
+        rc = outcome_exit(outcome);
     } else if (f.started) {
         const char *tb = json_string_value(json_object_get(closed, "traceback"));
         if (tb != NULL)
@@ -358,9 +408,11 @@ cli_poll(const cli_args_t *a)
         rc = poll_gone(a->pos[0], id, &sf);
     if (rc == PYC_EXIT_OK && j != NULL && state != NULL) {
         cli_output_t o = {.json = json, .wrote_nl = true, .system_exit = true};
-        if (strcmp(state, "unknown") == 0) {
-            cli_err("session %s's journal has no cell %s (it keeps the last %lld cells that were not silent)",
-                    a->pos[0], id, (long long)json_integer_value(json_object_get(json_object_get(j, "limits"),
+        if (strcmp(state, "unknown") == 0 && (rc = poll_replaced(a->pos[0], id, sf.pid)) >= 0) {
+            /* printed: the cell was an earlier kernel's */
+        } else if (strcmp(state, "unknown") == 0) {
+            cli_err("session %s's journal has no cell %s: no client ran it in this kernel, or it is older than the "
+                    "last %lld cells that were not silent, which the journal keeps", a->pos[0], id, (long long)json_integer_value(json_object_get(json_object_get(j, "limits"),
                                                                                   "cells")));
             rc = PYC_EXIT_NOSESSION;
         } else if (strcmp(state, "done") == 0) {

@@ -305,6 +305,7 @@ cli_fork(const cli_args_t *a)
         rc = PYC_EXIT_PROTOCOL;
     } else {
         json_t *list = json_array();
+        json_t *lost = json_object_get(json_object_get(answer->content, "data"), "not_carried");
         /* Child i becomes the i-th name as given (names[] is the sorted copy used for locking). */
         for (int i = 0; i < n && rc == PYC_EXIT_OK; i++) {
             const char *nm = a->pos[1 + i];
@@ -317,15 +318,23 @@ cli_fork(const cli_args_t *a)
             if (cli_session_path(path, sizeof path, nm, ".json") < 0)
                 continue;
             if (as_json)
-                json_array_append_new(list, json_pack("{s:s, s:O, s:s}", "name", nm, "pid",
+                json_array_append_new(list, json_pack("{s:s, s:O, s:s, s:O}", "name", nm, "pid",
                                                       json_object_get(json_array_get(children, (size_t)i), "pid"),
-                                                      "connection_file", path));
+                                                      "connection_file", path, "not_carried",
+                                                      json_is_array(lost) ? lost : json_array()));
             else
                 puts(path);
         }
         if (as_json && rc == PYC_EXIT_OK)
             cli_print_json_line(list);
         json_decref(list);
+        /* What the children lack of the parent (its threads, connections, GPU contexts), as snapshot says it. */
+        size_t j;
+        json_t *one;
+        if (!as_json && rc == PYC_EXIT_OK) {
+            json_array_foreach(lost, j, one)
+                cli_err("not in the forked sessions: %s", json_string_value(one) ?: "?");
+        }
     }
     pyc_msg_destroy(&answer);
     pyc_client_destroy(&cl);

@@ -128,10 +128,27 @@ name_child(pyc_kernel_t *k, json_t *given)
     pyc__lifelog_forked(k, name, from);
 }
 
+json_t *
+pyc__not_carried(pyc_kernel_t *k, const char *into, const char *gpu_after)
+{
+    json_t *ports = json_array();
+    for (int c = 0; c < PYC_CHAN_COUNT; c++)
+        json_array_append_new(ports, json_integer(k->cf.ports[c]));
+    json_t *args = json_pack("[o, s, s]", ports, into, gpu_after);
+    json_t *lost = args != NULL ? pyc_py_support_call("pyc._timetravel", "losses", args) : NULL;
+    json_decref(args);
+    if (!json_is_array(lost)) {
+        json_decref(lost);
+        lost = json_array();
+    }
+    return lost;
+}
+
 /* Comm target pyc.fork: {"n": N, "outlive": false, "names": [...]} forks N children at once from the state
  * after the last finished request (names, optional, are the children's session names in the event log);
- * the answer is one comm_msg {"status": "ok", "children": [{pid, connection_file, connection}...]}, then
- * comm_close.  When some children could not start, the answer is {"status": "error", "ename": "ForkError",
+ * the answer is one comm_msg {"status": "ok", "children": [{pid, connection_file, connection}...],
+ * "not_carried": [sentence...]}, then comm_close.  not_carried names what the children do not have of the
+ * parent (pyc__not_carried: its other threads, network connections, GPU contexts), [] when nothing.  When some children could not start, the answer is {"status": "error", "ename": "ForkError",
  * "evalue": how many and why, "children": those that did start (live, and this kernel's to reap), "failed":
  * [{"pid"?, "error"}...]}; when none could be asked for, {"status": "error", "ename", "evalue"}. */
 void
@@ -161,7 +178,10 @@ pyc__on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
     } else {
         json_t *reports = NULL;
         int index = 0;
+        /* Named before the fork, in the parent, whose threads and connections these are. */
+        json_t *lost = pyc__not_carried(k, "the forked sessions", "in them");
         if (k->fork_children(k->fork_ctx, (int)n, outlive, &reports, &index) == 1) {
+            json_decref(lost);
             /* the child: the parent answers this request, not us */
             k->just_forked = true;
             name_child(k, json_array_get(json_object_get(data, "names"), (size_t)index));
@@ -183,12 +203,12 @@ pyc__on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
             json_array_append(children, r);
         }
         if (json_array_size(failed) == 0)
-            result = json_pack("{s:s, s:o}", "status", "ok", "children", children);
+            result = json_pack("{s:s, s:o, s:o}", "status", "ok", "children", children, "not_carried", lost);
         else
-            result = json_pack("{s:s, s:s, s:o, s:o, s:o}", "status", "error", "ename", "ForkError", "evalue",
+            result = json_pack("{s:s, s:s, s:o, s:o, s:o, s:o}", "status", "error", "ename", "ForkError", "evalue",
                                json_sprintf("%zu of %lld children did not start (%s)", json_array_size(failed),
                                             (long long)n, why),
-                               "children", children, "failed", failed);
+                               "children", children, "failed", failed, "not_carried", lost);
         if (json_array_size(failed) == 0)
             json_decref(failed);
         json_decref(reports);

@@ -322,6 +322,10 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         iso_outcome = json_incref(json_object_get(iso_md, "outcome"));
         json_object_del(iso_md, "outcome");
         outcome = json_string_value(iso_outcome);
+        /* The interrupt of an isolated cell stops its child (killed by the parent, which consumed the
+         * request): the parent's interrupt count need not move, but the interrupt reached the cell. */
+        if (outcome != NULL && strcmp(outcome, "interrupted") == 0)
+            interrupted = true;
     }
     if (why != PYC_GUARD_NONE) {
         pyc_limit_stop_t stop = {.why = why, .isolated = k->cell.isolated, .cell_timeout = k->cell.timeout,

@@ -344,6 +344,12 @@ void pyc__end_children(pyc_kernel_t *k);
 /* Forgets every child (a forked child: its parent's children are not its own), closing their pidfds. */
 void pyc__forget_children(pyc_kernel_t *k);
 
+/* Sentences naming what a fork of the kernel made now does not carry (threads other than the main one, open
+ * network connections other than the kernel's own, GPU contexts: pyc._timetravel.losses), as a JSON array
+ * (a new reference; [] when it carries everything or Python cannot tell).  into names the copy ("the
+ * snapshot", "the forked sessions"), gpu_after when the GPU must not be used ("after a restore"). */
+json_t *pyc__not_carried(pyc_kernel_t *k, const char *into, const char *gpu_after);
+
 /* The comm target pyc.fork. */
 void pyc__on_fork(pyc_kernel_t *k, const pyc_msg_t *msg);
 

@@ -187,16 +187,7 @@ pyc__snapshot_take(pyc_kernel_t *k, const char *name, bool automatic, json_t **a
                               "memory limit (%llu MiB): drop one first", held >> 20,
                               (unsigned long long)k->limits.memory >> 20);
     /* What the snapshot will not hold, named now (the live kernel's threads and connections). */
-    json_t *ports = json_array();
-    for (int c = 0; c < PYC_CHAN_COUNT; c++)
-        json_array_append_new(ports, json_integer(k->cf.ports[c]));
-    json_t *args = json_pack("[o]", ports);
-    json_t *lost = pyc_py_support_call("pyc._timetravel", "losses", args);
-    json_decref(args);
-    if (!json_is_array(lost)) {
-        json_decref(lost);
-        lost = json_array();
-    }
+    json_t *lost = pyc__not_carried(k, "the snapshot", "after a restore");
     pid_t pid = -1;
     json_t *state = NULL;
     pyc__checkpoint(k);          /* made now, so that a restored snapshot shares it (its token) */

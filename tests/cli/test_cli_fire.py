@@ -167,3 +167,34 @@ def test_poll_after_the_kernel_died(sessions):
     p = poll(name, before, check=EXIT_OK)
     assert "outcome ok" in p.stderr and "its output went with the kernel" in p.stderr
     assert "has no cell" in poll(name, "never-fired", check=EXIT_NOSESSION).stderr
+
+
+def test_poll_after_new_replace_names_the_replacement(sessions):
+    """A cell of the kernel that `pyc new --replace` replaced is not blamed on the journal's size: poll says the
+    session's kernel was replaced, with the cell's outcome."""
+    name = sessions.new()
+    done = fire(name, "x = 1")
+    poll(name, done, "--wait", check=EXIT_OK)
+    running = fire(name, "import time\ntime.sleep(60)")
+    deadline = time.monotonic() + 10
+    while poll(name, running).stdout.strip() != "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    sessions.new(name, "--replace")
+    p = poll(name, done, check=EXIT_OK)
+    assert "earlier kernel of session %s" % name in p.stderr and "replaced" in p.stderr, p.stderr
+    assert "outcome ok" in p.stderr and "journal" not in p.stderr, p.stderr
+    # the replacement shut the old kernel down, which interrupted the running cell first
+    p = poll(name, running, check=EXIT_ERROR)
+    assert "outcome interrupted" in p.stderr and "replaced" in p.stderr, p.stderr
+    # a cell no kernel of the name ran is still unknown
+    p = poll(name, "never-fired", check=EXIT_NOSESSION)
+    assert "no cell never-fired" in p.stderr and "replaced" not in p.stderr
+
+
+def test_poll_says_what_an_isolated_cell_did_not_merge_back(sessions):
+    """poll of a done isolated cell prints the "not merged back" line that run prints."""
+    name = sessions.new()
+    cell = fire(name, "gen = (i for i in [1])\nfine = 3", "--isolate")
+    p = poll(name, cell, "--wait", check=EXIT_OK)
+    assert "not merged back" in p.stderr and "gen" in p.stderr, p.stderr
+    assert pyc("run", name, "fine", check=EXIT_OK).stdout == "3\n"

@@ -214,6 +214,24 @@ def test_interrupt_with_pyc_int(shared):
     assert pyc("run", shared, "'next'", check=EXIT_OK).stdout == "'next'\n"
 
 
+def test_an_isolated_cell_stopped_by_pyc_int_says_it_was_interrupted(shared):
+    """`pyc int` stops an isolated cell by ending its child: its metadata says interrupted, as the outcome does."""
+    runner = subprocess.Popen([PYC_CLI, "run", shared, "--isolate", "--json", "import time\ntime.sleep(30)"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=pyctest.child_env())
+    try:
+        assert _wait_busy(shared)
+        pyc("int", shared, check=EXIT_OK)
+        out, err = runner.communicate(timeout=20)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.returncode == EXIT_ERROR, (runner.returncode, err)
+    reply = [json.loads(l) for l in out.splitlines()][-2]
+    pm = reply["metadata"]["pyc"]
+    assert pm["outcome"] == "interrupted" and pm["interrupted"] is True and pm["isolated"] == "fork", pm
+    assert pyc("run", shared, "'next'", check=EXIT_OK).stdout == "'next'\n"
+
+
 def test_ctrl_c_interrupts_the_cell(shared):
     runner = subprocess.Popen([PYC_CLI, "run", shared, "import time\ntime.sleep(30)"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=pyctest.child_env())

@@ -50,6 +50,29 @@ def test_fork_makes_named_sessions_that_outlive_the_parent(sessions):
     assert wait_gone(kid_pid)
 
 
+def test_fork_says_what_the_children_lack(sessions):
+    """`pyc fork` names what the forked sessions do not have of the parent (its threads here), on stderr in text
+    and in each child's record with --json; a parent without them gets no such line."""
+    parent = sessions.new()
+    k0 = unique_name("kid")
+    p = pyc("fork", parent, k0, check=EXIT_OK)
+    sessions.adopt(k0)
+    assert p.stderr == "", p.stderr
+    pyc("run", parent, "import threading\nstop = threading.Event()\n"
+                       "threading.Thread(target=stop.wait, name='server', daemon=True).start()", check=EXIT_OK)
+    k1, k2 = unique_name("kid"), unique_name("kid")
+    p = pyc("fork", parent, k1, check=EXIT_OK)
+    sessions.adopt(k1)
+    assert p.stdout.splitlines() == [session_file(k1)]
+    assert "pyc: not in the forked sessions: 1 thread other than the main one (server)" in p.stderr, p.stderr
+    records = json.loads(pyc("fork", parent, k2, "--json", check=EXIT_OK).stdout)
+    sessions.adopt(k2)
+    assert len(records[0]["not_carried"]) == 1 and "(server)" in records[0]["not_carried"][0], records
+    # the child really lacks it
+    assert pyc("run", k1, "import threading; [t.name for t in threading.enumerate()]",
+               check=EXIT_OK).stdout == "['MainThread']\n"
+
+
 def test_fork_refuses_a_taken_name(sessions):
     parent = sessions.new()
     taken = sessions.new()

@@ -246,6 +246,26 @@ def test_console_existing_on_child(forked):
     assert eval_value(clients[1], "x") == "10"
 
 
+def test_the_reply_names_what_the_children_lack(fresh_kernel):
+    """pyc.fork's answer says what the children do not have of the parent, as a snapshot's record does: its other
+    threads (and open connections, GPU contexts); nothing when there is nothing to say."""
+    kc = fresh_kernel.kc
+    data = fork(kc)
+    assert data["status"] == "ok" and data["not_carried"] == [], data
+    kill_pid(data["children"][0]["pid"])
+    execute(kc, "import threading, time\nstop = threading.Event()\n"
+                "threading.Thread(target=stop.wait, name='ticker', daemon=True).start()")
+    data = fork(kc)
+    try:
+        assert data["status"] == "ok", data
+        lost = data["not_carried"]
+        assert len(lost) == 1 and "1 thread other than the main one (ticker)" in lost[0], lost
+        assert "not in the forked sessions" in lost[0], lost
+    finally:
+        kill_pid(data["children"][0]["pid"])
+        execute(kc, "stop.set()")
+
+
 def test_pyc_client_fork(fresh_kernel):
     import sys
 
@@ -255,7 +275,7 @@ def test_pyc_client_fork(fresh_kernel):
     execute(fresh_kernel.kc, "z = 'from parent'")
     children = pyc_client.fork(fresh_kernel.kc, 2)
     try:
-        assert len(children) == 2
+        assert len(children) == 2 and all(c.pyc_not_carried == [] for c in children)
         for c in children:
             register_pid(c.pyc_child["pid"])
             c.wait_for_ready(timeout=TIMEOUT)

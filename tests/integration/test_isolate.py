@@ -74,7 +74,7 @@ def test_interrupt_of_a_c_loop_returns_promptly(fresh_kernel):
     timer.join()
     assert took < 6, took
     assert reply["content"]["ename"] == "KeyboardInterrupt"
-    assert reply["metadata"]["pyc"]["outcome"] == "interrupted"
+    assert reply["metadata"]["pyc"]["outcome"] == "interrupted" and reply["metadata"]["pyc"]["interrupted"] is True
     assert eval_value(kc, "iso_state") == "'before'"
     assert eval_value(kc, "1 + 1") == "2"
 

@@ -342,7 +342,9 @@ def fork(client, n=1, outlive=False, timeout=60, ip=None):
     """Forks the kernel behind `client` into n children (comm target pyc.fork) and returns a started
     BlockingKernelClient for each, in order, once its iopub is subscribed.  Each child starts from the
     kernel's state after its last finished request and is a full kernel: `client.pyc_child` holds its pid,
-    connection file and connection info.  Children end with their parent unless outlive is true.
+    connection file and connection info, and `client.pyc_not_carried` the sentences naming what the child does
+    not have of the parent (its other threads, open network connections, GPU contexts; [] when nothing).
+    Children end with their parent unless outlive is true.
 
     A child listens where its parent does.  When that is every interface (a kernel in a pod or container,
     started by a gateway, binds 0.0.0.0), the children are reached at the address this client reaches the
@@ -364,6 +366,7 @@ def fork(client, n=1, outlive=False, timeout=60, ip=None):
             use_curve(kc, info)   # a CURVE kernel's child has a key pair of its own
         kc.start_channels()
         kc.pyc_child = child
+        kc.pyc_not_carried = list(reply.get("not_carried", []))
         clients.append(kc)
     for kc in clients:
         _wait_iopub(kc, timeout)   # so that no output of the child's first cell is published before it

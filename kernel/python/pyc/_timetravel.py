@@ -51,18 +51,19 @@ def _connections(kernel_ports):
     return found
 
 
-def losses(kernel_ports=()):
-    """Sentences naming what a snapshot taken now does not hold; [] when it holds everything."""
+def losses(kernel_ports=(), into="the snapshot", gpu_after="after a restore"):
+    """Sentences naming what a fork made now (a snapshot, into="the snapshot"; forked sessions, into="the
+    forked sessions", gpu_after="in them") does not carry; [] when it carries everything."""
     out = []
     names = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
     if names:
-        out.append("%d thread%s other than the main one (%s): not in the snapshot"
+        out.append("%d thread%s other than the main one (%s): not in %s"
                    % (len(names), "s" if len(names) != 1 else "", ", ".join(sorted(names)[:5])
-                      + (", ..." if len(names) > 5 else "")))
+                      + (", ..." if len(names) > 5 else ""), into))
     conns = _connections(set(kernel_ports))
     if conns:
-        out.append("%d open network connection%s: shared with the snapshot, which finds it as the kernel "
-                   "leaves it" % (len(conns), "s" if len(conns) != 1 else ""))
+        out.append("%d open network connection%s: shared with %s, which find%s it as the kernel leaves it"
+                   % (len(conns), "s" if len(conns) != 1 else "", into, "s" if into == "the snapshot" else ""))
     try:
         with open("/proc/self/maps") as f:
             maps = f.read()
@@ -70,8 +71,8 @@ def losses(kernel_ports=()):
     except OSError:
         gpu = []
     if gpu or "torch.cuda" in sys.modules and getattr(sys.modules["torch.cuda"], "is_initialized", lambda: False)():
-        out.append("GPU contexts (%s loaded): a fork does not copy them; do not use the GPU after a restore"
-                   % (", ".join(gpu) or "torch.cuda"))
+        out.append("GPU contexts (%s loaded): a fork does not copy them; do not use the GPU %s"
+                   % (", ".join(gpu) or "torch.cuda", gpu_after))
     return out
 
 
