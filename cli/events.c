@@ -11,6 +11,10 @@
  * crashes -- so it is written once.  (A closed event rotated out of the log, after about 2 MiB of events,
  * is not found: the session is then said to have vanished.)
  *
+ * `events --since SEQ` reads with gaps on (events.h): events the log rotated out after the cursor are said as
+ * one gap event before the first kept one; a SEQ above the newest event of the log is a usage error.  The
+ * closed events pyc writes name the session's checkpoint as the kernel's do (checkpoints.c).
+ *
  * `events --follow` reads the file every 150 ms from where it stopped (a rotation is noticed by the change
  * of inode), and looks for sessions whose kernel vanished once a second.  It ends on Ctrl-C (exit 130) or
  * when stdout's reader goes away (exit 141, quietly), which it watches with poll even while nothing is
