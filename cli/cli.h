@@ -178,6 +178,29 @@ void cli_notice_gone(const char *name, const pyc_session_file_t *sf);
  * (SIGSEGV)", "ended (idle timeout)", ... or "stale" when it vanished. */
 void cli_closed_state(const json_t *closed, char *out, size_t cap);
 
+/* ---- checkpoints of ended sessions (checkpoints.c) ------------------------------------------------------- */
+
+/* The cells of the checkpoint file path, counted up to at_most (0: all; 1 reads only the file's head): -1 when
+ * it is not a pyc checkpoint or cannot be read.  kernel_id (may be NULL) gets the kernel the header names
+ * ("pyc-NAME" for a kernel of `pyc new NAME`), "" when none. */
+long cli_checkpoint_cells(const char *path, long at_most, char *kernel_id, size_t id_cap);
+
+/* The checkpoint of session NAME's kernel pid that holds a cell: its closed event's, else its ready event's
+ * (malloc'd), or NULL. */
+char *cli_checkpoint_of(const char *name, long pid);
+
+/* The newest checkpoint of session NAME that holds a cell, the one `pyc new NAME --replay` takes (malloc'd,
+ * *cells its cells; cells may be NULL), or NULL. */
+char *cli_checkpoint_newest(const char *name, long *cells);
+
+/* Prints "pyc: session NAME's cells are in its checkpoint PATH: pyc new NAME --replay brings them back". */
+void cli_checkpoint_hint(const char *name, const char *path);
+
+/* `pyc status` of a session that is not live: when it is stale, or gone with a checkpoint of its name left,
+ * prints on stdout {name, pid, state: "stale" or "none", reason and signal (when the log knows how it ended),
+ * checkpoint, replay: the command that brings it back}, and returns 1; else 0 (nothing printed). */
+int cli_status_ended(const char *name);
+
 /* ---- the kernel of `pyc new` (newkernel.c) --------------------------------------------------------------- */
 
 /* Sets NAME=VALUE in the kernel's environment (a later setting of a name replaces an earlier one).  Returns 0,
@@ -199,6 +222,7 @@ int cli_new_choose_environment(const char *python, bool no_env);
 /* The kernel's options from new's limit flags and --replay, each checked first, and the default idle
  * timeout: into cli_new_kernel_opts[0..cli_new_n_kernel_opts).  Returns 0, or -1 (printed: a usage error). */
 #define CLI_NEW_MAX_KERNEL_OPTS 8
+#define CLI_EVENT_OUTPUT_MAX ((size_t)4096)   /* the kernel's PYC_LIMITS_EVENT_OUTPUT_MAX (limit.h) */
 int cli_new_kernel_options(const cli_args_t *a);
 extern char *cli_new_kernel_opts[CLI_NEW_MAX_KERNEL_OPTS];
 extern size_t cli_new_n_kernel_opts;
@@ -324,7 +348,7 @@ int cli_usage_error(const char *name);
  * when absent). */
 enum { CLI_NEW_REPLACE, CLI_NEW_KERNEL, CLI_NEW_JSON, CLI_NEW_TIMEOUT, CLI_NEW_CURVE, CLI_NEW_PYTHON, CLI_NEW_NO_ENV,
        CLI_NEW_IDLE, CLI_NEW_LIFETIME, CLI_NEW_CELL_TIMEOUT, CLI_NEW_OUTPUT_LIMIT, CLI_NEW_MEMORY, CLI_NEW_REPLAY,
-       CLI_NEW_NOPTS };
+       CLI_NEW_EVENT_OUTPUT, CLI_NEW_NOPTS };
 enum { CLI_RUN_JSON, CLI_RUN_TIMEOUT, CLI_RUN_ISOLATE, CLI_RUN_NOPTS };
 enum { CLI_LS_JSON, CLI_LS_NOPTS };
 enum { CLI_COMPLETE_JSON, CLI_COMPLETE_NOPTS };

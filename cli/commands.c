@@ -28,7 +28,8 @@ static const cli_optspec_t new_opts[CLI_NEW_NOPTS] = {
     [CLI_NEW_CELL_TIMEOUT] = {"cell-timeout", true, 0},
     [CLI_NEW_OUTPUT_LIMIT] = {"output-limit", true, 0},
     [CLI_NEW_MEMORY] = {"memory", true, 0},
-    [CLI_NEW_REPLAY] = {"replay", true, 0},
+    [CLI_NEW_REPLAY] = {"replay", PYC_ARG_OPTIONAL_WORD, 0},
+    [CLI_NEW_EVENT_OUTPUT] = {"event-output", true, 0},
 };
 
 static const cli_optspec_t run_opts[CLI_RUN_NOPTS] = {
@@ -84,7 +85,8 @@ static const cli_optspec_t events_opts[CLI_EVENTS_NOPTS] = {
 const cli_command_t cli_commands[] = {
     {"new", cli_new,
      "new NAME [--replace] [--kernel PATH|SPEC] [--timeout S] [--curve] [--python PATH | --no-env] [--json]"
-     " [--idle S] [--lifetime S] [--cell-timeout S] [--output-limit BYTES] [--memory BYTES] [--replay FILE]",
+     " [--idle S] [--lifetime S] [--cell-timeout S] [--output-limit BYTES] [--memory BYTES] [--replay [FILE]]"
+     " [--event-output BYTES]",
      "start a detached kernel as session NAME",
      "Starts a detached pyc kernel as session NAME and prints its connection file.\n"
      "A live or unresponsive NAME is refused (exit 73) unless --replace; a stale one is cleaned first.\n"
@@ -95,7 +97,9 @@ const cli_command_t cli_commands[] = {
      "  --output-limit BYTES  drop a cell's output past BYTES\n"
      "  --memory BYTES    let the session allocate at most BYTES more than at its start (MemoryError)\n"
      "--replay FILE runs a checkpoint's cells (pyc status shows a session's checkpoint) before the session\n"
-     "answers; it counts against --timeout (default 60 s).\n"
+     "answers; it counts against --timeout (default 60 s).  --replay without FILE takes the newest checkpoint\n"
+     "of NAME that holds a cell (named on stderr).\n"
+     "--event-output BYTES puts the first BYTES (at most 4096) of each cell's output into its cell_done event.\n"
      "--curve gives the session CURVE keys: its traffic is encrypted, and clients must know its public key.\n"
      "--kernel names the pyc-kernel program, or a kernelspec (its program and its env).\n"
      "The kernel runs in the active Python environment ($VIRTUAL_ENV, $CONDA_PREFIX, a venv's python3 on\n"
@@ -132,11 +136,12 @@ const cli_command_t cli_commands[] = {
      OPTS(poll_opts), 1, 2, true},
     {"ls", cli_ls, "ls [--json]",
      "list sessions: name, pid, state (live/unresponsive/stale), age",
-     "Lists the sessions: NAME PID STATE AGE.  STATE is live (the heartbeat answers within 1 s),\n"
+     "Lists the sessions: NAME PID STATE AGE CHECKPOINT.  STATE is live (the heartbeat answers within 1 s),\n"
      "unresponsive (the kernel's process is alive but its heartbeat is silent: stopped, or stuck),\n"
      "stale (its kernel is gone; what ended it when the event log says: crashed (SIGSEGV), ended (idle\n"
      "timeout), ...; --json adds \"reason\"), starting (a pyc new or fork is making it), ending (a pyc kill\n"
-     "is ending it), or busy (another pyc holds its lock).",
+     "is ending it), or busy (another pyc holds its lock).  CHECKPOINT, for a stale session, is the file of\n"
+     "its cells (pyc new NAME --replay brings them back), else -; --json: \"checkpoint\" (null: none).",
      OPTS(ls_opts), 0, 0, false},
     {"status", cli_status, "status NAME",
      "JSON: pid, uptime, execution count, memory, busy/idle",
@@ -145,7 +150,9 @@ const cli_command_t cli_commands[] = {
      "connection_file, limits {idle_timeout, lifetime, cell_timeout (s), output_limit, memory_limit\n"
      "(bytes): null when off, and any other the kernel keeps}, checkpoint (the file pyc new --replay\n"
      "takes; null when off), and usage (the kernel's usage_reply, when it has one).  A kernel whose\n"
-     "heartbeat is silent (stopped, or stuck) has state unresponsive, and the exit code is 69.",
+     "heartbeat is silent (stopped, or stuck) has state unresponsive, and the exit code is 69.\n"
+     "A session whose kernel is gone (or that is gone, with a checkpoint of its name left) exits 67 and\n"
+     "prints {name, pid, state: stale or none, reason, checkpoint, replay: the command that brings it back}.",
      NO_OPTS, 1, 1, false},
     {"vars", cli_vars, "vars NAME",
      "JSON list of the user's names and types",
@@ -210,7 +217,10 @@ const cli_command_t cli_commands[] = {
      "\"event\", ...}.  Events: ready, cell_started and cell_done (id: the execute_request's msg_id,\n"
      "outcome), closed (reason: shutdown, killed, replaced, idle_timeout, lifetime, crashed with signal and\n"
      "traceback, out_of_memory, stuck, parent_gone, terminated (SIGTERM), or vanished: gone without a word).\n"
-     "--since SEQ prints only the events after SEQ (a seq printed before: the cursor to resume from).\n"
+     "--since SEQ prints only the events after SEQ (a seq printed before: the cursor to resume from); events\n"
+     "the log dropped since (it rotates) come first as one gap event {from, to, lost}, and a SEQ past the\n"
+     "newest event is exit 64.  cell_done has output_bytes, output_messages and, with pyc new --event-output,\n"
+     "output_head; ready and closed name the session's checkpoint.\n"
      "--follow keeps printing new events until Ctrl-C (exit 130) or until stdout's reader goes away.",
      OPTS(events_opts), 0, -1, false},
     {"attach", cli_attach, "attach NAME",

@@ -279,10 +279,15 @@ cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with
         return NULL;
     }
     switch (cli_session_state(name, sf, 0, &err)) {
-    case CLI_MISSING:
+    case CLI_MISSING: {
         cli_err("no session named %s (pyc ls lists them; pyc new %s makes it)", name, name);
+        char *cp = cli_checkpoint_newest(name, NULL);   /* a session of that name that ended: its work */
+        if (cp != NULL)
+            cli_checkpoint_hint(name, cp);
+        free(cp);
         *rc = PYC_EXIT_NOSESSION;
         return NULL;
+    }
     case CLI_BROKEN:
         cli_err("session %s: %s (pyc kill %s removes it)", name, err.text, name);
         *rc = PYC_EXIT_NOSESSION;
@@ -299,6 +304,10 @@ cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with
             cli_err("session %s is stale: its kernel (pid %ld) is gone (pyc kill %s removes it)", name, sf->pid,
                     name);
         json_decref(closed);
+        char *cp = cli_checkpoint_of(name, sf->pid);
+        if (cp != NULL)
+            cli_checkpoint_hint(name, cp);
+        free(cp);
         pyc_session_file_clear(sf);
         *rc = PYC_EXIT_NOSESSION;
         return NULL;

@@ -11,6 +11,10 @@
  * crashes -- so it is written once.  (A closed event rotated out of the log, after about 2 MiB of events,
  * is not found: the session is then said to have vanished.)
  *
+ * `events --since SEQ` reads with gaps on (events.h): events the log rotated out after the cursor are said as
+ * one gap event before the first kept one; a SEQ above the newest event of the log is a usage error.  The
+ * closed events pyc writes name the session's checkpoint as the kernel's do (checkpoints.c).
+ *
  * `events --follow` reads the file every 150 ms from where it stopped (a rotation is noticed by the change
  * of inode), and looks for sessions whose kernel vanished once a second.  It ends on Ctrl-C (exit 130) or
  * when stdout's reader goes away (exit 141, quietly), which it watches with poll even while nothing is
@@ -56,6 +60,11 @@ cli_event_closed(const char *name, long pid, const char *reason)
     pyc_error_t err;
     pyc_events_t *ev = writer();
     json_t *f = json_pack("{s:s}", "reason", reason);
+    /* As the kernel's own closed event: the file that brings the session's work back, when it holds any. */
+    char *cp = ev != NULL && f != NULL ? cli_checkpoint_of(name, pid) : NULL;
+    if (cp != NULL)
+        json_object_set_new(f, "checkpoint", json_string(cp));
+    free(cp);
     if (ev != NULL && f != NULL && pyc_events_append(ev, name, pid, "closed", f, WRITE_LOCK_MS, &err) < 0)
         cli_err("warning: the event log: %s", err.text);
     json_decref(f);
@@ -141,7 +150,8 @@ static int
 show(void *ctx, const pyc_event_t *e)
 {
     show_t *s = ctx;
-    if (s->nnames > 0) {
+    bool gap = strcmp(e->event, PYC_EVENTS_GAP) == 0;   /* lost events may have been any session's */
+    if (s->nnames > 0 && !gap) {
         int i = 0;
         while (i < s->nnames && strcmp(s->names[i], e->session) != 0)
             i++;
@@ -152,7 +162,7 @@ show(void *ctx, const pyc_event_t *e)
         cli_print_json_line(e->obj);
         return cli_stdout_closed();
     }
-    char when[64] = "?", detail[512] = "";
+    char when[64] = "?", detail[4608] = "";
     time_t t = (time_t)e->time;
     struct tm tm;
     if (localtime_r(&t, &tm) != NULL) {
@@ -165,7 +175,12 @@ show(void *ctx, const pyc_event_t *e)
     const char *outcome = json_string_value(json_object_get(o, "outcome"));
     const char *from = json_string_value(json_object_get(o, "forked_from"));
     json_t *count = json_object_get(o, "count");
-    if (strcmp(e->event, "closed") == 0) {
+    if (gap) {
+        json_int_t lost = json_integer_value(json_object_get(o, "lost"));
+        snprintf(detail, sizeof detail, "%lld event%s lost (seq %lld to %lld): the log was rotated past them",
+                 (long long)lost, lost == 1 ? "" : "s", (long long)json_integer_value(json_object_get(o, "from")),
+                 (long long)json_integer_value(json_object_get(o, "to")));
+    } else if (strcmp(e->event, "closed") == 0) {
         char sig[32] = "";
         if (e->signal > 0)
             snprintf(sig, sizeof sig, " (%s, signal %d)",
@@ -178,9 +193,16 @@ show(void *ctx, const pyc_event_t *e)
     } else if (from != NULL) {
         snprintf(detail, sizeof detail, "forked from %s", from);
     }
-    char line[1024];
-    int n = snprintf(line, sizeof line, "%lld %s %s %ld %s%s%s\n", e->seq, when, e->session, e->pid, e->event,
-                     detail[0] ? " " : "", detail);
+    const char *cp = json_string_value(json_object_get(o, "checkpoint"));
+    size_t dl = strlen(detail);
+    if (cp != NULL)
+        snprintf(detail + dl, sizeof detail - dl, "%scheckpoint %s", dl > 0 ? " " : "", cp);
+    char line[5200];
+    char pid[24] = "-";
+    if (!gap)
+        snprintf(pid, sizeof pid, "%ld", e->pid);
+    int n = snprintf(line, sizeof line, "%lld %s %s %s %s%s%s\n", e->seq, when, gap ? "-" : e->session, pid,
+                     e->event, detail[0] ? " " : "", detail);
     cli_print_text(line, n > 0 && (size_t)n < sizeof line ? (size_t)n : strlen(line));
     return cli_stdout_closed();
 }
@@ -214,7 +236,7 @@ cli_events(const cli_args_t *a)
     char dir[4096];
     show_t s = {.json = a->value[CLI_EVENTS_JSON] != NULL, .names = (char **)a->pos, .nnames = a->npos};
     bool follow = a->value[CLI_EVENTS_FOLLOW] != NULL;
-    pyc_events_cursor_t cur = {0};
+    pyc_events_cursor_t cur = {.gaps = true};
     for (int i = 0; i < a->npos; i++) {
         if (pyc_session_name_check(a->pos[i], &err) < 0) {
             cli_err("%s", err.text);
@@ -236,10 +258,18 @@ cli_events(const cli_args_t *a)
         return PYC_EXIT_NOPERM;
     cli_catch_sigint();
     notice_all();
+    long long asked = cur.seq;
     int r = pyc_events_read(dir, &cur, show, &s, &err);
     if (r < 0) {
         cli_err("%s", err.text);
         return PYC_EXIT_IOERR;
+    }
+    if (r == 0 && asked > cur.newest) {
+        /* A cursor from the future: it came from another log (another runtime dir, or a log removed since),
+         * and resuming after it would wait for events that the log numbers again from lower seqs. */
+        cli_err("--since %lld is past the newest event of the log (%lld): the cursor is not from this log, or "
+                "the log was removed since; --since 0 reads it all", asked, cur.newest);
+        return PYC_EXIT_USAGE;
     }
     if (!follow || r != 0)
         return PYC_EXIT_OK;     /* r: stdout's reader went away (cli_stdout_finish makes it 141) */

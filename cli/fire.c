@@ -412,8 +412,8 @@ cli_poll(const cli_args_t *a)
             /* printed: the cell was an earlier kernel's */
         } else if (strcmp(state, "unknown") == 0) {
             cli_err("session %s's journal has no cell %s: no client ran it in this kernel, or it is older than the "
-                    "last %lld cells that were not silent, which the journal keeps", a->pos[0], id, (long long)json_integer_value(json_object_get(json_object_get(j, "limits"),
-                                                                                  "cells")));
+                    "last %lld cells that were not silent, which the journal keeps", a->pos[0], id,
+                    (long long)json_integer_value(json_object_get(json_object_get(j, "limits"), "cells")));
             rc = PYC_EXIT_NOSESSION;
         } else if (strcmp(state, "done") == 0) {
             rc = print_done(c, &o);

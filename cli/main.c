@@ -77,6 +77,7 @@ run_command(const cli_command_t *cmd, int argc, char **argv, bool *one_cell)
         cli_command_help(cmd);
         return PYC_EXIT_OK;
     }
+    pyc_args_give_back(&a, cmd->min_pos);   /* `pyc new --replay NAME`: NAME is the session's */
     if (a.npos < cmd->min_pos || (cmd->max_pos >= 0 && a.npos > cmd->max_pos))
         return cli_usage_error(cmd->name);
     *one_cell = a.npos == cmd->max_pos;

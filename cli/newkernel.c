@@ -202,12 +202,14 @@ cli_new_kernel_options(const cli_args_t *a)
         const char *name;        /* as typed */
         const char *option;      /* the kernel's */
         bool bytes;
+        size_t max;              /* the most the kernel takes (0: no bound), said before anything starts */
     } limits[] = {
-        {CLI_NEW_IDLE, "--idle", "idle-timeout", false},
-        {CLI_NEW_LIFETIME, "--lifetime", "lifetime", false},
-        {CLI_NEW_CELL_TIMEOUT, "--cell-timeout", "cell-timeout", false},
-        {CLI_NEW_OUTPUT_LIMIT, "--output-limit", "output-limit", true},
-        {CLI_NEW_MEMORY, "--memory", "memory-limit", true},
+        {CLI_NEW_IDLE, "--idle", "idle-timeout", false, 0},
+        {CLI_NEW_LIFETIME, "--lifetime", "lifetime", false, 0},
+        {CLI_NEW_CELL_TIMEOUT, "--cell-timeout", "cell-timeout", false, 0},
+        {CLI_NEW_OUTPUT_LIMIT, "--output-limit", "output-limit", true, 0},
+        {CLI_NEW_MEMORY, "--memory", "memory-limit", true, 0},
+        {CLI_NEW_EVENT_OUTPUT, "--event-output", "event-output", true, CLI_EVENT_OUTPUT_MAX},
     };
     for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
         const char *v = a->value[limits[i].flag];
@@ -220,6 +222,10 @@ cli_new_kernel_options(const cli_args_t *a)
             cli_err("new: %s: %s", limits[i].name, err.text);
             return -1;
         }
+        if (limits[i].max > 0 && bytes > limits[i].max) {
+            cli_err("new: %s: at most %zu bytes", limits[i].name, limits[i].max);
+            return -1;
+        }
         if (add_kernel_opt(limits[i].option, v) < 0)
             return -1;
     }
@@ -227,21 +233,31 @@ cli_new_kernel_options(const cli_args_t *a)
         add_kernel_opt("idle-timeout", DEFAULT_IDLE) < 0)
         return -1;
     const char *replay = a->value[CLI_NEW_REPLAY];
+    char *newest = NULL;
+    if (replay != NULL && replay[0] == '\0') {
+        /* --replay alone: the newest checkpoint of this name that holds a cell, said on stderr. */
+        long cells = 0;
+        if ((newest = cli_checkpoint_newest(a->pos[0], &cells)) == NULL) {
+            cli_err("new: --replay: no checkpoint of session %s holds a cell (give the file: --replay FILE)",
+                    a->pos[0]);
+            return -1;
+        }
+        cli_err("new: --replay: %s, the newest checkpoint of %s (%ld cell%s)", newest, a->pos[0], cells,
+                cells == 1 ? "" : "s");
+        replay = newest;
+    }
     if (replay != NULL) {
         struct stat st;
         const char *bad = NULL;
-        if (replay[0] == '\0')
-            bad = "an empty path";
-        else if (stat(replay, &st) < 0 || access(replay, R_OK) < 0)
+        if (stat(replay, &st) < 0 || access(replay, R_OK) < 0)
             bad = strerror(errno);
         else if (!S_ISREG(st.st_mode))
             bad = "not a file";
-        if (bad != NULL) {
+        int rc = bad == NULL ? add_kernel_opt("replay", replay) : -1;
+        if (bad != NULL)
             cli_err("new: --replay %s: %s", replay, bad);
-            return -1;
-        }
-        if (add_kernel_opt("replay", replay) < 0)
-            return -1;
+        free(newest);
+        return rc;
     }
     return 0;
 }

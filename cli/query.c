@@ -140,6 +140,11 @@ cli_run(const cli_args_t *a)
         /* A kernel lost during the cell: recorded, unless it said how it ended (a crash). */
         if ((rc == PYC_EXIT_CONNECTION || rc == PYC_EXIT_LOST) && sf.pid > 0 && !pyc_proc_is(sf.pid, sf.pid_start))
             cli_notice_gone(a->pos[0], &sf);
+        /* The session's work is not lost with it: its checkpoint brings it back. */
+        char *cp = rc == PYC_EXIT_LOST ? cli_checkpoint_of(a->pos[0], sf.pid) : NULL;
+        if (cp != NULL)
+            cli_checkpoint_hint(a->pos[0], cp);
+        free(cp);
         pyc_session_file_clear(&sf);
     }
     json_decref(md);
@@ -247,8 +252,11 @@ cli_status(const cli_args_t *a)
     const char *name = a->pos[0];
     cli_catch_sigint();
     pyc_client_t *cl = cli_connect(name, &sf, false, false, &rc);
-    if (cl == NULL)
+    if (cl == NULL) {
+        if (rc == PYC_EXIT_NOSESSION)
+            cli_status_ended(name);   /* what is left of it: its checkpoint (checkpoints.c) */
         return rc;
+    }
     pyc_error_t err;
     pyc_msg_t *usage = NULL, *probe = NULL;
     char id[PYC_MSG_ID_LEN + 1];

@@ -234,7 +234,7 @@ cli_ls(const cli_args_t *a)
             cli_notice_gone(names[which[j]], &sfs[which[j]]);
     }
     if (!as_json && n > 0)
-        printf("%-24s %8s  %-20s  %s\n", "NAME", "PID", "STATE", "AGE");
+        printf("%-24s %8s  %-20s  %-6s  %s\n", "NAME", "PID", "STATE", "AGE", "CHECKPOINT");
     double now = pyc_wall_s();
     for (size_t i = 0; i < n; i++) {
         const char *state = st[i] == CLI_LIVE           ? "live"
@@ -243,8 +243,12 @@ cli_ls(const cli_args_t *a)
                                                         : "stale";
         char why[16], ended[64];
         json_t *closed = NULL;
+        char *checkpoint = NULL;
         if (state == NULL)
             continue;            /* removed since the directory was read */
+        /* A stale session's work is in its checkpoint: `pyc new NAME --replay` brings it back. */
+        if (st[i] == CLI_STALE)
+            checkpoint = cli_checkpoint_of(names[i], sfs[i].pid);
         /* A stale session says what ended it, when its kernel (or a pyc) recorded it in the event log. */
         if (st[i] == CLI_STALE && sfs[i].pid > 0 && (closed = cli_event_closing(names[i], sfs[i].pid)) != NULL) {
             cli_closed_state(closed, ended, sizeof ended);
@@ -270,6 +274,7 @@ cli_ls(const cli_args_t *a)
             char path[4096];
             if (cli_session_path(path, sizeof path, names[i], ".json") < 0) {
                 json_decref(closed);
+                free(checkpoint);
                 goto out;
             }
             json_t *o = json_pack("{s:s, s:o, s:s, s:f, s:s}", "name", names[i], "pid",
@@ -280,7 +285,10 @@ cli_ls(const cli_args_t *a)
                 if (json_object_get(closed, "signal") != NULL)
                     json_object_set(o, "signal", json_object_get(closed, "signal"));
             }
+            if (o != NULL && st[i] == CLI_STALE)
+                json_object_set_new(o, "checkpoint", checkpoint != NULL ? json_string(checkpoint) : json_null());
             json_decref(closed);
+            free(checkpoint);
             if (o == NULL || json_array_append_new(list, o) < 0) {
                 cli_err("out of memory");
                 goto out;
@@ -292,8 +300,11 @@ cli_ls(const cli_args_t *a)
                 snprintf(pid, sizeof pid, "%ld", sfs[i].pid);
             else
                 snprintf(pid, sizeof pid, "-");
-            printf("%-24s %8s  %-20s  %s\n", names[i], pid, state, agetext);
+            /* The path is the last column: it may hold spaces, and the rest of the line is all of it. */
+            printf("%-24s %8s  %-20s  %-6s  %s\n", names[i], pid, state, agetext,
+                   checkpoint != NULL ? checkpoint : "-");
             json_decref(closed);
+            free(checkpoint);
         }
     }
     if (as_json)

@@ -8,7 +8,7 @@
 void
 pyc_args_begin(pyc_argiter_t *it, int argc, char **argv, const pyc_argspec_t *specs, int nspecs)
 {
-    *it = (pyc_argiter_t){argc, argv, specs, nspecs, 0, false};
+    *it = (pyc_argiter_t){argc, argv, specs, nspecs, 0, false, false};
 }
 
 /* The spec of a long option name[0..len), or -1. */
@@ -36,6 +36,7 @@ int
 pyc_args_next(pyc_argiter_t *it, const char **value, pyc_error_t *err)
 {
     *value = NULL;
+    it->took_word = false;
     if (it->i >= it->argc)
         return PYC_ARG_END;
     const char *a = it->argv[it->i++];
@@ -68,6 +69,17 @@ pyc_args_next(pyc_argiter_t *it, const char **value, pyc_error_t *err)
     const pyc_argspec_t *s = &it->specs[k];
     if (s->has_arg == PYC_ARG_OPTIONAL) {
         *value = eq != NULL ? eq + 1 : "";
+    } else if (s->has_arg == PYC_ARG_OPTIONAL_WORD) {
+        const char *next = it->i < it->argc && !it->no_more_options ? it->argv[it->i] : NULL;
+        if (eq != NULL) {
+            *value = eq + 1;
+        } else if (next != NULL && next[0] != '-') {
+            *value = next;
+            it->i++;
+            it->took_word = true;
+        } else {
+            *value = "";
+        }
     } else if (!s->has_arg) {
         if (eq != NULL) {
             pyc_error_set(err, "--%s takes no value", s->name);
@@ -109,6 +121,19 @@ pyc_args_parse(int argc, char **argv, const pyc_argspec_t *specs, int nspecs, py
             out->pos[out->npos++] = v;
         } else {
             out->value[k] = v;
+            out->took_word[k] = it.took_word;
+        }
+    }
+}
+
+void
+pyc_args_give_back(pyc_args_t *a, int min_pos)
+{
+    for (int k = 0; k < PYC_ARGS_MAX_OPTS && a->npos < min_pos && a->npos < PYC_ARGS_MAX_POS; k++) {
+        if (a->took_word[k] && a->value[k] != NULL) {
+            a->pos[a->npos++] = a->value[k];
+            a->value[k] = "";
+            a->took_word[k] = false;
         }
     }
 }

@@ -6,6 +6,10 @@
  *   --name                        a flag
  *   --name, --name=VALUE          an option whose value is optional (has_arg PYC_ARG_OPTIONAL): only the
  *                                 `=` form gives it one, so that the next word stays positional
+ *   --name, --name=VALUE,         an option whose value is optional and may be the next word (has_arg
+ *   --name WORD                   PYC_ARG_OPTIONAL_WORD): a next word that does not start with '-' is its
+ *                                 value, which a command short of positional words takes back
+ *                                 (pyc_args_give_back: `pyc new --replay NAME` is NAME with --replay bare)
  *   -c VALUE, -c                  the same by a one-letter alias (specs[k].short_name), e.g. pyc-kernel's -f;
  *                                 a "-c" that no spec claims is a positional word ("-1" is code or a number)
  *   -h, --help                    asks for help (reported, never an error)
@@ -31,6 +35,10 @@ typedef struct pyc_argspec {
 /* has_arg of an option whose value is optional: "--name" gives "", "--name=VALUE" gives VALUE. */
 #define PYC_ARG_OPTIONAL 2
 
+/* has_arg of an option whose value is optional and may be the next word: "--name" (last, or before a word
+ * starting with '-') gives "", "--name=VALUE" and "--name WORD" give the value. */
+#define PYC_ARG_OPTIONAL_WORD 3
+
 /* What pyc_args_next found. */
 enum {
     PYC_ARG_END = -1,            /* no more words */
@@ -47,6 +55,7 @@ typedef struct pyc_argiter {
     int nspecs;
     int i;
     bool no_more_options;
+    bool took_word;              /* the last option's value was the next word (PYC_ARG_OPTIONAL_WORD) */
 } pyc_argiter_t;
 
 void pyc_args_begin(pyc_argiter_t *it, int argc, char **argv, const pyc_argspec_t *specs, int nspecs);
@@ -64,6 +73,7 @@ typedef struct pyc_args {
     const char *pos[PYC_ARGS_MAX_POS];
     int npos;
     bool help;
+    bool took_word[PYC_ARGS_MAX_OPTS];   /* value[k] was the word after a PYC_ARG_OPTIONAL_WORD option */
 } pyc_args_t;
 
 /* Parses every word into out (a repeated option keeps its last value).  Returns 0, or -1 with err on an
@@ -71,5 +81,10 @@ typedef struct pyc_args {
  * PYC_ARGS_MAX_OPTS specs. */
 int pyc_args_parse(int argc, char **argv, const pyc_argspec_t *specs, int nspecs, pyc_args_t *out,
                    pyc_error_t *err);
+
+/* Gives the words that PYC_ARG_OPTIONAL_WORD options took back to the positional words (after them, and the
+ * option then has no value: "") while there are fewer than min_pos of those, so that a word meant as a
+ * positional one is not lost to the option before it. */
+void pyc_args_give_back(pyc_args_t *a, int min_pos);
 
 #endif

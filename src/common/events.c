@@ -240,12 +240,36 @@ typedef struct {
     void *ctx;
 } relay_t;
 
+/* Gives fn the gap before event e: the seqs from just after the cursor up to e's were lost. */
+static int
+relay_gap(relay_t *r, const pyc_event_t *e)
+{
+    long long from = r->cur->seq + 1, to = e->seq - 1;
+    json_t *o = json_pack("{s:I, s:f, s:n, s:n, s:s, s:I, s:I, s:I}", "seq", (json_int_t)to, "time", e->time,
+                          "session", "pid", "event", PYC_EVENTS_GAP, "from", (json_int_t)from, "to",
+                          (json_int_t)to, "lost", (json_int_t)(to - from + 1));
+    if (o == NULL)
+        return 0;                /* out of memory: the events still go out */
+    pyc_event_t gap = {.seq = to, .time = e->time, .session = "", .pid = 0, .event = PYC_EVENTS_GAP, .obj = o};
+    r->cur->seq = to;
+    int rc = r->fn(r->ctx, &gap);
+    json_decref(o);
+    return rc;
+}
+
 static int
 relay(void *ctx, const pyc_event_t *e)
 {
     relay_t *r = ctx;
+    if (e->seq > r->cur->newest)
+        r->cur->newest = e->seq;
     if (e->seq <= r->cur->seq)
         return 0;                /* seen already (in the old file, or before a rotation) */
+    if (r->cur->gaps && r->cur->seq > 0 && e->seq > r->cur->seq + 1) {
+        int rc = relay_gap(r, e);
+        if (rc != 0)
+            return rc;
+    }
     r->cur->seq = e->seq;
     return r->fn(r->ctx, e);
 }
@@ -259,7 +283,8 @@ read_file(int fd, off_t offset, relay_t *r, off_t *used, pyc_error_t *err)
     char *buf = read_from(fd, offset, &len, err);
     if (buf == NULL)
         return -1;
-    *used = (off_t)pyc_events_scan(buf, len, r->cur->seq, relay, r, &stop);
+    /* Every event goes to relay, those at or below the cursor too: it learns the newest seq there. */
+    *used = (off_t)pyc_events_scan(buf, len, 0, relay, r, &stop);
     free(buf);
     return stop;
 }

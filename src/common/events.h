@@ -95,12 +95,24 @@ typedef struct pyc_events_cursor {
     dev_t dev;
     ino_t ino;                   /* 0: nothing read yet */
     off_t offset;
+    bool gaps;                   /* set by the caller: report lost events to fn (see pyc_events_read) */
+    long long newest;            /* out: the largest seq any read of this cursor has seen in the log, 0: none */
 } pyc_events_cursor_t;
+
+/* The event name of the gap a reader reports (never a line of the log). */
+#define PYC_EVENTS_GAP "gap"
 
 /* Gives fn every event of the log in dir with a seq above cur->seq, oldest first, and moves the cursor past
  * them.  The first read (cur->ino 0) reads the old file, then the current one; later reads go on in the
  * current file from where the last stopped, and read both again (still only seqs above cur->seq) after a
- * rotation.  A missing file is an empty one.  Returns 0, fn's non-zero return, or -1 with err. */
+ * rotation.  A missing file is an empty one.  Returns 0, fn's non-zero return, or -1 with err.
+ *
+ * With cur->gaps, a cursor above 0 whose next event is not the one right after it (the log was rotated past
+ * it: the events between were dropped with the old file) first gives fn a gap: an event that is no line of
+ * the log, {"seq": the last lost seq, "time": the time of the first event kept after it, "session": null,
+ * "pid": null, "event": "gap", "from": the first lost seq, "to": the last, "lost": how many}, with session ""
+ * and pid 0 in the pyc_event_t.  A reader that keeps the last seq it was given as its cursor thus resumes
+ * after the gap. */
 int pyc_events_read(const char *dir, pyc_events_cursor_t *cur, pyc_events_fn fn, void *ctx, pyc_error_t *err);
 
 /* The name of a signal ("SIGSEGV"), or "signal N" into buf. */

@@ -38,6 +38,7 @@ struct pyc_checkpoint {
     off_t size;                  /* the file's size as this process wrote it, or -1: ask the descriptor */
     size_t max_cell, max_bytes;  /* pyc_checkpoint_set_caps */
     bool full;                   /* the file reached max_bytes: nothing more is added */
+    bool has_cells;              /* the file holds a cell a replay runs (pyc_checkpoint_has_cells) */
 };
 
 /* Sets dir, path and header for the session id.  Returns 0 or -1. */
@@ -172,6 +173,7 @@ pyc_checkpoint_add(pyc_checkpoint_t *c, int count, const char *code, pyc_error_t
     }
     if (c->size >= 0)
         c->size += (off_t)b.len;
+    c->has_cells = true;
     rc = 0;
 out:
     pyc_buf_free(&b);
@@ -208,6 +210,8 @@ pyc_checkpoint_restored(pyc_checkpoint_t *c, const char *path, int count, pyc_er
         memcpy(c->token, first + ml, TOKEN_LEN);
         c->token[TOKEN_LEN] = '\0';
     }
+    /* A replay keeps the cells up to In[count]: none when the state went back to before the first. */
+    c->has_cells = count > 0;
     if (c->fd < 0)
         return 0;                /* no cell was written yet: nothing to leave out */
     char date[PYC_MSG_DATE_LEN + 1], text[512];
@@ -219,6 +223,12 @@ pyc_checkpoint_restored(pyc_checkpoint_t *c, const char *path, int count, pyc_er
     if (pyc_write_all(c->fd, text, (size_t)n) < 0)
         return pyc_error_set(err, "checkpoint: cannot write %s: %s", c->path, strerror(errno));
     return 0;
+}
+
+bool
+pyc_checkpoint_has_cells(const pyc_checkpoint_t *c)
+{
+    return c != NULL && c->path != NULL && c->has_cells;
 }
 
 void

@@ -28,6 +28,7 @@
 #ifndef PYC_CHECKPOINT_H
 #define PYC_CHECKPOINT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "error.h"
@@ -60,6 +61,11 @@ int pyc_checkpoint_expire(const char *dir, double max_age, pyc_error_t *err);
 
 /* The file's path. */
 const char *pyc_checkpoint_path(const pyc_checkpoint_t *c);
+
+/* True when the file holds a cell that a replay runs, as far as this process knows: one it added, one it
+ * replayed, one its parent's file held at a fork; after a restore, when the state went back to a cell.  Reads
+ * no file and takes no lock (the crash reporter asks it).  NULL-safe. */
+bool pyc_checkpoint_has_cells(const pyc_checkpoint_t *c);
 
 /* In a forked session: makes c a new session's checkpoint at dir/id that starts with every cell the parent's
  * file held at the fork (copied now), and closes the inherited descriptor.  Returns 0, or -1 with err. */

@@ -148,9 +148,10 @@ pyc__not_carried(pyc_kernel_t *k, const char *into, const char *gpu_after)
  * after the last finished request (names, optional, are the children's session names in the event log);
  * the answer is one comm_msg {"status": "ok", "children": [{pid, connection_file, connection}...],
  * "not_carried": [sentence...]}, then comm_close.  not_carried names what the children do not have of the
- * parent (pyc__not_carried: its other threads, network connections, GPU contexts), [] when nothing.  When some children could not start, the answer is {"status": "error", "ename": "ForkError",
- * "evalue": how many and why, "children": those that did start (live, and this kernel's to reap), "failed":
- * [{"pid"?, "error"}...]}; when none could be asked for, {"status": "error", "ename", "evalue"}. */
+ * parent (pyc__not_carried: its other threads, network connections, GPU contexts), [] when nothing.  When
+ * some children could not start, the answer is {"status": "error", "ename": "ForkError", "evalue": how many
+ * and why, "children": those that did start (live, and this kernel's to reap), "failed": [{"pid"?,
+ * "error"}...], "not_carried"}; when none could be asked for, {"status": "error", "ename", "evalue"}. */
 void
 pyc__on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
 {

@@ -225,7 +225,14 @@ publish_error_within_cap(pyc_kernel_t *k, const pyc_msg_t *msg, json_t *error)
     if (shown == NULL)
         return;
     char *text = json_dumps(shown, JSON_COMPACT);
-    pyc_outgate_count(&k->out, text != NULL ? strlen(text) : 0);
+    /* The head of the cell's output (its event) gets the error's last line, as a traceback ends. */
+    const char *ename = json_string_value(json_object_get(shown, "ename"));
+    const char *evalue = json_string_value(json_object_get(shown, "evalue"));
+    char *line = NULL;
+    if (ename != NULL && asprintf(&line, "%s: %s\n", ename, evalue != NULL ? evalue : "") < 0)
+        line = NULL;
+    pyc_outgate_count(&k->out, text != NULL ? strlen(text) : 0, line, line != NULL ? strlen(line) : 0);
+    free(line);
     free(text);
     pyc__publish(k, msg, "error", shown);
 }
@@ -274,7 +281,7 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         publish_execute_input(k, msg, code_v, count);
         pyc_journal_begin(k->journal, msg->msg_id, pyc__header_frame(msg)->data, pyc__header_frame(msg)->size,
                           count);
-        pyc__lifelog_cell(k, msg, count, NULL);
+        pyc__lifelog_cell(k, msg, count, NULL, NULL);
     }
 
     pyc_py_exec_opts_t opts = {
@@ -402,7 +409,7 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     }
     json_decref(iso_md);
     if (!silent) {
-        pyc__lifelog_cell(k, msg, count, o.outcome);
+        pyc__lifelog_cell(k, msg, count, o.outcome, &o.output);
         if (pyc__wants_pace(msg))
             pyc__pace_reply(atomic_load(&k->last_output_ns), o.output.msgs, o.output.bytes);
     }

@@ -16,6 +16,25 @@
 #include "clock.h"
 #include "log.h"
 
+void
+pyc__keep_output_text(pyc_kernel_t *k, const char *msg_type, json_t *content)
+{
+    const char *t = NULL;
+    if (!pyc_outgate_wants_text(&k->out))
+        return;
+    if (strcmp(msg_type, "stream") == 0) {
+        t = json_string_value(json_object_get(content, "text"));
+    } else if (strcmp(msg_type, "execute_result") == 0 || strcmp(msg_type, "display_data") == 0) {
+        t = json_string_value(json_object_get(json_object_get(content, "data"), "text/plain"));
+        if (t != NULL) {
+            pyc_outgate_keep(&k->out, t, strlen(t));
+            t = "\n";           /* as pyc run prints a result: on a line of its own */
+        }
+    }
+    if (t != NULL)
+        pyc_outgate_keep(&k->out, t, strlen(t));
+}
+
 /* Publishes, once, the notice that output between cells is dropped from now on (counted in the session's
  * budget by the gate). */
 static void
@@ -44,6 +63,8 @@ stream_publish_to(pyc_kernel_t *k, int which, const char *text, size_t n, const 
         idle_notice(k);
         return;
     }
+    if (gated)
+        pyc_outgate_keep(&k->out, text, n);   /* the cell's head, for its event (README, "pyc events") */
     const char *head = which == PYC_STDOUT ? "{\"name\":\"stdout\",\"text\":" : "{\"name\":\"stderr\",\"text\":";
     pyc_buf_init(&b, SIZE_MAX / 2);
     if (pyc_buf_reserve(&b, n + 48) < 0 || pyc_buf_adds(&b, head) < 0 ||
@@ -86,13 +107,15 @@ host_publish_ex(void *ctx, const char *msg_type, json_t *content, json_t *metada
     pyc_streams_flush(k->streams);
     char *text = json_dumps(content, JSON_COMPACT);
     char *md = metadata != NULL ? json_dumps(metadata, JSON_COMPACT) : NULL;
-    json_decref(content);
     json_decref(metadata);
     size_t total = text != NULL ? strlen(text) : 0;
     for (size_t i = 0; i < nbuf; i++)
         total += buffers[i].size;
-    bool drop = text == NULL || (pyc_outgate_counts(msg_type) && pyc__subshell_request() == NULL &&
-                                 pyc_outgate_admit(&k->out, total, NULL) == 0);
+    bool gated = pyc_outgate_counts(msg_type) && pyc__subshell_request() == NULL;
+    bool drop = text == NULL || (gated && pyc_outgate_admit(&k->out, total, NULL) == 0);
+    if (gated && !drop)
+        pyc__keep_output_text(k, msg_type, content);
+    json_decref(content);
     if (drop) {
         idle_notice(k);
         if (text == NULL)

@@ -138,7 +138,15 @@ relay_admitted(pyc_kernel_t *k, const pyc_outframe_t *f, size_t n)
     size_t total = 0;
     for (size_t i = 6; i < n; i++)
         total += f[i].size;
-    return pyc_outgate_admit(&k->out, total, NULL) > 0;
+    if (pyc_outgate_admit(&k->out, total, NULL) == 0)
+        return false;
+    if (pyc_outgate_wants_text(&k->out)) {
+        /* The cell's head, for its event: read from the content only while the head has room. */
+        json_t *content = json_loadb(f[6].data, f[6].size, 0, NULL);
+        pyc__keep_output_text(k, type, content);
+        json_decref(content);
+    }
+    return true;
 }
 
 /* Merges the child's outcome (done) and the names it bound (the pickle blob) into res and the lists; what

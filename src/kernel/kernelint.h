@@ -450,11 +450,20 @@ void pyc__reply_invalid(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
  * aborted (execute) or answered (the rest) after this request, in order. */
 void pyc__abort_queue(pyc_kernel_t *k);
 
+/* ---- host.c (the head of a cell's output) ---- */
+
+/* Gives the output gate's head (pyc_outgate_keep) the text a reader sees of one output message the running
+ * cell published: a stream's text, the text/plain of a result or display and a newline; nothing for other
+ * messages, or when the head is full or off. */
+void pyc__keep_output_text(pyc_kernel_t *k, const char *msg_type, json_t *content);
+
 /* ---- lifelog.c ---------------------------------------------------------------------------------------- */
 
-/* cell_started (outcome NULL) or cell_done with the outcome of metadata.pyc, for the execute_request msg
- * (main thread; nothing for silent cells, whose callers do not count them as cells). */
-void pyc__lifelog_cell(pyc_kernel_t *k, const pyc_msg_t *msg, int count, const char *outcome);
+/* cell_started (outcome NULL) or cell_done with the outcome of metadata.pyc and what the cell published
+ * (output: its counts; the head comes from k->out), for the execute_request msg (main thread; nothing for
+ * silent cells, whose callers do not count them as cells). */
+void pyc__lifelog_cell(pyc_kernel_t *k, const pyc_msg_t *msg, int count, const char *outcome,
+                       const pyc_outgate_stats_t *output);
 
 /* Records why the kernel ends (PYC__CLOSE_*) unless a cause was recorded first.  Any thread. */
 void pyc__lifelog_close_reason(pyc_kernel_t *k, int why);

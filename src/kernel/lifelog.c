@@ -1,8 +1,9 @@
 /*
  * lifelog.c -- what the kernel of a `pyc` session writes into the sessions' event log (events.h, README "pyc
- * events"): ready, cell_started and cell_done of each cell that is not silent, and closed with its reason
- * when the kernel ends by itself (shutdown, idle_timeout, lifetime, parent_gone, stuck, out_of_memory,
- * crashed).
+ * events"): ready (with the checkpoint file the kernel writes), cell_started and cell_done of each cell that is
+ * not silent (cell_done with the output's size and, when the session asked for it with --event-output, its
+ * first bytes), and closed with its reason when the kernel ends by itself (shutdown, idle_timeout, lifetime,
+ * parent_gone, stuck, out_of_memory, crashed) and the checkpoint when it holds a cell.
  *
  * Only a kernel that knows its session's name writes (pyc_kernel_events: `pyc new` sets PYC_SESSION, and a
  * session forked by `pyc fork` is named in the fork request); a kernel Jupyter started writes nothing, and
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "events.h"
 #include "log.h"
 
@@ -72,6 +74,8 @@ pyc_kernel_events(pyc_kernel_t *k, const char *session, const char *dir, pyc_err
     free(k->event_session);
     k->events = ev;
     k->event_session = name;
+    /* The head of each cell's output goes into its cell_done event when the session asked for it. */
+    pyc_outgate_set_head(&k->out, k->limits.event_output);
     return 0;
 }
 
@@ -87,11 +91,26 @@ emit(pyc_kernel_t *k, const char *event, json_t *fields)
     }
 }
 
+/* Adds "checkpoint", the path of the session's checkpoint file, to f: always (ready: where the kernel writes
+ * its cells), or only when the file holds a cell (closed: the file that brings the session's work back). */
+static void
+add_checkpoint(pyc_kernel_t *k, json_t *f, bool only_with_cells)
+{
+    pyc_checkpoint_t *cp = k->checkpoint;
+    if (f != NULL && cp != NULL && (!only_with_cells || pyc_checkpoint_has_cells(cp)))
+        json_object_set_new(f, "checkpoint", json_string(pyc_checkpoint_path(cp)));
+}
+
 void
 pyc_kernel_ready(pyc_kernel_t *k)
 {
-    if (k->events != NULL)
-        emit(k, "ready", NULL);
+    if (k->events == NULL)
+        return;
+    pyc__checkpoint(k);          /* made now if it was not (kernel_info_reply names it from now on anyway) */
+    json_t *f = json_object();
+    add_checkpoint(k, f, false);
+    emit(k, "ready", f);
+    json_decref(f);
 }
 
 /* The msg_id of a request, or "". */
@@ -103,12 +122,27 @@ msg_id(const pyc_msg_t *msg)
 }
 
 void
-pyc__lifelog_cell(pyc_kernel_t *k, const pyc_msg_t *msg, int count, const char *outcome)
+pyc__lifelog_cell(pyc_kernel_t *k, const pyc_msg_t *msg, int count, const char *outcome,
+                  const pyc_outgate_stats_t *output)
 {
     if (k->events == NULL)
         return;
     json_t *f = outcome == NULL ? json_pack("{s:s, s:i}", "id", msg_id(msg), "count", count)
                                 : json_pack("{s:s, s:i, s:s}", "id", msg_id(msg), "count", count, "outcome", outcome);
+    if (f != NULL && outcome != NULL && output != NULL) {
+        /* What the cell published, as metadata.pyc.output counts it; and its first bytes when asked for. */
+        json_object_set_new(f, "output_bytes", json_integer((json_int_t)output->bytes));
+        json_object_set_new(f, "output_messages", json_integer((json_int_t)output->msgs));
+        if (output->dropped_bytes > 0 || output->dropped_msgs > 0)
+            json_object_set_new(f, "output_dropped_bytes", json_integer((json_int_t)output->dropped_bytes));
+        if (k->limits.event_output > 0) {
+            char head[PYC_OUTGATE_HEAD_MAX + 1];
+            size_t n = pyc_outgate_head(&k->out, head, sizeof head);
+            json_t *h = json_stringn(head, n);   /* NULL for text that is not UTF-8: left out */
+            if (h != NULL)
+                json_object_set_new(f, "output_head", h);
+        }
+    }
     emit(k, outcome == NULL ? "cell_started" : "cell_done", f);
     json_decref(f);
 }
@@ -130,6 +164,7 @@ emit_closed(pyc_kernel_t *k, json_t *fields)
     const pyc_msg_t *cur = k->current;
     if (cur != NULL && strcmp(cur->msg_type, "execute_request") == 0)
         json_object_set_new(fields, "cell", json_string(msg_id(cur)));
+    add_checkpoint(k, fields, true);
     emit(k, "closed", fields);
 }
 
@@ -190,6 +225,7 @@ pyc__lifelog_forked(pyc_kernel_t *k, const char *name, const char *parent)
     atomic_store(&k->close_why, PYC__CLOSE_NONE);
     k->events_failed = false;
     json_t *f = json_pack("{s:s}", "forked_from", parent);
+    add_checkpoint(k, f, false);
     emit(k, "ready", f);
     json_decref(f);
 }

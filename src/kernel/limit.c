@@ -27,6 +27,7 @@ const pyc_limit_desc_t pyc_limit_descs[] = {
     {"output-limit", "PYC_OUTPUT_LIMIT", "bytes of output a cell may publish"},
     {"output-messages", "PYC_OUTPUT_MESSAGES", "output messages a cell may publish"},
     {"memory-limit", "PYC_MEMORY_LIMIT", "memory the session may allocate after start-up"},
+    {"event-output", "PYC_EVENT_OUTPUT", "bytes of a cell's output its cell_done event carries (at most 4096)"},
     {NULL, NULL, NULL},
 };
 
@@ -96,6 +97,15 @@ pyc_limits_set(pyc_limits_t *l, const char *option, const char *text, pyc_error_
         rc = parse_count(text, &l->output_messages, &e);
     else if (strcmp(option, "memory-limit") == 0)
         rc = pyc_limits_parse_bytes(text, &l->memory, &e);
+    else if (strcmp(option, "event-output") == 0) {
+        size_t n = 0;
+        rc = pyc_limits_parse_bytes(text, &n, &e);
+        if (rc == 0 && n > PYC_LIMITS_EVENT_OUTPUT_MAX)
+            rc = pyc_error_set(&e, "at most %zu bytes of a cell's output go into its event",
+                               PYC_LIMITS_EVENT_OUTPUT_MAX);
+        if (rc == 0)
+            l->event_output = n;
+    }
     else
         return pyc_error_set(err, "unknown limit '%.64s'", option);
     if (rc < 0)
@@ -138,7 +148,7 @@ pyc_limits_to_json(const pyc_limits_t *l)
         const char *name;
         size_t v;
     } sizes[] = {{"output_limit", l->output_bytes}, {"output_messages", l->output_messages},
-                 {"memory_limit", l->memory}};
+                 {"memory_limit", l->memory}, {"event_output", l->event_output}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         if (sizes[i].v > 0)
             json_object_set_new(o, sizes[i].name, json_integer((json_int_t)sizes[i].v));

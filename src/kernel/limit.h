@@ -30,7 +30,13 @@ typedef struct pyc_limits {
     size_t output_bytes;         /* bytes of output per cell */
     size_t output_messages;      /* output messages per cell */
     size_t memory;               /* bytes of address space the session may add after start-up */
+    size_t event_output;         /* bytes of a cell's output its cell_done event carries (lifelog.c); 0: none */
 } pyc_limits_t;
+
+/* The most of a cell's output a cell_done event may carry: escaped as JSON (up to 6 bytes a byte), it stays
+ * well inside a line of the event log (PYC_EVENTS_MAX_LINE), and a log of 1 MiB still holds hundreds of
+ * cells. */
+#define PYC_LIMITS_EVENT_OUTPUT_MAX ((size_t)4096)
 
 /* The limits of one cell: the kernel's, tightened by the request's metadata. */
 typedef struct pyc_cell_limits {

@@ -134,6 +134,7 @@ pyc_outgate_set(pyc_outgate_t *g, bool active, size_t max_bytes, size_t max_msgs
     if (active) {
         g->cell = (pyc_outbudget_t){.max_bytes = max_bytes, .max_msgs = max_msgs};
         budget_set_notice(&g->cell, "the rest of this cell's output was dropped");
+        g->head_len = 0;
     }
     g->active = active;
     pthread_mutex_unlock(&g->lock);
@@ -169,12 +170,25 @@ pyc_outgate_can_send(pyc_outgate_t *g)
     return can;
 }
 
+/* Appends text[0..n) to the head as far as it has room; the lock is held. */
+static void
+head_add(pyc_outgate_t *g, const char *text, size_t n)
+{
+    size_t room = g->head_len < g->head_cap ? g->head_cap - g->head_len : 0;
+    size_t take = room < n ? room : n;
+    if (take > 0)
+        memcpy(g->head + g->head_len, text, take);
+    g->head_len += take;
+}
+
 void
-pyc_outgate_count(pyc_outgate_t *g, size_t bytes)
+pyc_outgate_count(pyc_outgate_t *g, size_t bytes, const char *text, size_t n)
 {
     pthread_mutex_lock(&g->lock);
     g->cell.msgs++;
     g->cell.bytes += bytes;
+    if (text != NULL)
+        head_add(g, text, n);
     pthread_mutex_unlock(&g->lock);
 }
 
@@ -211,6 +225,56 @@ pyc_outgate_notice(pyc_outgate_t *g, char *text, size_t cap)
     pthread_mutex_lock(&g->lock);
     size_t n = budget_take_notice(&g->cell, text, cap);
     pthread_mutex_unlock(&g->lock);
+    return n;
+}
+
+void
+pyc_outgate_set_head(pyc_outgate_t *g, size_t cap)
+{
+    pthread_mutex_lock(&g->lock);
+    g->head_cap = cap < PYC_OUTGATE_HEAD_MAX ? cap : PYC_OUTGATE_HEAD_MAX;
+    g->head_len = 0;
+    pthread_mutex_unlock(&g->lock);
+}
+
+void
+pyc_outgate_keep(pyc_outgate_t *g, const char *text, size_t n)
+{
+    pthread_mutex_lock(&g->lock);
+    if (g->active)
+        head_add(g, text, n);
+    pthread_mutex_unlock(&g->lock);
+}
+
+bool
+pyc_outgate_wants_text(pyc_outgate_t *g)
+{
+    pthread_mutex_lock(&g->lock);
+    bool wants = g->active && g->head_len < g->head_cap;
+    pthread_mutex_unlock(&g->lock);
+    return wants;
+}
+
+size_t
+pyc_outgate_head(pyc_outgate_t *g, char *out, size_t cap)
+{
+    if (cap == 0)
+        return 0;
+    pthread_mutex_lock(&g->lock);
+    size_t n = g->head_len < cap - 1 ? g->head_len : cap - 1;
+    memcpy(out, g->head, n);
+    pthread_mutex_unlock(&g->lock);
+    /* Cut a character split by the cap: back to the lead byte of the last one, dropped unless whole. */
+    size_t lead = n;
+    while (lead > 0 && ((unsigned char)out[lead - 1] & 0xC0) == 0x80)
+        lead--;
+    if (lead > 0 && ((unsigned char)out[lead - 1] & 0x80)) {
+        unsigned char c = (unsigned char)out[lead - 1];
+        size_t want = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        if (n - (lead - 1) < want)
+            n = lead - 1;
+    }
+    out[n] = '\0';
     return n;
 }
 

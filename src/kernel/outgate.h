@@ -43,11 +43,17 @@ typedef struct pyc_outbudget {
     bool notice_told;
 } pyc_outbudget_t;
 
+/* The most of a cell's output text the gate keeps for the cell's event (pyc_outgate_keep). */
+#define PYC_OUTGATE_HEAD_MAX ((size_t)4096)
+
 typedef struct pyc_outgate {
     pthread_mutex_t lock;
     bool active;                 /* an execute request is running */
     pyc_outbudget_t cell;        /* the running (or the last) cell's */
     pyc_outbudget_t idle;        /* between cells, for the whole session */
+    size_t head_cap;             /* bytes of the cell's text kept (pyc_outgate_set_head); 0: none */
+    size_t head_len;
+    char head[PYC_OUTGATE_HEAD_MAX];   /* the first head_len bytes of the running (or last) cell's text */
 } pyc_outgate_t;
 
 /* A copy of the counts, taken under the lock. */
@@ -82,8 +88,10 @@ size_t pyc_outgate_room(pyc_outgate_t *g);
  * published. */
 bool pyc_outgate_can_send(pyc_outgate_t *g);
 
-/* Counts a message of `bytes` that the caller publishes within pyc_outgate_room (a cell's error). */
-void pyc_outgate_count(pyc_outgate_t *g, size_t bytes);
+/* Counts a message of `bytes` that the caller publishes within pyc_outgate_room (a cell's error), and keeps
+ * text[0..n) (what a reader sees of it; may be NULL) in the cell's head (pyc_outgate_set_head): the error
+ * is published after the cell's count has ended, and is still the cell's. */
+void pyc_outgate_count(pyc_outgate_t *g, size_t bytes, const char *text, size_t n);
 
 /* The notice that output between cells is dropped from now on, once: written into text (cap bytes) and
  * counted in the session's budget; returns its length, or 0 (text untouched). */
@@ -98,6 +106,22 @@ pyc_outgate_stats_t pyc_outgate_stats(pyc_outgate_t *g);
  * budget; returns its length, or 0 (text untouched) when nothing was dropped or the caps leave no room for
  * a notice. */
 size_t pyc_outgate_notice(pyc_outgate_t *g, char *text, size_t cap);
+
+/* The head of a cell's output, for its cell_done event (README, "pyc events"): the gate keeps the first cap
+ * bytes (at most PYC_OUTGATE_HEAD_MAX; 0, the default, keeps none) of the text that the running cell
+ * published, in the order it went out.  The publishers give it what a reader of the cell sees as text
+ * (pyc_outgate_keep): stream text as admitted, the text/plain of results and displays, the error's line. */
+void pyc_outgate_set_head(pyc_outgate_t *g, size_t cap);
+
+/* Keeps text[0..n) in the running cell's head, as far as the head has room; nothing outside a cell. */
+void pyc_outgate_keep(pyc_outgate_t *g, const char *text, size_t n);
+
+/* True while the running cell's head has room (a caller may skip making text that would not be kept). */
+bool pyc_outgate_wants_text(pyc_outgate_t *g);
+
+/* Copies the running (or last) cell's head into out (cap bytes, at least PYC_OUTGATE_HEAD_MAX + 1 for all of
+ * it), cut to end on a whole UTF-8 character and NUL-terminated; returns its length. */
+size_t pyc_outgate_head(pyc_outgate_t *g, char *out, size_t cap);
 
 /* Held across fork(2) by pyc_kernel_fork, so that a child never inherits the lock taken. */
 void pyc_outgate_lock(pyc_outgate_t *g);

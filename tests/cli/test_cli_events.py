@@ -11,8 +11,7 @@ import time
 
 import pyctest
 from clitest import (EXIT_INTERRUPTED, EXIT_LOST, EXIT_NOSESSION, EXIT_OK, EXIT_PIPE, EXIT_TIMEOUT, EXIT_USAGE,
-                     PYC_CLI, pyc, read_session, runtime_dir, session_file, unique_name,
-                     wait_gone)
+                     PYC_CLI, pyc, read_session, runtime_dir, session_file, unique_name, wait_gone)
 
 CRASH = "import ctypes; ctypes.string_at(0)"
 
@@ -220,6 +219,61 @@ def test_rotation_keeps_the_bound(sessions):
     # --since across both files resumes exactly
     cursor = seqs[len(seqs) // 3]
     assert [e["seq"] for e in events(since=cursor)] == [s for s in seqs if s > cursor]
+
+
+def test_a_cursor_older_than_the_log_gets_a_gap_and_one_from_the_future_an_error(sessions):
+    """Issue 35, item 3: events the rotation dropped are not skipped in silence, and a cursor past the newest
+    event (from another log, or a log removed since) is refused rather than waited on."""
+    env = pyctest.child_env(PYC_EVENTS_MAX_BYTES="4096")
+    name = unique_name("gap")
+    pyc("new", name, check=EXIT_OK, env=env)
+    sessions.adopt(name)
+    for i in range(25):
+        pyc("run", name, "x = %d" % i, check=EXIT_OK, env=env)
+    seqs = [e["seq"] for e in events()]
+    oldest, newest = seqs[0], seqs[-1]
+    assert oldest > 3, seqs
+    got = events(since=1)
+    gap = got[0]
+    assert gap == {"seq": oldest - 1, "time": got[1]["time"], "session": None, "pid": None, "event": "gap",
+                   "from": 2, "to": oldest - 1, "lost": oldest - 2}, gap
+    assert [e["seq"] for e in got[1:]] == seqs
+    # only for a cursor: the whole log, and a cursor inside it, have none
+    assert all(e["event"] != "gap" for e in events()) and all(e["event"] != "gap" for e in events(since=oldest))
+    # also when only some sessions are asked for (the lost events may have been theirs)
+    assert events(name, since=1)[0]["event"] == "gap"
+    text = pyc("events", name, "--since", 1, check=EXIT_OK).stdout.splitlines()
+    assert text[0].split()[:1] == [str(oldest - 1)] and " - - gap %d events lost" % (oldest - 2) in text[0], text
+    # a cursor from the future
+    assert events(since=newest) == []
+    p = pyc("events", "--since", newest + 5, check=EXIT_USAGE)
+    assert p.stdout == "" and "past the newest event" in p.stderr and str(newest) in p.stderr, p.stderr
+    pyc("events", "--since", newest + 5, "--follow", check=EXIT_USAGE)
+
+
+def test_cell_done_carries_the_output_size_and_on_request_its_head(sessions):
+    plain = sessions.new()
+    pyc("run", plain, "print('hello world')", check=EXIT_OK)
+    pyc("run", plain, "x = 1", check=EXIT_OK)
+    done = [e for e in events(plain) if e["event"] == "cell_done"]
+    assert [(d["output_bytes"], d["output_messages"]) for d in done] == [(12, 1), (0, 0)], done
+    assert all("output_head" not in d for d in done)
+    # --event-output N: the first N bytes of the text a reader sees (streams, results, the error's line)
+    name = unique_name("head")
+    pyc("new", name, "--event-output", "40", check=EXIT_OK)
+    sessions.adopt(name)
+    pyc("run", name, "print('a' * 30); 7 * 6", check=EXIT_OK)
+    pyc("run", name, "print('before'); 1/0", check=1)
+    pyc("run", name, "print('é' * 30)", check=EXIT_OK)
+    pyc("run", name, "--isolate", "print('from the child')", check=EXIT_OK)
+    done = [e for e in events(name) if e["event"] == "cell_done"]
+    assert done[0]["output_head"] == "a" * 30 + "\n42\n" and done[0]["output_messages"] == 2, done[0]
+    assert done[1]["output_head"] == "before\nZeroDivisionError: division by zero\n"[:40], done[1]
+    assert done[2]["output_head"] == "é" * 20 and done[2]["output_bytes"] == 61, done[2]
+    assert done[3]["output_head"] == "from the child\n", done[3]
+    # the kernel keeps at most 4096 bytes of it: more is a usage error of pyc new
+    p = pyc("new", unique_name("big"), "--event-output", "5000", check=EXIT_USAGE)
+    assert "--event-output" in p.stderr, p.stderr
 
 
 class LineReader:

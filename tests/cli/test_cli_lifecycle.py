@@ -360,7 +360,7 @@ def test_ls(sessions):
     b = sessions.new()
     p = pyc("ls", check=EXIT_OK)
     lines = p.stdout.splitlines()
-    assert lines[0].split() == ["NAME", "PID", "STATE", "AGE"]
+    assert lines[0].split() == ["NAME", "PID", "STATE", "AGE", "CHECKPOINT"]
     rows = {l.split()[0]: l.split() for l in lines[1:]}
     for n in (a, b):
         assert rows[n][1] == str(read_session(n)["pid"]) and rows[n][2] == "live", rows

@@ -131,6 +131,53 @@ test_iterator_repeats(void **state)
     assert_int_equal(pyc_args_next(&it, &v, &err), PYC_ARG_END);
 }
 
+/* An option whose value may be the next word (pyc new --replay [FILE]): --name=V, --name WORD, --name alone
+ * (last, or before an option), and a word taken back by a command short of positional words. */
+static void
+test_optional_word(void **state)
+{
+    (void)state;
+    static const pyc_argspec_t ow[] = {{"replay", PYC_ARG_OPTIONAL_WORD, 0}, {"json", false, 0}};
+    pyc_args_t a;
+    pyc_error_t err;
+    char *v1[] = {"work", "--replay", "f.py"};
+    assert_int_equal(pyc_args_parse(3, v1, ow, 2, &a, &err), 0);
+    assert_string_equal(a.value[0], "f.py");
+    assert_true(a.took_word[0]);
+    pyc_args_give_back(&a, 1);   /* has its one positional word: nothing moves */
+    assert_int_equal(a.npos, 1);
+    assert_string_equal(a.value[0], "f.py");
+
+    char *v2[] = {"--replay=", "work"};
+    assert_int_equal(pyc_args_parse(2, v2, ow, 2, &a, &err), 0);
+    assert_string_equal(a.value[0], "");
+    assert_false(a.took_word[0]);
+    assert_int_equal(a.npos, 1);
+
+    char *v3[] = {"work", "--replay", "--json"};
+    assert_int_equal(pyc_args_parse(3, v3, ow, 2, &a, &err), 0);
+    assert_string_equal(a.value[0], "");
+    assert_string_equal(a.value[1], "");
+    assert_int_equal(a.npos, 1);
+
+    char *v4[] = {"work", "--replay"};
+    assert_int_equal(pyc_args_parse(2, v4, ow, 2, &a, &err), 0);
+    assert_string_equal(a.value[0], "");
+
+    char *v5[] = {"--replay", "work"};
+    assert_int_equal(pyc_args_parse(2, v5, ow, 2, &a, &err), 0);
+    assert_int_equal(a.npos, 0);
+    pyc_args_give_back(&a, 1);   /* `pyc new --replay work`: work is the session, --replay is bare */
+    assert_int_equal(a.npos, 1);
+    assert_string_equal(a.pos[0], "work");
+    assert_string_equal(a.value[0], "");
+
+    char *v6[] = {"--replay", "--", "x"};
+    assert_int_equal(pyc_args_parse(3, v6, ow, 2, &a, &err), 0);
+    assert_string_equal(a.value[0], "");
+    assert_int_equal(a.npos, 1);
+}
+
 int
 main(void)
 {
@@ -140,6 +187,7 @@ main(void)
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_iterator_repeats),
+        cmocka_unit_test(test_optional_word),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

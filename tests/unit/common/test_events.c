@@ -225,6 +225,73 @@ test_rotation_keeps_the_bound(void **state)
     free(g);
 }
 
+/* A cursor older than what the rotated log keeps: with gaps asked for, the reader says how many events were
+ * lost before the first it gives (and the gap's seq resumes right after them); newest is the last seq. */
+static json_t *first_gap;
+
+static int
+keep_gap(void *ctx, const pyc_event_t *e)
+{
+    if (strcmp(e->event, PYC_EVENTS_GAP) == 0 && first_gap == NULL)
+        first_gap = json_incref(e->obj);
+    return collect(ctx, e);
+}
+
+static void
+test_gap_after_rotation(void **state)
+{
+    const char *dir = *state;
+    pyc_error_t err;
+    pyc_events_t *ev = pyc_events_open(dir, 4096, &err);
+    assert_non_null(ev);
+    json_t *f = json_pack("{s:s}", "pad", "0123456789012345678901234567890123456789");
+    for (int i = 1; i <= 300; i++)
+        assert_int_equal(pyc_events_append(ev, "rot", 9, "cell_done", f, -1, &err), i);
+    got_t *g = calloc(1, sizeof *g);
+    pyc_events_cursor_t cur = {.seq = 5, .gaps = true};
+    assert_int_equal(pyc_events_read(dir, &cur, keep_gap, g, &err), 0);
+    assert_non_null(first_gap);
+    assert_string_equal(g->events[0], PYC_EVENTS_GAP);
+    long long oldest = g->seqs[1];
+    assert_true(oldest > 7 && oldest < 300);
+    assert_int_equal(g->seqs[0], oldest - 1);
+    assert_int_equal(json_integer_value(json_object_get(first_gap, "from")), 6);
+    assert_int_equal(json_integer_value(json_object_get(first_gap, "to")), oldest - 1);
+    assert_int_equal(json_integer_value(json_object_get(first_gap, "lost")), oldest - 6);
+    assert_true(json_is_null(json_object_get(first_gap, "session")));
+    assert_int_equal(g->seqs[g->n - 1], 300);
+    assert_int_equal(cur.newest, 300);
+    json_decref(first_gap);
+    first_gap = NULL;
+
+    /* A follower that falls behind by more than the log holds is told too, once, and goes on in order. */
+    g->n = 0;
+    for (int i = 301; i <= 600; i++)
+        assert_int_equal(pyc_events_append(ev, "rot", 9, "cell_done", f, -1, &err), i);
+    assert_int_equal(pyc_events_read(dir, &cur, keep_gap, g, &err), 0);
+    assert_non_null(first_gap);
+    assert_int_equal(json_integer_value(json_object_get(first_gap, "from")), 301);
+    assert_string_equal(g->events[0], PYC_EVENTS_GAP);
+    for (int i = 2; i < g->n; i++)
+        assert_int_equal(g->seqs[i], g->seqs[i - 1] + 1);
+    json_decref(first_gap);
+    first_gap = NULL;
+
+    /* Without gaps asked for (the readers of ls and poll), nothing but events; a cursor within the log: no gap. */
+    pyc_events_cursor_t plain = {.seq = 5}, within = {.seq = 595, .gaps = true};
+    g->n = 0;
+    assert_int_equal(pyc_events_read(dir, &plain, collect, g, &err), 0);
+    assert_string_equal(g->events[0], "cell_done");
+    g->n = 0;
+    assert_int_equal(pyc_events_read(dir, &within, collect, g, &err), 0);
+    assert_int_equal(g->n, 5);
+    assert_int_equal(g->seqs[0], 596);
+    assert_int_equal(within.newest, 600);
+    json_decref(f);
+    pyc_events_destroy(&ev);
+    free(g);
+}
+
 static void
 test_never_through_a_link(void **state)
 {
@@ -402,6 +469,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_reader_resumes_past_a_partial_line, unit_tmpdir_setup,
                                         unit_tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_rotation_keeps_the_bound, unit_tmpdir_setup, unit_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_gap_after_rotation, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_never_through_a_link, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_line_too_long_is_refused, unit_tmpdir_setup, unit_tmpdir_teardown),
         cmocka_unit_test_setup_teardown(test_lock_timeout, unit_tmpdir_setup, unit_tmpdir_teardown),

@@ -48,6 +48,8 @@ test_checkpoint_round_trip(void **state)
     assert_int_equal(pyc_checkpoint_load(path, &got, &n, &err), 0);
     assert_int_equal(n, 0);
     pyc_checkpoint_free_cells(got, n);
+    assert_false(pyc_checkpoint_has_cells(c));             /* a closed event does not name an empty file */
+    assert_false(pyc_checkpoint_has_cells(NULL));
     /* A second session of the same name (a restarted kernel) gets a file of its own. */
     pyc_checkpoint_t *again = pyc_checkpoint_new(dir, "kernel-1/../x", "3.11.2", &err);
     assert_non_null(again);
@@ -57,6 +59,7 @@ test_checkpoint_round_trip(void **state)
                            "!echo hi"};
     for (int i = 0; i < 4; i++)
         assert_int_equal(pyc_checkpoint_add(c, i + 1, cells[i], &err), 0);
+    assert_true(pyc_checkpoint_has_cells(c));
     assert_int_equal(stat(path, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0600);
     char *text = read_file(path);
@@ -71,6 +74,7 @@ test_checkpoint_round_trip(void **state)
 
     /* A forked session's checkpoint starts with the parent's cells and goes on by itself. */
     assert_int_equal(pyc_checkpoint_fork(c, dir, "child", &err), 0);
+    assert_true(pyc_checkpoint_has_cells(c));               /* the parent's, copied */
     assert_int_equal(pyc_checkpoint_add(c, 5, "z = 3", &err), 0);
     assert_int_equal(pyc_checkpoint_load(pyc_checkpoint_path(c), &got, &n, &err), 0);
     assert_int_equal(n, 5);
@@ -99,7 +103,9 @@ test_checkpoint_restore(void **state)
         assert_int_equal(pyc_checkpoint_add(c, i, code, &err), 0);
     }
     /* back to the state after In[2]; the count goes on from 5 */
+    assert_false(pyc_checkpoint_has_cells(other));
     assert_int_equal(pyc_checkpoint_restored(other, pyc_checkpoint_path(c), 2, &err), 0);
+    assert_true(pyc_checkpoint_has_cells(other));           /* the cells up to In[2] are kept */
     assert_string_equal(pyc_checkpoint_path(other), pyc_checkpoint_path(c));
     assert_int_equal(pyc_checkpoint_add(other, 5, "y = 5", &err), 0);
     /* and back again, after In[1] */

@@ -94,6 +94,12 @@ test_set_and_env(void **state)
     assert_true(l.cell_grace == PYC_LIMITS_DEFAULT_GRACE);
     assert_int_equal(pyc_limits_set(&l, "cell-grace", "500ms", &err), 0);
     assert_true(l.cell_grace == 0.5);
+    /* the head of a cell's output in its event: a size, at most PYC_LIMITS_EVENT_OUTPUT_MAX */
+    assert_int_equal(pyc_limits_set(&l, "event-output", "4K", &err), 0);
+    assert_int_equal(l.event_output, PYC_LIMITS_EVENT_OUTPUT_MAX);
+    assert_int_equal(pyc_limits_set(&l, "event-output", "4097", &err), -1);
+    assert_non_null(strstr(err.text, "event-output"));
+    assert_int_equal(l.event_output, PYC_LIMITS_EVENT_OUTPUT_MAX);
 
     setenv("PYC_IDLE_TIMEOUT", "30", 1);
     setenv("PYC_OUTPUT_LIMIT", "1M", 1);

@@ -213,11 +213,45 @@ test_room_and_count_for_errors(void **state)
     pyc_outgate_set(&g, true, 100, 0);
     assert_int_equal(pyc_outgate_admit(&g, 30, NULL), 30);
     assert_int_equal(pyc_outgate_room(&g), 70);                     /* nothing was dropped: no notice to keep */
-    pyc_outgate_count(&g, 70);                                      /* an error cut to that room */
+    pyc_outgate_count(&g, 70, NULL, 0);                             /* an error cut to that room */
     assert_int_equal(pyc_outgate_room(&g), 0);
     pyc_outgate_stats_t s = pyc_outgate_stats(&g);
     assert_int_equal(s.bytes, 100);
     assert_int_equal(s.msgs, 2);
+    pyc_outgate_destroy(&g);
+}
+
+/* The head of a cell's output (its cell_done event): the first bytes the cell published, in order, its error
+ * included after the count ended; cut on a whole character; none outside a cell, none when off. */
+static void
+test_head_of_a_cells_output(void **state)
+{
+    (void)state;
+    pyc_outgate_t g;
+    char out[PYC_OUTGATE_HEAD_MAX + 1];
+    pyc_outgate_init(&g);
+    pyc_outgate_set(&g, true, 0, 0);
+    pyc_outgate_keep(&g, "ignored", 7);
+    assert_int_equal(pyc_outgate_head(&g, out, sizeof out), 0);   /* off by default */
+    assert_false(pyc_outgate_wants_text(&g));
+    pyc_outgate_set_head(&g, 9);
+    pyc_outgate_set(&g, true, 0, 0);
+    assert_true(pyc_outgate_wants_text(&g));
+    pyc_outgate_keep(&g, "ab\n", 3);
+    pyc_outgate_set(&g, false, 0, 0);
+    pyc_outgate_keep(&g, "between", 7);                        /* not the cell's */
+    pyc_outgate_count(&g, 40, "E: x\n", 5);                     /* its error, after the count ended */
+    assert_int_equal(pyc_outgate_head(&g, out, sizeof out), 8);
+    assert_string_equal(out, "ab\nE: x\n");
+    /* A character cut by the cap is left out whole. */
+    pyc_outgate_set(&g, true, 0, 0);
+    assert_int_equal(pyc_outgate_head(&g, out, sizeof out), 0);   /* a new cell starts a new head */
+    pyc_outgate_keep(&g, "12345678\xc3\xa9", 10);
+    assert_false(pyc_outgate_wants_text(&g));
+    assert_int_equal(pyc_outgate_head(&g, out, sizeof out), 8);
+    assert_string_equal(out, "12345678");
+    pyc_outgate_set_head(&g, 100000);                           /* bounded */
+    assert_int_equal(g.head_cap, PYC_OUTGATE_HEAD_MAX);
     pyc_outgate_destroy(&g);
 }
 
@@ -234,6 +268,7 @@ main(void)
         cmocka_unit_test(test_the_notice_is_inside_the_cap),
         cmocka_unit_test(test_between_cells_one_budget_for_the_session),
         cmocka_unit_test(test_room_and_count_for_errors),
+        cmocka_unit_test(test_head_of_a_cells_output),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
