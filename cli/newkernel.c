@@ -2,7 +2,7 @@
  * newkernel.c -- what the kernel of `pyc new` gets besides our own environment: the variables of a kernelspec
  * (--kernel SPEC), of the Python environment it runs in (--python, --no-env, the active one) and PYC_SESSION,
  * and its options: the limit flags and --replay, checked here by the kernel's own parser, and the default idle
- * timeout (see new.c).
+ * timeout, lifetime and cell deadline (see new.c).
  */
 #include "cli.h"
 
@@ -20,6 +20,15 @@
  * a session left behind by an agent or a closed terminal ends within one, while one a person comes back to
  * after a night's sleep is still there; its checkpoint (pyc new --replay) brings an ended one back. */
 #define DEFAULT_IDLE "24h"
+
+/* The other bounds of a session whose maker did not choose them, so that every `pyc new` session is bounded
+ * (README, "Limits of a session"): a lifetime of a week, after which even a session used every day ends (its
+ * checkpoint brings its cells back), and a deadline of an hour per cell, past which an agent's cell is far
+ * more likely stuck (a lost network peer, a wait on input that never comes) than busy; a longer job says so
+ * (--cell-timeout 0, or --timeout on the cell).  The output cap is the kernel's own default (32 MiB a cell),
+ * which every kernel has. */
+#define DEFAULT_LIFETIME "168h"
+#define DEFAULT_CELL_TIMEOUT "1h"
 
 /* What the kernel's environment gets besides ours: "NAME=VALUE" strings (owned), from --python and a
  * kernelspec's env; and whether PYC_PYTHON_EXE is to be dropped (--no-env). */
@@ -193,7 +202,8 @@ add_kernel_opt(const char *option, const char *value)
 }
 
 /* The kernel's options from the limit flags and --replay, each checked first (see the top of this file),
- * and the default idle timeout.  Returns 0, or -1 (printed: a usage error). */
+ * and the defaults of the idle timeout, the lifetime and the cell deadline (each unless its flag, or its
+ * PYC_* variable in our environment or the kernelspec's, says otherwise).  Returns 0, or -1 (printed: a usage error). */
 int
 cli_new_kernel_options(const cli_args_t *a)
 {
@@ -229,9 +239,19 @@ cli_new_kernel_options(const cli_args_t *a)
         if (add_kernel_opt(limits[i].option, v) < 0)
             return -1;
     }
-    if (a->value[CLI_NEW_IDLE] == NULL && !kernel_env_sets("PYC_IDLE_TIMEOUT") &&
-        add_kernel_opt("idle-timeout", DEFAULT_IDLE) < 0)
-        return -1;
+    static const struct {
+        int flag;
+        const char *env, *option, *value;
+    } defaults[] = {
+        {CLI_NEW_IDLE, "PYC_IDLE_TIMEOUT", "idle-timeout", DEFAULT_IDLE},
+        {CLI_NEW_LIFETIME, "PYC_LIFETIME", "lifetime", DEFAULT_LIFETIME},
+        {CLI_NEW_CELL_TIMEOUT, "PYC_CELL_TIMEOUT", "cell-timeout", DEFAULT_CELL_TIMEOUT},
+    };
+    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
+        if (a->value[defaults[i].flag] == NULL && !kernel_env_sets(defaults[i].env) &&
+            add_kernel_opt(defaults[i].option, defaults[i].value) < 0)
+            return -1;
+    }
     const char *replay = a->value[CLI_NEW_REPLAY];
     char *newest = NULL;
     if (replay != NULL && replay[0] == '\0') {

@@ -37,6 +37,7 @@ pyc_limits_init(pyc_limits_t *l)
     memset(l, 0, sizeof *l);
     l->cell_grace = PYC_LIMITS_DEFAULT_GRACE;
     l->shutdown_grace = PYC_LIMITS_DEFAULT_SHUTDOWN_GRACE;
+    l->output_bytes = PYC_LIMITS_DEFAULT_OUTPUT;
 }
 
 int

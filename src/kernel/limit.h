@@ -48,6 +48,14 @@ typedef struct pyc_cell_limits {
 /* The default cell grace, in seconds. */
 #define PYC_LIMITS_DEFAULT_GRACE 5.0
 
+/* The output cap of every kernel that is not told otherwise (PYC_OUTPUT_LIMIT, --output-limit; 0 turns it off):
+ * 32 MiB of output per cell (and between two cells), so that a cell that prints in a loop cannot make the
+ * browser's tab, which keeps every output, use gigabytes and freeze (JupyterLab slows down well before
+ * that), while a big figure, an interactive plot's script or a table of many thousand rows still fits.  No
+ * deadline and no lifetime by default: a notebook's cells may rightly run for hours (`pyc new` gives its
+ * sessions those; README, "Limits of a session"). */
+#define PYC_LIMITS_DEFAULT_OUTPUT ((size_t)32 << 20)
+
 /* The default shutdown grace, in seconds: a non-daemon thread or an atexit handler that never returns must
  * not keep a kernel alive for ever after it was asked to shut down.  0 (--shutdown-grace=0) waits for ever. */
 #define PYC_LIMITS_DEFAULT_SHUTDOWN_GRACE 10.0

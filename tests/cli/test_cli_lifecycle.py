@@ -574,7 +574,22 @@ def test_new_idle_timeout_default_and_overrides(sessions):
     sessions.adopt(name)
     assert _limits(name)["idle_timeout"] == 3600
     lim = _limits(sessions.new(None, "--idle", "0"))
-    assert lim["idle_timeout"] is None and lim["cell_timeout"] is None and lim["memory_limit"] is None
+    assert lim["idle_timeout"] is None and lim["memory_limit"] is None
+
+
+def test_new_sessions_are_bounded_by_default(sessions):
+    """A `pyc new` session has a lifetime (a week), a deadline per cell (an hour) and an output cap (the
+    kernel's 32 MiB) unless told otherwise; each flag, or its PYC_* variable, overrides it, 0 turns it off."""
+    lim = _limits(sessions.new())
+    assert lim["lifetime"] == 7 * 86400 and lim["cell_timeout"] == 3600, lim
+    assert lim["output_limit"] == 32 << 20 and lim["idle_timeout"] == 86400, lim
+    lim = _limits(sessions.new(None, "--lifetime", "0", "--cell-timeout", "0", "--output-limit", "0"))
+    assert lim["lifetime"] is None and lim["cell_timeout"] is None and lim["output_limit"] is None, lim
+    name = unique_name()
+    pyc("new", name, check=EXIT_OK, env=pyctest.child_env(PYC_LIFETIME="2h", PYC_CELL_TIMEOUT="90s"))
+    sessions.adopt(name)
+    lim = _limits(name)
+    assert lim["lifetime"] == 7200 and lim["cell_timeout"] == 90, lim
 
 
 def test_new_idle_ends_an_abandoned_session(sessions):

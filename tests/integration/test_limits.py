@@ -179,6 +179,23 @@ def output_bytes(msgs):
     return total
 
 
+def test_a_kernel_started_by_jupyter_has_an_output_cap_and_no_deadline_by_default(limited):
+    """Every kernel caps a cell's output at 32 MiB unless told otherwise (the browser's tab keeps every output),
+    and keeps no deadline or lifetime (notebook cells may run for hours); PYC_OUTPUT_LIMIT=0 turns the cap off."""
+    k = limited()
+    limits = k.kernel_info()["pyc"]["limits"]
+    assert limits["output_limit"] == 32 << 20, limits
+    assert "cell_timeout" not in limits and "lifetime" not in limits, limits
+    # 40 MiB printed in 1 MiB lines: 32 MiB reach the client, notice included
+    reply, msgs = run(k.kc, "line = 'x' * ((1 << 20) - 1)\nfor i in range(40):\n    print(line)", timeout=120)
+    assert reply["content"]["status"] == "ok"
+    md = reply["metadata"]["pyc"]
+    assert md["output_dropped"] is True and md["output"]["dropped_bytes"] > 0, md
+    assert output_bytes(msgs) == 32 << 20
+    off = limited(PYC_OUTPUT_LIMIT="0")
+    assert "output_limit" not in off.kernel_info()["pyc"]["limits"]
+
+
 def test_output_cap_bytes(limited):
     k = limited(PYC_OUTPUT_LIMIT="10K")
     reply, msgs = run(k.kc, "for i in range(5000):\n    print('line %05d' % i)\n'done'")
