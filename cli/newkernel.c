@@ -203,7 +203,8 @@ add_kernel_opt(const char *option, const char *value)
 
 /* The kernel's options from the limit flags and --replay, each checked first (see the top of this file),
  * and the defaults of the idle timeout, the lifetime and the cell deadline (each unless its flag, or its
- * PYC_* variable in our environment or the kernelspec's, says otherwise).  Returns 0, or -1 (printed: a usage error). */
+ * PYC_* variable in our environment or the kernelspec's, says otherwise).  Returns 0, or -1 (printed: a
+ * usage error). */
 int
 cli_new_kernel_options(const cli_args_t *a)
 {
