@@ -29,6 +29,8 @@ static const cli_optspec_t new_opts[CLI_NEW_NOPTS] = {
     [CLI_NEW_OUTPUT_LIMIT] = {"output-limit", true, 0},
     [CLI_NEW_MEMORY] = {"memory", true, 0},
     [CLI_NEW_REPLAY] = {"replay", true, 0},
+    [CLI_NEW_CELL_CPU] = {"cell-cpu", true, 0},
+    [CLI_NEW_OPEN_FILES] = {"open-files", true, 0},
 };
 
 static const cli_optspec_t run_opts[CLI_RUN_NOPTS] = {
@@ -84,7 +86,8 @@ static const cli_optspec_t events_opts[CLI_EVENTS_NOPTS] = {
 const cli_command_t cli_commands[] = {
     {"new", cli_new,
      "new NAME [--replace] [--kernel PATH|SPEC] [--timeout S] [--curve] [--python PATH | --no-env] [--json]"
-     " [--idle S] [--lifetime S] [--cell-timeout S] [--output-limit BYTES] [--memory BYTES] [--replay FILE]",
+     " [--idle S] [--lifetime S] [--cell-timeout S] [--cell-cpu S] [--output-limit BYTES] [--memory BYTES]"
+     " [--open-files N] [--replay FILE]",
      "start a detached kernel as session NAME",
      "Starts a detached pyc kernel as session NAME and prints its connection file.\n"
      "A live or unresponsive NAME is refused (exit 4) unless --replace; a stale one is cleaned first.\n"
@@ -92,8 +95,10 @@ const cli_command_t cli_commands[] = {
      "  --idle S          end the session after S without a request (default 24h, or $PYC_IDLE_TIMEOUT)\n"
      "  --lifetime S      end it S after its start\n"
      "  --cell-timeout S  stop a cell that runs longer than S (CellTimeout; the session goes on)\n"
+     "  --cell-cpu S      stop a cell that spends S of CPU time (CellCPUTimeout; the session goes on)\n"
      "  --output-limit BYTES  drop a cell's output past BYTES\n"
      "  --memory BYTES    let the session allocate at most BYTES more than at its start (MemoryError)\n"
+     "  --open-files N    let the session open at most N files beyond the kernel's own (OSError EMFILE)\n"
      "--replay FILE runs a checkpoint's cells (pyc status shows a session's checkpoint) before the session\n"
      "answers; it counts against --timeout (default 60 s).\n"
      "--curve gives the session CURVE keys: its traffic is encrypted, and clients must know its public key.\n"
@@ -138,10 +143,11 @@ const cli_command_t cli_commands[] = {
      "JSON: pid, uptime, execution count, memory, busy/idle",
      "Prints a JSON object: name, pid, state (idle or busy), execution_count (null when busy and the\n"
      "kernel has no usage_request), uptime (s), memory {rss, pss, kernel_memory} in bytes,\n"
-     "connection_file, limits {idle_timeout, lifetime, cell_timeout (s), output_limit, memory_limit\n"
-     "(bytes): null when off, and any other the kernel keeps}, checkpoint (the file pyc new --replay\n"
-     "takes; null when off), and usage (the kernel's usage_reply, when it has one).  A kernel whose\n"
-     "heartbeat is silent (stopped, or stuck) has state unresponsive, and the exit code is 6.",
+     "connection_file, limits {idle_timeout, lifetime, cell_timeout, cell_cpu (s), output_limit,\n"
+     "memory_limit (bytes), open_files: null when off, and any other the kernel keeps}, checkpoint\n"
+     "(the file pyc new --replay takes; null when off), and usage (the kernel's usage_reply, when it has\n"
+     "one).  A kernel whose heartbeat is silent (stopped, or stuck) has state unresponsive, and the exit\n"
+     "code is 6.",
      NO_OPTS, 1, 1},
     {"vars", cli_vars, "vars NAME",
      "JSON list of the user's names and types",
