@@ -305,8 +305,10 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     k->cell.cpu = cl.cpu;
     pyc_outgate_set(&k->out, true, cl.output_bytes, cl.output_messages);
     pyc__memory_reserve(k, true);
+    pyc__files_reserve(k, true);
     unsigned irq0 = pyc_py_interrupt_count();
     int why = run_cell(k, code, &opts, &res, &iso_md);
+    pyc__files_reserve(k, false);      /* room for the kernel's own work when the cell took every descriptor */
     pyc_streams_flush(k->streams);
     /* No user code runs from here to idle: dispatch need not flush again.  (A subshell's thread publishes
      * its own idle.) */

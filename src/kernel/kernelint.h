@@ -491,6 +491,10 @@ json_t *pyc__memory_enforcement(const pyc_kernel_t *k);
  * listing needs a descriptor of its own: a process at its limit cannot list them). */
 int pyc__open_files(void);
 
+/* Under an open-file cap: takes the reserve (true, before a cell: as many of its descriptors as there is room
+ * for), or (false, after a cell) gives it back when the process is at its limit. */
+void pyc__files_reserve(pyc_kernel_t *k, bool keep);
+
 /* The most descriptors the process may have open (RLIMIT_NOFILE's soft limit), or -1 when unlimited. */
 long long pyc__open_files_max(void);
 
