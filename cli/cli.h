@@ -221,7 +221,7 @@ int cli_new_choose_environment(const char *python, bool no_env);
 
 /* The kernel's options from new's limit flags and --replay, each checked first, and the default idle
  * timeout: into cli_new_kernel_opts[0..cli_new_n_kernel_opts).  Returns 0, or -1 (printed: a usage error). */
-#define CLI_NEW_MAX_KERNEL_OPTS 8
+#define CLI_NEW_MAX_KERNEL_OPTS 12
 #define CLI_EVENT_OUTPUT_MAX ((size_t)4096)   /* the kernel's PYC_LIMITS_EVENT_OUTPUT_MAX (limit.h) */
 int cli_new_kernel_options(const cli_args_t *a);
 extern char *cli_new_kernel_opts[CLI_NEW_MAX_KERNEL_OPTS];
@@ -348,7 +348,7 @@ int cli_usage_error(const char *name);
  * when absent). */
 enum { CLI_NEW_REPLACE, CLI_NEW_KERNEL, CLI_NEW_JSON, CLI_NEW_TIMEOUT, CLI_NEW_CURVE, CLI_NEW_PYTHON, CLI_NEW_NO_ENV,
        CLI_NEW_IDLE, CLI_NEW_LIFETIME, CLI_NEW_CELL_TIMEOUT, CLI_NEW_OUTPUT_LIMIT, CLI_NEW_MEMORY, CLI_NEW_REPLAY,
-       CLI_NEW_EVENT_OUTPUT, CLI_NEW_NOPTS };
+       CLI_NEW_EVENT_OUTPUT, CLI_NEW_CELL_CPU, CLI_NEW_OPEN_FILES, CLI_NEW_NOPTS };
 enum { CLI_RUN_JSON, CLI_RUN_TIMEOUT, CLI_RUN_ISOLATE, CLI_RUN_NOPTS };
 enum { CLI_LS_JSON, CLI_LS_NOPTS };
 enum { CLI_COMPLETE_JSON, CLI_COMPLETE_NOPTS };

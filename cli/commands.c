@@ -30,6 +30,8 @@ static const cli_optspec_t new_opts[CLI_NEW_NOPTS] = {
     [CLI_NEW_MEMORY] = {"memory", true, 0},
     [CLI_NEW_REPLAY] = {"replay", PYC_ARG_OPTIONAL_WORD, 0},
     [CLI_NEW_EVENT_OUTPUT] = {"event-output", true, 0},
+    [CLI_NEW_CELL_CPU] = {"cell-cpu", true, 0},
+    [CLI_NEW_OPEN_FILES] = {"open-files", true, 0},
 };
 
 static const cli_optspec_t run_opts[CLI_RUN_NOPTS] = {
@@ -85,8 +87,8 @@ static const cli_optspec_t events_opts[CLI_EVENTS_NOPTS] = {
 const cli_command_t cli_commands[] = {
     {"new", cli_new,
      "new NAME [--replace] [--kernel PATH|SPEC] [--timeout S] [--curve] [--python PATH | --no-env] [--json]"
-     " [--idle S] [--lifetime S] [--cell-timeout S] [--output-limit BYTES] [--memory BYTES] [--replay [FILE]]"
-     " [--event-output BYTES]",
+     " [--idle S] [--lifetime S] [--cell-timeout S] [--cell-cpu S] [--output-limit BYTES] [--memory BYTES]"
+     " [--open-files N] [--replay [FILE]] [--event-output BYTES]",
      "start a detached kernel as session NAME",
      "Starts a detached pyc kernel as session NAME and prints its connection file.\n"
      "A live or unresponsive NAME is refused (exit 73) unless --replace; a stale one is cleaned first.\n"
@@ -95,8 +97,10 @@ const cli_command_t cli_commands[] = {
      "  --lifetime S      end it S after its start (default 168h, or $PYC_LIFETIME)\n"
      "  --cell-timeout S  stop a cell that runs longer than S (CellTimeout; the session goes on; default 1h,\n"
      "                    or $PYC_CELL_TIMEOUT)\n"
+     "  --cell-cpu S      stop a cell that spends S of CPU time (CellCPUTimeout; the session goes on)\n"
      "  --output-limit BYTES  drop a cell's output past BYTES (default 32M, or $PYC_OUTPUT_LIMIT)\n"
      "  --memory BYTES    let the session allocate at most BYTES more than at its start (MemoryError)\n"
+     "  --open-files N    let the session open at most N files beyond the kernel's own (OSError EMFILE)\n"
      "--replay FILE runs a checkpoint's cells (pyc status shows a session's checkpoint) before the session\n"
      "answers; it counts against --timeout (default 60 s).  --replay without FILE takes the newest checkpoint\n"
      "of NAME that holds a cell (named on stderr).\n"
@@ -148,12 +152,13 @@ const cli_command_t cli_commands[] = {
      "JSON: pid, uptime, execution count, memory, busy/idle",
      "Prints a JSON object: name, pid, state (idle or busy), execution_count (null when busy and the\n"
      "kernel has no usage_request), uptime (s), memory {rss, pss, kernel_memory} in bytes,\n"
-     "connection_file, limits {idle_timeout, lifetime, cell_timeout (s), output_limit, memory_limit\n"
-     "(bytes): null when off, and any other the kernel keeps}, checkpoint (the file pyc new --replay\n"
-     "takes; null when off), and usage (the kernel's usage_reply, when it has one).  A kernel whose\n"
-     "heartbeat is silent (stopped, or stuck) has state unresponsive, and the exit code is 69.\n"
-     "A session whose kernel is gone (or that is gone, with a checkpoint of its name left) exits 67 and\n"
-     "prints {name, pid, state: stale or none, reason, checkpoint, replay: the command that brings it back}.",
+     "connection_file, limits {idle_timeout, lifetime, cell_timeout, cell_cpu (s), output_limit,\n"
+     "memory_limit (bytes), open_files: null when off, and any other the kernel keeps}, checkpoint\n"
+     "(the file pyc new --replay takes; null when off), and usage (the kernel's usage_reply, when it has\n"
+     "one).  A kernel whose heartbeat is silent (stopped, or stuck) has state unresponsive, and the exit\n"
+     "code is 69.  A session whose kernel is gone (or that is gone, with a checkpoint of its name left)\n"
+     "exits 67 and prints {name, pid, state: stale or none, reason, checkpoint, replay: the command that\n"
+     "brings it back}.",
      NO_OPTS, 1, 1, false},
     {"vars", cli_vars, "vars NAME",
      "JSON list of the user's names and types",

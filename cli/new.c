@@ -17,12 +17,12 @@
  * half done.  pyc-NAME.log is made afresh by each `new`; after a failed start it is kept only when the
  * kernel wrote something into it (its error, whose path is then printed), and `kill NAME` removes it.
  *
- * Limits (--idle, --lifetime, --cell-timeout, --output-limit, --memory) and --replay become the kernel's own
- * options (--idle-timeout=S ...), which win over its PYC_* environment; each value is checked here first by
- * the kernel's own parser (units.h), so that a bad one is a usage error (PYC_EXIT_USAGE), not a kernel that
- * will not start.  A session is never left to live for ever by default: without --idle, and without PYC_IDLE_TIMEOUT
- * in our environment or the kernelspec's, the kernel gets --idle-timeout=DEFAULT_IDLE (newkernel.c, which
- * makes the kernel's environment and options).
+ * Limits (--idle, --lifetime, --cell-timeout, --cell-cpu, --output-limit, --memory, --open-files) and --replay
+ * become the kernel's own options (--idle-timeout=S ...), which win over its PYC_* environment; each value is
+ * checked here first by the kernel's own parser (units.h), so that a bad one is a usage error
+ * (PYC_EXIT_USAGE), not a kernel that will not start.  A session is never left to live for ever by default:
+ * without --idle, --lifetime and --cell-timeout, and without their PYC_* variables in our environment or the
+ * kernelspec's, the kernel gets the defaults (newkernel.c, which makes the kernel's environment and options).
  * The kernel gets PYC_SESSION=NAME in its environment: it is that session in the event log (events.c).
  */
 #include "cli.h"

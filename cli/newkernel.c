@@ -212,28 +212,33 @@ cli_new_kernel_options(const cli_args_t *a)
         int flag;
         const char *name;        /* as typed */
         const char *option;      /* the kernel's */
-        bool bytes;
+        enum { SECONDS, BYTES, FILES } unit;
         size_t max;              /* the most the kernel takes (0: no bound), said before anything starts */
     } limits[] = {
-        {CLI_NEW_IDLE, "--idle", "idle-timeout", false, 0},
-        {CLI_NEW_LIFETIME, "--lifetime", "lifetime", false, 0},
-        {CLI_NEW_CELL_TIMEOUT, "--cell-timeout", "cell-timeout", false, 0},
-        {CLI_NEW_OUTPUT_LIMIT, "--output-limit", "output-limit", true, 0},
-        {CLI_NEW_MEMORY, "--memory", "memory-limit", true, 0},
-        {CLI_NEW_EVENT_OUTPUT, "--event-output", "event-output", true, CLI_EVENT_OUTPUT_MAX},
+        {CLI_NEW_IDLE, "--idle", "idle-timeout", SECONDS, 0},
+        {CLI_NEW_LIFETIME, "--lifetime", "lifetime", SECONDS, 0},
+        {CLI_NEW_CELL_TIMEOUT, "--cell-timeout", "cell-timeout", SECONDS, 0},
+        {CLI_NEW_CELL_CPU, "--cell-cpu", "cell-cpu", SECONDS, 0},
+        {CLI_NEW_OUTPUT_LIMIT, "--output-limit", "output-limit", BYTES, 0},
+        {CLI_NEW_MEMORY, "--memory", "memory-limit", BYTES, 0},
+        {CLI_NEW_OPEN_FILES, "--open-files", "open-files", FILES, 0},
+        {CLI_NEW_EVENT_OUTPUT, "--event-output", "event-output", BYTES, CLI_EVENT_OUTPUT_MAX},
     };
     for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
         const char *v = a->value[limits[i].flag];
         pyc_error_t err;
         double secs;
-        size_t bytes;
+        size_t n;
         if (v == NULL)
             continue;
-        if ((limits[i].bytes ? pyc_units_bytes(v, &bytes, &err) : pyc_units_seconds(v, &secs, &err)) < 0) {
+        int rc = limits[i].unit == SECONDS ? pyc_units_seconds(v, &secs, &err)
+                 : limits[i].unit == BYTES ? pyc_units_bytes(v, &n, &err)
+                                           : pyc_units_count(v, PYC_UNITS_MAX_FILES, &n, &err);
+        if (rc < 0) {
             cli_err("new: %s: %s", limits[i].name, err.text);
             return -1;
         }
-        if (limits[i].max > 0 && bytes > limits[i].max) {
+        if (limits[i].max > 0 && n > limits[i].max) {
             cli_err("new: %s: at most %zu bytes", limits[i].name, limits[i].max);
             return -1;
         }

@@ -228,13 +228,14 @@ reply_within(pyc_client_t *cl, int chan, const char *id, double t0, int ms, int 
     }
 }
 
-/* The limits `status` shows: the kernel's (usage_reply's pyc.limits, which lists only those set, in seconds
- * and bytes), with null for each of the five a session is made with (pyc new --idle ...) that is off, so that
- * "no limit" is said rather than left out.  A new reference. */
+/* The limits `status` shows: the kernel's (usage_reply's pyc.limits, which lists only those set, in seconds,
+ * bytes and files), with null for each of the seven a session is made with (pyc new --idle ...) that is off,
+ * so that "no limit" is said rather than left out.  A new reference. */
 static json_t *
 status_limits(json_t *kernel_limits)
 {
-    static const char *const shown[] = {"idle_timeout", "lifetime", "cell_timeout", "output_limit", "memory_limit"};
+    static const char *const shown[] = {"idle_timeout", "lifetime",     "cell_timeout", "cell_cpu",
+                                        "output_limit", "memory_limit", "open_files"};
     json_t *l = json_object();
     for (size_t i = 0; l != NULL && i < sizeof shown / sizeof shown[0]; i++) {
         json_t *v = json_object_get(kernel_limits, shown[i]);

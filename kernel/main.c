@@ -10,9 +10,9 @@
  *   pyc-kernel --version | --help
  *   pyc-kernel --keeper PID           what the process Jupyter started becomes after a restore (timetravel.h)
  *
- * LIMITS are --idle-timeout=S --lifetime=S --shutdown-grace=S --cell-timeout=S --cell-grace=S
- * --output-limit=BYTES --output-messages=N --memory-limit=BYTES (limit.h); each may also come from its
- * PYC_* environment variable, which an option overrides.  PYC_REPLAY, PYC_CHECKPOINT_DIR and PYC_CHECKPOINT=0
+ * LIMITS are --idle-timeout=S --lifetime=S --shutdown-grace=S --cell-timeout=S --cell-grace=S --cell-cpu=S
+ * --output-limit=BYTES --output-messages=N --memory-limit=BYTES --open-files=N (limit.h); each may also come
+ * from its PYC_* environment variable, which an option overrides.  PYC_REPLAY, PYC_CHECKPOINT_DIR and PYC_CHECKPOINT=0
  * stand for the other options likewise, and PYC_SNAPSHOTS, PYC_SNAPSHOT_MEMORY for --snapshots, --snapshot-memory
  * (README, "Time travel").  IPython options a launcher appends (`--Class.trait=VALUE`, e.g.
  * nbclient's --HistoryManager.hist_file=:memory:) are taken out first: see take_traitlets_options.
@@ -452,7 +452,8 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
     if (ro->replay != NULL && pyc_kernel_replay(app.kernel, ro->replay, &err) < 0)
         pyc_log("%s", err.text);
     pyc_kernel_starting(app.kernel);
-    if (pyc_app_start(&app, &err) < 0 || pyc_kernel_limit_memory(app.kernel, &err) < 0) {
+    if (pyc_app_start(&app, &err) < 0 || pyc_kernel_limit_memory(app.kernel, &err) < 0 ||
+        pyc_kernel_limit_files(app.kernel, &err) < 0) {
         pyc_log("%s", err.text);
         goto out;
     }

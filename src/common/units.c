@@ -103,3 +103,23 @@ pyc_units_bytes(const char *text, size_t *out, pyc_error_t *err)
     *out = whole;
     return 0;
 }
+
+int
+pyc_units_count(const char *text, size_t max, size_t *out, pyc_error_t *err)
+{
+    char *end;
+    while (*text == ' ')
+        text++;
+    if (!isdigit((unsigned char)text[0]))
+        return pyc_error_set(err, "'%.64s' is not a whole number", text);
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    while (*end == ' ')
+        end++;
+    if (errno != 0 || *end != '\0' || v > SIZE_MAX)
+        return pyc_error_set(err, "'%.64s' is not a whole number", text);
+    if (v > max)
+        return pyc_error_set(err, "'%.64s' is more than %zu", text, max);
+    *out = (size_t)v;
+    return 0;
+}

@@ -4,7 +4,8 @@
  * of a checkpoint (which runs cells the same way), the session's checkpoint, and the callbacks of the guard,
  * the thread that keeps the time limits.
  *
- * A cell is bracketed by pyc_guard_cell_begin and pyc_guard_cell_end (run_cell).  When the guard decides that
+ * A cell is bracketed by pyc_guard_cell_begin and pyc_guard_cell_end (run_cell), which keep its deadline and its
+ * CPU time limit.  When the guard decides that
  * an interrupted cell will not stop, it takes over the cell's end (guard_stuck: it tells the client and ends
  * the process), and the main thread, if it ever comes back, must not touch the channels again: run_cell then
  * never returns.
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -97,7 +99,7 @@ run_cell(pyc_kernel_t *k, const char *code, const pyc_py_exec_opts_t *opts, pyc_
 {
     int why = PYC_GUARD_NONE;
     atomic_store(&k->memory_interrupts, 0);
-    pyc_guard_cell_begin(k->guard, k->cell.timeout);
+    pyc_guard_cell_begin(k->guard, k->cell.timeout, k->cell.cpu);
     if (k->cell.isolated) {
         pyc__run_isolated(k, code, opts, res, iso_md);     /* the guard keeps its deadline */
     } else {
@@ -307,10 +309,13 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     k->cell.silent = silent;
     k->cell.isolated = isolated;
     k->cell.timeout = isolated ? pyc_limits_tighter(cl.timeout, iso_timeout) : cl.timeout;
+    k->cell.cpu = cl.cpu;
     pyc_outgate_set(&k->out, true, cl.output_bytes, cl.output_messages);
     pyc__memory_reserve(k, true);
+    pyc__files_reserve(k, true);
     unsigned irq0 = pyc_py_interrupt_count();
     int why = run_cell(k, code, &opts, &res, &iso_md);
+    pyc__files_reserve(k, false);      /* room for the kernel's own work when the cell took every descriptor */
     pyc_streams_flush(k->streams);
     /* No user code runs from here to idle: dispatch need not flush again.  (A subshell's thread publishes
      * its own idle.) */
@@ -336,8 +341,8 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     }
     if (why != PYC_GUARD_NONE) {
         pyc_limit_stop_t stop = {.why = why, .isolated = k->cell.isolated, .cell_timeout = k->cell.timeout,
-                                 .lifetime = k->limits.lifetime, .grace = k->limits.cell_grace,
-                                 .memory_cap = (double)k->limits.memory};
+                                 .cell_cpu = k->cell.cpu, .lifetime = k->limits.lifetime,
+                                 .grace = k->limits.cell_grace, .memory_cap = (double)k->limits.memory};
         /* Past the memory watch, the cell's own MemoryError (raised in it by the watch) stands as it is. */
         if (why != PYC_GUARD_MEMORY || !pyc_outcome_is_memory_error(res.error)) {
             json_t *e = pyc_outcome_limit_error(&stop, json_object_get(res.error, "traceback"));
@@ -345,7 +350,7 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
             res.error = e;
         }
         res.ok = false;
-        outcome = why == PYC_GUARD_LIFETIME ? "lifetime" : why == PYC_GUARD_MEMORY ? "error" : "timeout";
+        outcome = pyc_outcome_of_limit(why);
     } else if (!res.ok && interrupted && iso_md == NULL) {
         outcome = "interrupted";
     }
@@ -441,7 +446,8 @@ pyc_kernel_replay(pyc_kernel_t *k, const char *path, pyc_error_t *err)
         pyc_py_exec_opts_t opts = {.silent = true, .store_history = false, .allow_stdin = false};
         pyc_py_exec_result_t res = {0};
         /* Each replayed cell has the kernel's deadline, like any cell (a stuck one ends the kernel). */
-        k->cell = (pyc__cell_t){.count = (int)done + 1, .silent = true, .timeout = k->limits.cell_timeout};
+        k->cell = (pyc__cell_t){.count = (int)done + 1, .silent = true, .timeout = k->limits.cell_timeout,
+                                .cpu = k->limits.cell_cpu};
         pyc_cellclock_start(&k->cell.clock);
         run_cell(k, cells[done], &opts, &res, NULL);
         if (!res.ok) {
@@ -490,8 +496,10 @@ guard_interrupt(void *ctx, int why)
         pthread_kill(k->main_thread, SIGINT);
         return;
     }
-    pyc_log("%s ran past its %s; %s", k->current != NULL ? k->current->msg_type : "a cell",
-            pyc_outcome_limit_names[why], iso > 0 ? "killing its process" : "interrupting it");
+    pyc_log("%s %s%s; %s", k->current != NULL ? k->current->msg_type : "a cell",
+            why == PYC_GUARD_CPU ? "spent its CPU time limit" : "ran past its ",
+            why == PYC_GUARD_CPU ? "" : pyc_outcome_limit_names[why],
+            iso > 0 ? "killing its process" : "interrupting it");
     pyc__stop_cell(k, iso, ISO_STOP_DEADLINE);
 }
 
@@ -532,8 +540,9 @@ guard_stuck(void *ctx, int why)
         pyc__status(k, msg, "idle");
     } else if (msg != NULL) {
         pyc_limit_stop_t stop = {.why = why, .stuck = true, .isolated = k->cell.isolated,
-                                 .cell_timeout = k->cell.timeout, .lifetime = k->limits.lifetime,
-                                 .grace = k->limits.cell_grace, .memory_cap = (double)k->limits.memory};
+                                 .cell_timeout = k->cell.timeout, .cell_cpu = k->cell.cpu,
+                                 .lifetime = k->limits.lifetime, .grace = k->limits.cell_grace,
+                                 .memory_cap = (double)k->limits.memory};
         json_t *err = pyc_outcome_limit_error(&stop, NULL);
         char notice[512];
         if (!k->cell.silent) {
@@ -545,7 +554,7 @@ guard_stuck(void *ctx, int why)
         double wall, cpu;
         pyc_cellclock_read(&k->cell.clock, &wall, &cpu);
         pyc_outcome_t o = {
-            .outcome = why == PYC_GUARD_LIFETIME ? "lifetime" : why == PYC_GUARD_MEMORY ? "error" : "timeout",
+            .outcome = pyc_outcome_of_limit(why),
             .interrupted = true,
             .why = why,
             .memory_hit = why == PYC_GUARD_MEMORY,
@@ -568,6 +577,24 @@ guard_stuck(void *ctx, int why)
     k->hard_exit(k->hard_exit_ctx, 3);
 }
 
+/* The CPU seconds a cell's limit counts (the guard's cpu clock): the kernel process's, all its threads, and an
+ * isolated cell's process while it runs (its clock starts at 0 at the fork, after the cell's began).  A
+ * subprocess the cell starts is not counted: its CPU is not the kernel's to read until it is reaped. */
+static double
+guard_cpu(void *ctx)
+{
+    pyc_kernel_t *k = ctx;
+    struct timespec ts;
+    double s = 0;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
+        s += (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    pid_t iso = (pid_t)atomic_load(&k->iso_pid);
+    clockid_t cid;
+    if (iso > 0 && clock_getcpuclockid(iso, &cid) == 0 && clock_gettime(cid, &ts) == 0)
+        s += (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return s;
+}
+
 static void
 guard_overdue(void *ctx)
 {
@@ -581,5 +608,6 @@ guard_overdue(void *ctx)
 pyc_guard_callbacks_t
 pyc__guard_callbacks(pyc_kernel_t *k)
 {
-    return (pyc_guard_callbacks_t){guard_interrupt, guard_stuck, guard_expire, guard_overdue, k, NULL, NULL};
+    return (pyc_guard_callbacks_t){guard_interrupt, guard_stuck, guard_expire, guard_overdue, k, NULL, NULL,
+                                   guard_cpu};
 }

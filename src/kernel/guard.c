@@ -2,9 +2,9 @@
  * guard.c -- the limits thread; see guard.h.
  *
  * One thread sleeps on a condition variable (CLOCK_MONOTONIC) until the nearest of: the cell's deadline,
- * the end of its grace, the lifetime, the idle timeout, the shutdown grace.  State changes from other
- * threads signal it so that it recomputes.  It costs nothing while no limit is set: the thread is not even
- * started then.
+ * the end of its grace, the lifetime, the idle timeout, the shutdown grace, the next look at the cell's memory
+ * or CPU clock.  State changes from other threads signal it so that it recomputes.  It costs nothing while no
+ * limit is set: the thread is not even started then.
  */
 #include "guard.h"
 
@@ -44,6 +44,10 @@ struct pyc_guard {
     /* The memory watch (pyc_guard_watch_memory). */
     unsigned long long mem_limit;    /* bytes of resident memory; 0: off */
     unsigned long long mem_at_begin; /* at the start of the running cell */
+    /* The CPU limit of the running cell (pyc_guard_cell_begin). */
+    double cpu_limit;            /* seconds; 0: none */
+    double cpu_at_begin;         /* the cpu callback at the start of the cell */
+    double ncpu;                 /* online CPUs: how fast CPU time can be spent, per second of wall time */
     /* pyc_guard_poke's handshake: asked counts pokes, answered the pokes the thread has acted on. */
     pthread_cond_t answered_cond;
     unsigned long asked, answered;
@@ -68,6 +72,17 @@ statm_rss(void *ctx)
     return res * (unsigned long long)sysconf(_SC_PAGESIZE);
 }
 
+/* The process's CPU time, all threads. */
+static double
+process_cpu(void *ctx)
+{
+    (void)ctx;
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) < 0)
+        return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* The guard's time: its clock (monotonic unless a test gave one). */
 static double
 now_s(const pyc_guard_t *g)
@@ -85,6 +100,24 @@ min_into(double *next, double t)
 /* Decides what is due at `now`, with the lock held; returns the action to take without it and the time of
  * the next check in *next (0: nothing to wait for). */
 enum { ACT_NONE, ACT_INTERRUPT, ACT_STUCK, ACT_EXPIRE, ACT_OVERDUE };
+
+/* A per-cell limit (why) stopped the running cell at `now`: records it, and has the guard look again half way
+ * through the grace (the second interrupt).  The one path of the deadline, the memory watch and the CPU limit,
+ * so that what follows -- the second interrupt, then the stuck path -- is the same for all.  Lock held. */
+static int
+fire(pyc_guard_t *g, double now, int why, int *why_out, double *next)
+{
+    g->fired = why;
+    g->interrupted_at = now;
+    g->interrupts = 1;
+    *why_out = why;
+    min_into(next, now + g->limits.cell_grace / 2);
+    if (why == PYC_GUARD_LIFETIME) {
+        g->expired = true;
+        return ACT_EXPIRE;
+    }
+    return ACT_INTERRUPT;
+}
 
 static int
 due(pyc_guard_t *g, double now, int *why, double *next)
@@ -111,27 +144,26 @@ due(pyc_guard_t *g, double now, int *why, double *next)
         }
         if (g->interrupts == 0 && g->mem_limit > 0) {
             unsigned long long rss = g->cb.memory(g->cb.ctx);
-            if (rss > g->mem_limit && rss > g->mem_at_begin + (1u << 20)) {
-                g->fired = PYC_GUARD_MEMORY;
-                g->interrupted_at = now;
-                g->interrupts = 1;
-                *why = PYC_GUARD_MEMORY;
-                min_into(next, now + l->cell_grace / 2);
-                return ACT_INTERRUPT;
-            }
+            if (rss > g->mem_limit && rss > g->mem_at_begin + (1u << 20))
+                return fire(g, now, PYC_GUARD_MEMORY, why, next);
             min_into(next, now + PYC_GUARD_MEMORY_POLL_MS / 1000.0);
         }
+        if (g->interrupts == 0 && g->cpu_limit > 0) {
+            double left = g->cpu_limit - (g->cb.cpu(g->cb.ctx) - g->cpu_at_begin);
+            if (left <= 0)
+                return fire(g, now, PYC_GUARD_CPU, why, next);
+            /* No sooner than the online CPUs, all busy, could spend what is left (a sleeping cell is looked at
+             * once a second, a busy one more often as its limit nears). */
+            double wait = left / g->ncpu;
+            if (wait < PYC_GUARD_CPU_POLL_MIN_MS / 1000.0)
+                wait = PYC_GUARD_CPU_POLL_MIN_MS / 1000.0;
+            if (wait > PYC_GUARD_CPU_POLL_MAX_MS / 1000.0)
+                wait = PYC_GUARD_CPU_POLL_MAX_MS / 1000.0;
+            min_into(next, now + wait);
+        }
         if (g->interrupts == 0) {
-            if (dl > 0 && now >= dl) {
-                g->fired = dwhy;
-                g->interrupted_at = now;
-                g->interrupts = 1;
-                *why = dwhy;
-                if (dwhy == PYC_GUARD_LIFETIME)
-                    g->expired = true;
-                min_into(next, now + l->cell_grace / 2);
-                return dwhy == PYC_GUARD_LIFETIME ? ACT_EXPIRE : ACT_INTERRUPT;
-            }
+            if (dl > 0 && now >= dl)
+                return fire(g, now, dwhy, why, next);
             min_into(next, dl);
             return ACT_NONE;
         }
@@ -265,7 +297,7 @@ start(pyc_guard_t *g, bool keep_t0, pyc_error_t *err)
         g->t0 = g->last_activity;
     g->started = false;
     const pyc_limits_t *l = &g->limits;
-    if (l->idle_timeout <= 0 && l->lifetime <= 0 && l->cell_timeout <= 0)
+    if (l->idle_timeout <= 0 && l->lifetime <= 0 && l->cell_timeout <= 0 && l->cell_cpu <= 0)
         return 0;                /* started on demand: by a cell with its own deadline, or at shutdown */
     int rc = spawn(g);
     if (rc != 0)
@@ -301,6 +333,10 @@ pyc_guard_new(const pyc_limits_t *limits, const pyc_guard_callbacks_t *cb, pyc_e
         g->cb.now = monotonic;
     if (g->cb.memory == NULL)
         g->cb.memory = statm_rss;
+    if (g->cb.cpu == NULL)
+        g->cb.cpu = process_cpu;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    g->ncpu = ncpu > 0 ? (double)ncpu : 1;
     if (start(g, false, err) < 0) {
         pthread_mutex_destroy(&g->lock);
         pthread_cond_destroy(&g->cond);
@@ -341,16 +377,18 @@ pyc_guard_activity(pyc_guard_t *g)
 }
 
 void
-pyc_guard_cell_begin(pyc_guard_t *g, double timeout)
+pyc_guard_cell_begin(pyc_guard_t *g, double timeout, double cpu)
 {
     pthread_mutex_lock(&g->lock);
     g->deadline = timeout > 0 ? now_s(g) + timeout : 0;
+    g->cpu_limit = cpu > 0 ? cpu : 0;
+    g->cpu_at_begin = g->cb.cpu(g->cb.ctx);
     g->deadline_why = PYC_GUARD_DEADLINE;
     g->fired = PYC_GUARD_NONE;
     g->interrupts = 0;
     g->mem_at_begin = g->mem_limit > 0 ? g->cb.memory(g->cb.ctx) : 0;
     atomic_store(&g->cell, CELL_RUNNING);
-    if (timeout > 0 || g->mem_limit > 0)
+    if (timeout > 0 || cpu > 0 || g->mem_limit > 0)
         ensure_started(g);
     pthread_cond_signal(&g->cond);
     pthread_mutex_unlock(&g->lock);
@@ -365,6 +403,7 @@ pyc_guard_cell_end(pyc_guard_t *g, int *why)
     pthread_mutex_lock(&g->lock);
     *why = g->fired;
     g->deadline = 0;
+    g->cpu_limit = 0;
     g->last_activity = now_s(g);
     pthread_cond_signal(&g->cond);
     pthread_mutex_unlock(&g->lock);
@@ -403,6 +442,20 @@ pyc_guard_poke(pyc_guard_t *g)
             pthread_cond_wait(&g->answered_cond, &g->lock);
     }
     pthread_mutex_unlock(&g->lock);
+}
+
+double
+pyc_guard_cell_cpu(pyc_guard_t *g)
+{
+    double used = -1;
+    pthread_mutex_lock(&g->lock);
+    if (atomic_load(&g->cell) != CELL_NONE) {
+        used = g->cb.cpu(g->cb.ctx) - g->cpu_at_begin;
+        if (used < 0)
+            used = 0;            /* an isolated cell's process was just reaped: its CPU left the clock */
+    }
+    pthread_mutex_unlock(&g->lock);
+    return used;
 }
 
 double

@@ -1,12 +1,12 @@
 /*
  * guard.h -- the thread that keeps a session's time limits: idle timeout, lifetime, the per-cell deadline
- * and its grace, and the shutdown grace (DESIGN.md section 6).
+ * and its CPU time, their grace, and the shutdown grace (DESIGN.md section 6).
  *
  * The guard never touches Python or a socket itself: it calls the kernel back, from its own thread.
- *   on_interrupt(why)   a cell ran past its deadline, or (PYC_GUARD_MEMORY) grew the process past its memory
- *                       watch: interrupt it.  Called again once, half way through the grace, in case the
- *                       first interrupt was eaten.  Runs with the guard's lock held: it must only signal,
- *                       never wait or call back into the guard.
+ *   on_interrupt(why)   a cell ran past its deadline, spent its CPU time (PYC_GUARD_CPU), or (PYC_GUARD_MEMORY)
+ *                       grew the process past its memory watch: interrupt it.  Called again once, half way
+ *                       through the grace, in case the first interrupt was eaten.  Runs with the guard's lock
+ *                       held: it must only signal, never wait or call back into the guard.
  *   on_stuck(why)       the interrupted cell has not stopped within the grace: the guard now owns the cell's
  *                       end; the callback reports it to the client and ends the process.  It must not return.
  *   on_expire(why)      the kernel was idle too long, or its lifetime is over: shut down cleanly (and
@@ -29,7 +29,10 @@
 typedef struct pyc_guard pyc_guard_t;
 
 /* Why a limit acted. */
-enum { PYC_GUARD_NONE = 0, PYC_GUARD_DEADLINE, PYC_GUARD_LIFETIME, PYC_GUARD_IDLE, PYC_GUARD_MEMORY };
+enum { PYC_GUARD_NONE = 0, PYC_GUARD_DEADLINE, PYC_GUARD_LIFETIME, PYC_GUARD_IDLE, PYC_GUARD_MEMORY, PYC_GUARD_CPU };
+
+/* The number of PYC_GUARD_* values, for tables indexed by them. */
+#define PYC_GUARD_NWHY (PYC_GUARD_CPU + 1)
 
 typedef struct pyc_guard_callbacks {
     void (*on_interrupt)(void *ctx, int why);
@@ -43,6 +46,10 @@ typedef struct pyc_guard_callbacks {
     /* The process's resident memory in bytes (called with ctx), for the memory watch; NULL: the guard
      * reads /proc/self/statm. */
     unsigned long long (*memory)(void *ctx);
+    /* The CPU seconds the running cell's work is measured on (called with ctx), for the CPU limit: any
+     * counter that only grows while the cell runs; NULL: the process's CPU clock (CLOCK_PROCESS_CPUTIME_ID,
+     * all its threads).  The kernel adds an isolated cell's process. */
+    double (*cpu)(void *ctx);
 } pyc_guard_callbacks_t;
 
 /* Starts the guard thread.  limits is copied.  Returns NULL with err when the thread cannot start. */
@@ -54,8 +61,16 @@ void pyc_guard_destroy(pyc_guard_t **g_p);
 /* Any thread: a request arrived or finished; the idle clock starts again. */
 void pyc_guard_activity(pyc_guard_t *g);
 
-/* Main thread: a cell starts with this deadline in seconds (0: none besides the lifetime). */
-void pyc_guard_cell_begin(pyc_guard_t *g, double timeout);
+/* Main thread: a cell starts with this deadline in seconds (0: none besides the lifetime), and may spend `cpu`
+ * seconds of the cpu callback's clock (0: no limit).  A cell that spends them is interrupted with why
+ * PYC_GUARD_CPU, then treated like one past its deadline (a second interrupt half way through the grace, then
+ * on_stuck).  The clock is read at least every PYC_GUARD_CPU_POLL_MAX_MS and, near the limit, every
+ * PYC_GUARD_CPU_POLL_MIN_MS: the wait is the least wall time in which the online CPUs could spend what is
+ * left, so a cell is stopped within about PYC_GUARD_CPU_POLL_MIN_MS x (CPUs) of CPU past its limit, and a
+ * cell that sleeps costs one look a second. */
+#define PYC_GUARD_CPU_POLL_MIN_MS 10
+#define PYC_GUARD_CPU_POLL_MAX_MS 1000
+void pyc_guard_cell_begin(pyc_guard_t *g, double timeout, double cpu);
 
 /* Main thread: the cell ended.  Returns true when the main thread still owns the cell's end, with *why set
  * to the limit that interrupted it (PYC_GUARD_NONE when none did); false when on_stuck has taken over. */
@@ -68,6 +83,10 @@ bool pyc_guard_cell_end(pyc_guard_t *g, int *why);
  * when it grows further, so that a cell can still free memory.  0 turns the watch off. */
 #define PYC_GUARD_MEMORY_POLL_MS 50
 void pyc_guard_watch_memory(pyc_guard_t *g, unsigned long long limit);
+
+/* Any thread: the CPU seconds the running cell has spent so far on the cpu callback's clock, or -1 when no
+ * cell runs. */
+double pyc_guard_cell_cpu(pyc_guard_t *g);
 
 /* Main thread: the kernel is closing; on_overdue runs when it is not done within the shutdown grace. */
 void pyc_guard_shutdown(pyc_guard_t *g);

@@ -35,7 +35,7 @@ python_begin(pyc_kernel_t *k, int chan, double timeout)
     k->cell = (pyc__cell_t){.chan = chan, .count = k->execution_count, .silent = true,
                             .timeout = pyc_limits_tighter(k->limits.cell_timeout, timeout)};
     pyc_cellclock_start(&k->cell.clock);
-    pyc_guard_cell_begin(k->guard, k->cell.timeout);
+    pyc_guard_cell_begin(k->guard, k->cell.timeout, 0);   /* the CPU limit is a cell's */
     atomic_store(&k->executing, 1);
     pyc_py_enter();
     pyc_py_interrupt_arm();
@@ -289,6 +289,16 @@ pyc__on_usage(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     json_object_set_new(p, "execution_count", json_integer(k->execution_count));
     json_object_set_new(p, "execution_state", json_string(atomic_load(&k->executing) ? "busy" : "idle"));
     json_object_set_new(p, "limits", pyc_limits_to_json(&k->limits));
+    /* The running cell's CPU seconds so far, on the clock its CPU limit counts (null between cells); the
+     * session's since its start are cpu_time. */
+    double cell_cpu = pyc_guard_cell_cpu(k->guard);
+    json_object_set_new(p, "cell_cpu_time", cell_cpu >= 0 ? json_real(cell_cpu) : json_null());
+    /* The descriptors open now, the kernel's included, and the most the process may have (null: unknown, or
+     * no limit); under --open-files the second is the kernel's own, the headroom and the cap. */
+    int files = pyc__open_files();
+    long long files_max = pyc__open_files_max();
+    json_object_set_new(p, "open_files", files >= 0 ? json_integer(files) : json_null());
+    json_object_set_new(p, "open_files_max", files_max >= 0 ? json_integer(files_max) : json_null());
     /* The checkpoint is made before the kernel answers its first request (kernel_info_reply names it), and
      * changed only in a forked child before its control thread starts: reading it here needs no lock. */
     json_object_set_new(p, "checkpoint",

@@ -208,6 +208,13 @@ int pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, con
  * RLIMIT_DATA of what the process has now plus the cap).  Returns 0, or -1 with err. */
 int pyc_kernel_limit_memory(pyc_kernel_t *k, pyc_error_t *err);
 
+/* Main thread, after the server threads have started: applies the open-file cap (filecap.c: a hard
+ * RLIMIT_NOFILE of the descriptors open now, PYC_FILECAP_HEADROOM, PYC_FILECAP_RESERVE and the cap).  Returns 0,
+ * or -1 with err. */
+#define PYC_FILECAP_HEADROOM 64
+#define PYC_FILECAP_RESERVE 16
+int pyc_kernel_limit_files(pyc_kernel_t *k, pyc_error_t *err);
+
 /* Main thread, before pyc_kernel_starting: runs the cells of a checkpoint file silently, stopping at the
  * first that fails.  What happened goes into kernel_info_reply's "pyc" member and the log.  Returns 0, or
  * -1 with err when the file cannot be read or a cell failed. */

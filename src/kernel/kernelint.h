@@ -84,6 +84,7 @@ typedef struct pyc__cell {
     bool silent;
     bool isolated;               /* it runs in a forked child (isolate.c) */
     double timeout;              /* its deadline in seconds; 0: none */
+    double cpu;                  /* the CPU seconds it may spend; 0: no limit */
     pyc_cellclock_t clock;
 } pyc__cell_t;
 
@@ -498,6 +499,19 @@ void pyc__memory_reserve(pyc_kernel_t *k, bool keep);
 /* How the session's memory is fenced, for kernel_info: ["rlimit_data", "rss_watch"] under a cap, plus
  * {"cgroup": file, "bytes": N} for a memory limit of the cgroup the kernel runs in.  A new reference. */
 json_t *pyc__memory_enforcement(const pyc_kernel_t *k);
+
+/* ---- filecap.c ------------------------------------------------------------------------------------------ */
+
+/* The descriptors the process has open now (from /proc/self/fd), or -1 when they cannot be listed (the
+ * listing needs a descriptor of its own: a process at its limit cannot list them). */
+int pyc__open_files(void);
+
+/* Under an open-file cap: takes the reserve (true, before a cell: as many of its descriptors as there is room
+ * for), or (false, after a cell) gives it back when the process is at its limit. */
+void pyc__files_reserve(pyc_kernel_t *k, bool keep);
+
+/* The most descriptors the process may have open (RLIMIT_NOFILE's soft limit), or -1 when unlimited. */
+long long pyc__open_files_max(void);
 
 /* ---- debugger.c ----------------------------------------------------------------------------------------- */
 

@@ -28,6 +28,8 @@ const pyc_limit_desc_t pyc_limit_descs[] = {
     {"output-messages", "PYC_OUTPUT_MESSAGES", "output messages a cell may publish"},
     {"memory-limit", "PYC_MEMORY_LIMIT", "memory the session may allocate after start-up"},
     {"event-output", "PYC_EVENT_OUTPUT", "bytes of a cell's output its cell_done event carries (at most 4096)"},
+    {"cell-cpu", "PYC_CELL_CPU", "interrupt a cell that has spent this much CPU time (all the kernel's threads)"},
+    {"open-files", "PYC_OPEN_FILES", "files (descriptors) the session may have open beyond the kernel's own"},
     {NULL, NULL, NULL},
 };
 
@@ -50,25 +52,6 @@ int
 pyc_limits_parse_bytes(const char *text, size_t *out, pyc_error_t *err)
 {
     return pyc_units_bytes(text, out, err);
-}
-
-/* Parses a count: a whole number, nothing else. */
-static int
-parse_count(const char *text, size_t *out, pyc_error_t *err)
-{
-    char *end;
-    while (*text == ' ')
-        text++;
-    if (!isdigit((unsigned char)text[0]))
-        return pyc_error_set(err, "'%.64s' is not a whole number", text);
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    while (*end == ' ')
-        end++;
-    if (errno != 0 || *end != '\0' || v > SIZE_MAX)
-        return pyc_error_set(err, "'%.64s' is not a whole number", text);
-    *out = (size_t)v;
-    return 0;
 }
 
 int
@@ -95,7 +78,7 @@ pyc_limits_set(pyc_limits_t *l, const char *option, const char *text, pyc_error_
     else if (strcmp(option, "output-limit") == 0)
         rc = pyc_limits_parse_bytes(text, &l->output_bytes, &e);
     else if (strcmp(option, "output-messages") == 0)
-        rc = parse_count(text, &l->output_messages, &e);
+        rc = pyc_units_count(text, SIZE_MAX, &l->output_messages, &e);
     else if (strcmp(option, "memory-limit") == 0)
         rc = pyc_limits_parse_bytes(text, &l->memory, &e);
     else if (strcmp(option, "event-output") == 0) {
@@ -106,7 +89,10 @@ pyc_limits_set(pyc_limits_t *l, const char *option, const char *text, pyc_error_
                                PYC_LIMITS_EVENT_OUTPUT_MAX);
         if (rc == 0)
             l->event_output = n;
-    }
+    } else if (strcmp(option, "cell-cpu") == 0)
+        rc = pyc_limits_parse_seconds(text, &l->cell_cpu, &e);
+    else if (strcmp(option, "open-files") == 0)
+        rc = pyc_units_count(text, PYC_UNITS_MAX_FILES, &l->open_files, &e);
     else
         return pyc_error_set(err, "unknown limit '%.64s'", option);
     if (rc < 0)
@@ -138,18 +124,19 @@ pyc_limits_to_json(const pyc_limits_t *l)
         const char *name;
         double v;
     } secs[] = {{"idle_timeout", l->idle_timeout}, {"lifetime", l->lifetime},
-                {"shutdown_grace", l->shutdown_grace}, {"cell_timeout", l->cell_timeout}};
+                {"shutdown_grace", l->shutdown_grace}, {"cell_timeout", l->cell_timeout},
+                {"cell_cpu", l->cell_cpu}};
     for (size_t i = 0; i < sizeof secs / sizeof secs[0]; i++) {
         if (secs[i].v > 0)
             json_object_set_new(o, secs[i].name, json_real(secs[i].v));
     }
-    if (l->cell_timeout > 0 || l->lifetime > 0)
+    if (l->cell_timeout > 0 || l->lifetime > 0 || l->cell_cpu > 0)
         json_object_set_new(o, "cell_grace", json_real(l->cell_grace));
     const struct {
         const char *name;
         size_t v;
     } sizes[] = {{"output_limit", l->output_bytes}, {"output_messages", l->output_messages},
-                 {"memory_limit", l->memory}, {"event_output", l->event_output}};
+                 {"memory_limit", l->memory}, {"event_output", l->event_output}, {"open_files", l->open_files}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         if (sizes[i].v > 0)
             json_object_set_new(o, sizes[i].name, json_integer((json_int_t)sizes[i].v));
@@ -187,18 +174,21 @@ md_number(json_t *md, const char *key, double max, double *out, pyc_error_t *err
 int
 pyc_limits_for_cell(const pyc_limits_t *l, json_t *md, pyc_cell_limits_t *out, pyc_error_t *err)
 {
-    double t, b, m;
+    double t, c, b, m;
     out->timeout = l->cell_timeout;
+    out->cpu = l->cell_cpu;
     out->output_bytes = l->output_bytes;
     out->output_messages = l->output_messages;
     if (md == NULL || json_is_null(md))
         return 0;
     if (!json_is_object(md))
         return pyc_error_set(err, "metadata.pyc must be an object");
-    if (md_number(md, "timeout", 1e9, &t, err) < 0 || md_number(md, "output_limit", 1e18, &b, err) < 0 ||
+    if (md_number(md, "timeout", 1e9, &t, err) < 0 || md_number(md, "cpu", 1e9, &c, err) < 0 ||
+        md_number(md, "output_limit", 1e18, &b, err) < 0 ||
         md_number(md, "output_messages", 1e18, &m, err) < 0)
         return -1;
     out->timeout = pyc_limits_tighter(out->timeout, t);
+    out->cpu = pyc_limits_tighter(out->cpu, c);
     out->output_bytes = tighter_z(out->output_bytes, (size_t)b);
     out->output_messages = tighter_z(out->output_messages, (size_t)m);
     return 0;

@@ -4,13 +4,13 @@
  * Every limit is off (0) unless set.  They come from three places, later ones winning:
  *   1. PYC_* environment variables (so a kernelspec's "env" can set them),
  *   2. pyc-kernel options (--idle-timeout=30s ...),
- *   3. for the per-cell limits, an execute_request's metadata {"pyc": {"timeout": S, "output_limit": B,
+ *   3. for the per-cell limits, an execute_request's metadata {"pyc": {"timeout": S, "cpu": S, "output_limit": B,
  *      "output_messages": N}} -- which may only tighten what the kernel was started with, never loosen it:
  *      the host that starts the kernel sets the bounds, and a client inside them cannot lift them.
  *
  * Durations are seconds with an optional unit: "90", "1.5", "250ms", "30s", "5m", "2h".  Sizes are bytes
  * with an optional binary unit: "4096", "512K", "100M", "2G" (also "KiB", "MB"... read as powers of 1024);
- * a count of messages is a whole number.
+ * a count of messages or of open files is a whole number.
  * This module does no I/O beyond getenv and is a fuzz target (tests/fuzz/fuzz_limit.c).
  */
 #ifndef PYC_LIMIT_H
@@ -31,6 +31,8 @@ typedef struct pyc_limits {
     size_t output_messages;      /* output messages per cell */
     size_t memory;               /* bytes of address space the session may add after start-up */
     size_t event_output;         /* bytes of a cell's output its cell_done event carries (lifelog.c); 0: none */
+    double cell_cpu;             /* CPU seconds (the kernel process's, all threads) a cell may spend */
+    size_t open_files;           /* descriptors the session may open beyond the kernel's own (filecap.c) */
 } pyc_limits_t;
 
 /* The most of a cell's output a cell_done event may carry: escaped as JSON (up to 6 bytes a byte), it stays
@@ -41,6 +43,7 @@ typedef struct pyc_limits {
 /* The limits of one cell: the kernel's, tightened by the request's metadata. */
 typedef struct pyc_cell_limits {
     double timeout;
+    double cpu;                  /* CPU seconds; 0: none */
     size_t output_bytes;
     size_t output_messages;
 } pyc_cell_limits_t;
@@ -63,6 +66,7 @@ typedef struct pyc_cell_limits {
 /* How long a completion, inspection or is_complete request may run user code (a property, __getattr__, a
  * custom __dir__) before it is interrupted, unless the kernel's cell deadline is tighter. */
 #define PYC_LIMITS_REQUEST_TIMEOUT 10.0
+
 
 /* One limit's names: the option (without "--"), the environment variable, and what it is. */
 typedef struct pyc_limit_desc {

@@ -11,13 +11,20 @@
 
 #include "guard.h"
 
-const char *const pyc_outcome_limit_names[5] = {
+const char *const pyc_outcome_limit_names[PYC_GUARD_NWHY] = {
     [PYC_GUARD_NONE] = NULL,
     [PYC_GUARD_DEADLINE] = "deadline",
     [PYC_GUARD_LIFETIME] = "lifetime",
     [PYC_GUARD_IDLE] = "idle",
     [PYC_GUARD_MEMORY] = "memory",
+    [PYC_GUARD_CPU] = "cpu",
 };
+
+const char *
+pyc_outcome_of_limit(int why)
+{
+    return why == PYC_GUARD_LIFETIME ? "lifetime" : why == PYC_GUARD_MEMORY ? "error" : "timeout";
+}
 
 static double
 ts_diff(const struct timespec *a, const struct timespec *b)
@@ -60,12 +67,16 @@ pyc_outcome_limit_error(const pyc_limit_stop_t *s, json_t *traceback)
     char evalue[512];
     const char *ename = s->why == PYC_GUARD_LIFETIME ? "KernelLifetimeEnded"
                         : s->why == PYC_GUARD_MEMORY   ? "MemoryError"
+                        : s->why == PYC_GUARD_CPU      ? "CellCPUTimeout"
                         : s->what != NULL              ? "RequestTimeout"
                                                        : "CellTimeout";
     const char *what = s->what != NULL ? s->what : s->isolated ? "the isolated cell" : "the cell";
     if (s->why == PYC_GUARD_MEMORY)
         snprintf(evalue, sizeof evalue, "%s grew the kernel's memory past its cap of %.0f bytes (shared memory "
                  "counted)", what, s->memory_cap);
+    else if (s->why == PYC_GUARD_CPU)
+        snprintf(evalue, sizeof evalue, "%s spent its CPU time limit of %g s (CPU time of %s, all threads)", what,
+                 s->cell_cpu, s->isolated ? "its process and the kernel's" : "the kernel's process");
     else if (s->why == PYC_GUARD_LIFETIME)
         snprintf(evalue, sizeof evalue, "the kernel's lifetime of %g s ended while %s ran", s->lifetime, what);
     else
@@ -113,8 +124,8 @@ facts_of(const pyc_outcome_t *o)
      * there. */
     return (facts_t){
         .dropped = g->dropped_msgs > 0 || g->dropped_bytes > 0,
-        .limit = o->why > PYC_GUARD_NONE && o->why <= PYC_GUARD_MEMORY ? pyc_outcome_limit_names[o->why] : NULL,
-        .timed_out = o->why == PYC_GUARD_DEADLINE || o->why == PYC_GUARD_LIFETIME,
+        .limit = o->why > PYC_GUARD_NONE && o->why < PYC_GUARD_NWHY ? pyc_outcome_limit_names[o->why] : NULL,
+        .timed_out = o->why == PYC_GUARD_DEADLINE || o->why == PYC_GUARD_CPU || o->why == PYC_GUARD_LIFETIME,
         .ending = o->lost || o->kernel_ending,
     };
 }

@@ -29,21 +29,27 @@ void pyc_cellclock_start(pyc_cellclock_t *c);
 void pyc_cellclock_read(const pyc_cellclock_t *c, double *wall, double *cpu);
 
 /* The name of each limit in metadata.pyc.limit, indexed by PYC_GUARD_* (NULL for PYC_GUARD_NONE). */
-extern const char *const pyc_outcome_limit_names[5];
+extern const char *const pyc_outcome_limit_names[];
+
+/* metadata.pyc.outcome of a cell that the limit `why` (PYC_GUARD_*, not NONE) stopped: "lifetime", "error" for
+ * the memory cap (the cell's MemoryError), else "timeout" (its deadline, or its CPU time: both are time
+ * limits, and a client that knows the outcome "timeout" treats a CPU limit right without knowing it). */
+const char *pyc_outcome_of_limit(int why);
 
 /* What stopped a cell, for its error. */
 typedef struct pyc_limit_stop {
     const char *what;            /* what was stopped ("the complete_request"); NULL: the cell */
-    int why;                     /* PYC_GUARD_DEADLINE or PYC_GUARD_LIFETIME */
+    int why;                     /* PYC_GUARD_DEADLINE, _LIFETIME, _MEMORY or _CPU */
     bool stuck;                  /* it did not stop within its grace: the kernel is ending */
     bool isolated;               /* it ran in a forked child, which was killed */
     double cell_timeout;         /* its deadline, seconds */
+    double cell_cpu;             /* its CPU time limit, seconds, for PYC_GUARD_CPU */
     double lifetime, grace;      /* the kernel's */
     double memory_cap;           /* bytes, for PYC_GUARD_MEMORY */
 } pyc_limit_stop_t;
 
 /* The error of a cell stopped by a limit: ename CellTimeout (its deadline; RequestTimeout for another
- * request that ran user code) or KernelLifetimeEnded.  traceback
+ * request that ran user code), CellCPUTimeout (its CPU time), MemoryError or KernelLifetimeEnded.  traceback
  * (borrowed, may be NULL) is where an in-kernel cell was when it was stopped; its KeyboardInterrupt line is
  * replaced by the limit's own.  A new reference. */
 json_t *pyc_outcome_limit_error(const pyc_limit_stop_t *s, json_t *traceback);
@@ -52,8 +58,8 @@ json_t *pyc_outcome_limit_error(const pyc_limit_stop_t *s, json_t *traceback);
 typedef struct pyc_outcome {
     const char *outcome;         /* ok, error, interrupted, timeout, lifetime, aborted, bad_request, died */
     bool interrupted;            /* an interrupt reached the cell */
-    int why;                     /* PYC_GUARD_*: the limit that stopped it (timed_out only for a deadline or
-                                  * the lifetime) */
+    int why;                     /* PYC_GUARD_*: the limit that stopped it (timed_out only for the time
+                                  * limits: a deadline, the CPU time, the lifetime) */
     bool memory_hit;             /* it raised MemoryError under a memory cap */
     bool lost;                   /* the kernel is ending at once (a stuck cell): its state is lost */
     bool kernel_ending;          /* the kernel shuts down after this reply (cleanly: the lifetime, a

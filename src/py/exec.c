@@ -63,6 +63,18 @@ pyc_py_support_call(const char *module, const char *name, json_t *args)
     return out;
 }
 
+int
+pyc_py_preload(const char *module)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *m = PyImport_ImportModule(module);
+    if (m == NULL)
+        pyc__py_report(module);
+    Py_XDECREF(m);
+    PyGILState_Release(g);
+    return m != NULL ? 0 : -1;
+}
+
 /* Before a cell that is not silent: pyc._shell.pre_cell records its source as In[count]; returns true when
  * an IPython shell wants post_cell after it.  A failure is reported and does not stop the cell. */
 static bool

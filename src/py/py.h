@@ -229,4 +229,8 @@ void pyc_py_finalize(void);
  * (a new reference), or NULL after reporting the exception to the log.  Any thread: takes the GIL. */
 json_t *pyc_py_support_call(const char *module, const char *name, json_t *args);
 
+/* Imports a module now (an import reads files: each needs a descriptor), reporting a failure to the log.
+ * Returns 0 or -1.  Any thread: takes the GIL. */
+int pyc_py_preload(const char *module);
+
 #endif

@@ -12,9 +12,9 @@ import pexpect
 import pytest
 
 import pyctest
-from clitest import (EXIT_CONNECTION, EXIT_EXISTS, EXIT_INTERRUPTED, EXIT_NOPERM, EXIT_NOSESSION, EXIT_OK, EXIT_TIMEOUT,
-                     EXIT_USAGE, PYC_CLI, pids_with_arg, pyc, read_session, runtime_dir, session_file, unique_name,
-                     wait_gone)
+from clitest import (EXIT_CONNECTION, EXIT_ERROR, EXIT_EXISTS, EXIT_INTERRUPTED, EXIT_NOPERM, EXIT_NOSESSION, EXIT_OK,
+                     EXIT_TIMEOUT, EXIT_USAGE, PYC_CLI, pids_with_arg, pyc, read_session, runtime_dir, session_file,
+                     unique_name, wait_gone)
 
 
 def test_new_run_kill(sessions):
@@ -565,6 +565,35 @@ def test_new_limit_flags_reach_the_kernel(sessions):
     assert pyc("run", name, "6 * 7", check=EXIT_OK).stdout == "42\n"
 
 
+def test_new_cpu_and_open_file_limits(sessions):
+    """--cell-cpu stops a busy cell (CellCPUTimeout, exit EXIT_TIMEOUT: a limit reached, the session intact) and
+    not a sleeping one; --open-files gives EMFILE, and the session answers a new pyc run after it."""
+    name = sessions.new(None, "--cell-cpu", "1", "--open-files", "40")
+    lim = _limits(name)
+    assert lim["cell_cpu"] == 1 and lim["open_files"] == 40
+    assert pyc("run", name, "import time\ntime.sleep(2)\n'slept'", check=EXIT_OK).stdout == "'slept'\n"
+    t = time.monotonic()
+    p = pyc("run", name, "import time\nt = time.process_time()\nwhile time.process_time() - t < 20: pass",
+            timeout=60)
+    assert p.returncode == EXIT_TIMEOUT and "CellCPUTimeout" in p.stderr, (p.returncode, p.stderr)
+    assert time.monotonic() - t < 18
+    p = pyc("run", name, "--json", "while True: pass", timeout=60, check=EXIT_TIMEOUT)
+    reply, outcome = [json.loads(x) for x in p.stdout.splitlines()[-2:]]
+    md = reply["metadata"]["pyc"]
+    assert md["outcome"] == "timeout" and md["limit"] == "cpu" and md["state"] == "intact"
+    assert outcome["outcome"] == "timeout" and outcome["by"] == "pyc", outcome
+    p = pyc("run", name, "held = []\nwhile len(held) < 10**5: held.append(open('/dev/null'))", check=EXIT_ERROR)
+    assert "Too many open files" in p.stderr
+    # a new connection, a cell that takes longer than a second (the heartbeat too), and status, all answered
+    assert int(pyc("run", name, "import time\ntime.sleep(1.5)\nlen(held)", check=EXIT_OK).stdout) >= 40
+    assert json.loads(pyc("status", name, check=EXIT_OK).stdout)["usage"]["pyc"]["open_files"] >= 40
+    pyc("run", name, "for f in held: f.close()\ndel held", check=EXIT_OK)
+    assert pyc("run", name, "len([open('/dev/null') for _ in range(30)])", check=EXIT_OK).stdout == "30\n"
+    # off by default, and with 0
+    lim = _limits(sessions.new(None, "--cell-cpu", "0", "--open-files", "0"))
+    assert lim["cell_cpu"] is None and lim["open_files"] is None
+
+
 def test_new_idle_timeout_default_and_overrides(sessions):
     """Without --idle a session ends after a day without a request, unless PYC_IDLE_TIMEOUT (ours, or the
     kernelspec's env) says otherwise; --idle 0 means never."""
@@ -606,7 +635,9 @@ def test_new_idle_ends_an_abandoned_session(sessions):
 def test_new_bad_limit_values_are_usage_errors(tmp_path):
     name = unique_name()
     for flags in (["--idle", "soon"], ["--idle", "-1"], ["--lifetime", "5 parsecs"], ["--cell-timeout", ""],
-                  ["--output-limit", "lots"], ["--memory", "1X"], ["--replay", str(tmp_path / "none.py")],
+                  ["--output-limit", "lots"], ["--memory", "1X"], ["--cell-cpu", "soon"], ["--cell-cpu", "-2"],
+                  ["--open-files", "1.5"], ["--open-files", "1K"], ["--open-files", "2000000000"],
+                  ["--replay", str(tmp_path / "none.py")],
                   ["--replay", str(tmp_path)]):
         p = pyc("new", name, *flags, check=EXIT_USAGE)
         assert p.stderr.startswith("pyc: new: %s" % flags[0]), p.stderr

@@ -164,6 +164,88 @@ def test_deadline_on_an_isolated_cell_kills_only_the_child(kc):
     assert eval_value(kc, "iso_dl") == "'before'"
 
 
+# ---- per-cell CPU time -----------------------------------------------------------------------------------
+
+# A busy loop that ends by itself after `s` seconds of CPU, so that a kernel that does not keep the limit
+# fails the test instead of hanging it.
+def busy(s=20):
+    return "import time\n_t = time.process_time()\nwhile time.process_time() - _t < %g: pass" % s
+
+
+def test_cpu_limit_stops_a_busy_cell_not_a_sleeping_one(limited):
+    k = limited(PYC_CELL_CPU="1")
+    kc = k.kc
+    assert k.kernel_info()["pyc"]["limits"]["cell_cpu"] == 1
+    # Sleeping spends wall time, not CPU: three times the limit of it is fine.
+    reply, _ = run(kc, "import time\ntime.sleep(3)\n'slept'")
+    assert reply["content"]["status"] == "ok"
+    assert reply["metadata"]["pyc"]["wall_time"] >= 2.9 and reply["metadata"]["pyc"]["limit"] is None
+    t = time.monotonic()
+    reply, msgs = run(kc, "cpu_partial = 1\n" + busy() + "\ncpu_after = 1")
+    assert time.monotonic() - t < 18
+    c = reply["content"]
+    assert c["status"] == "error" and c["ename"] == "CellCPUTimeout", c
+    assert "CPU time limit of 1 s" in c["evalue"] and "the kernel goes on" in c["evalue"]
+    assert any(m["msg_type"] == "error" and m["content"]["ename"] == "CellCPUTimeout" for m in msgs)
+    md = reply["metadata"]["pyc"]
+    assert md["outcome"] == "timeout" and md["limit"] == "cpu" and md["timed_out"] is True
+    assert md["interrupted"] is True and md["state"] == "intact" and md["kernel_ending"] is False
+    assert md["cpu_time"] >= 0.9
+    # the session goes on, with what the cell did before it was stopped
+    assert eval_value(kc, "cpu_partial, 'cpu_after' in globals()") == "(1, False)"
+    # CPU spent by a thread counts: the limit is the process's, all threads, while the cell only sleeps
+    reply, _ = run(kc, "import threading, time\ncpu_stop = threading.Event()\n"
+                       "def cpu_spin():\n    while not cpu_stop.is_set(): pass\n"
+                       "threading.Thread(target=cpu_spin, daemon=True).start()\ntime.sleep(20)")
+    execute(kc, "cpu_stop.set()")
+    assert reply["content"].get("ename") == "CellCPUTimeout", reply["content"]
+    reply, _ = run(kc, "6*7")
+    assert reply["content"]["status"] == "ok"
+
+
+def test_cpu_limit_from_the_command_line_and_metadata(limited):
+    k = limited(extra_arguments=["--cell-cpu=2s"])
+    kc = k.kc
+    assert k.kernel_info()["pyc"]["limits"]["cell_cpu"] == 2
+    # a cell may tighten the kernel's CPU limit ...
+    reply, _ = run(kc, busy(), metadata={"pyc": {"cpu": 0.25}})
+    assert reply["content"]["ename"] == "CellCPUTimeout"
+    assert "limit of 0.25 s" in reply["content"]["evalue"]
+    assert reply["metadata"]["pyc"]["cpu_time"] < 1.9
+    # ... never lift it
+    reply, _ = run(kc, busy(), metadata={"pyc": {"cpu": 100}})
+    assert reply["content"]["ename"] == "CellCPUTimeout" and "limit of 2 s" in reply["content"]["evalue"]
+    reply, _ = run(kc, "1", metadata={"pyc": {"cpu": "soon"}})
+    assert reply["content"]["ename"] == "BadRequest" and "cpu" in reply["content"]["evalue"]
+
+
+def test_cpu_limit_on_an_isolated_cell_kills_only_the_child(limited):
+    k = limited(PYC_CELL_CPU="1")
+    kc = k.kc
+    execute(kc, "iso_cpu = 'before'")
+    reply, _ = run(kc, "iso_cpu = 'changed'\n" + busy(), metadata={"pyc": {"isolate": "fork"}})
+    assert reply["content"]["ename"] == "CellCPUTimeout", reply["content"]
+    assert "its process was killed" in reply["content"]["evalue"]
+    md = reply["metadata"]["pyc"]
+    assert md["outcome"] == "timeout" and md["limit"] == "cpu" and md["isolated"] == "fork"
+    assert md["state"] == "intact"
+    assert eval_value(kc, "iso_cpu") == "'before'"
+
+
+def test_cell_stuck_past_its_cpu_limit_ends_the_kernel(limited):
+    k = limited(PYC_CELL_CPU="1", PYC_CELL_GRACE="1")
+    # A C loop that spends CPU and never checks for signals.
+    t = time.monotonic()
+    reply, msgs = run(k.kc, "sum(range(10**13))")
+    assert time.monotonic() - t < 30
+    c = reply["content"]
+    assert c["ename"] == "CellCPUTimeout" and "did not stop" in c["evalue"] and "state is lost" in c["evalue"]
+    md = reply["metadata"]["pyc"]
+    assert md["limit"] == "cpu" and md["state"] == "lost" and md["kernel_ending"] is True
+    assert any(m["msg_type"] == "error" for m in msgs)
+    assert wait_dead(k, 20) == 3
+
+
 # ---- output cap ----------------------------------------------------------------------------------------------
 
 def output_bytes(msgs):
@@ -322,6 +404,68 @@ def test_memory_cap(limited):
     assert reply["content"]["status"] == "error"
 
 
+# ---- open files --------------------------------------------------------------------------------------------
+
+def test_open_file_limit(limited, tmp_path):
+    k = limited(PYC_OPEN_FILES="50")
+    kc = k.kc
+    assert k.kernel_info()["pyc"]["limits"]["open_files"] == 50
+    # A cell that opens too many gets EMFILE, and keeps what it opened.  It is the session's first error: the
+    # kernel must still be able to format its traceback.
+    reply, _ = run(kc, "held = []\nwhile len(held) < 100000: held.append(open('/dev/null'))")
+    c = reply["content"]
+    assert c["ename"] == "OSError" and "[Errno 24] Too many open files" in c["evalue"], c
+    assert reply["metadata"]["pyc"]["state"] == "intact"
+    # N of the session's, and at most the kernel's headroom of 64 more (README, "Limits and outcomes")
+    assert 50 <= int(eval_value(kc, "len(held)")) <= 50 + 64
+    # The kernel answers while the files are held (on the connections it has), on shell and on control.
+    assert k.kernel_info()["pyc"]["limits"]["open_files"] == 50
+    reply, _ = request(kc, "usage_request", {}, channel="control")
+    assert reply["content"]["status"] == "ok"
+    # Once they are closed, a later cell opens files again.
+    execute(kc, "for f in held: f.close()\ndel held")
+    reply, _ = run(kc, "more = [open('/dev/null') for _ in range(40)]\nlen(more)")
+    assert reply["content"]["status"] == "ok"
+    execute(kc, "for f in more: f.close()\ndel more")
+    # the guest cannot lift the limit; forked processes (an isolated cell) have the same one
+    reply, _ = run(kc, "import resource\nresource.setrlimit(resource.RLIMIT_NOFILE, (10**6, 10**6))")
+    assert reply["content"]["status"] == "error"
+    limit = eval_value(kc, "resource.getrlimit(resource.RLIMIT_NOFILE)")
+    reply, _ = run(kc, "iso_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)",
+                   metadata={"pyc": {"isolate": "fork"}})
+    assert reply["content"]["status"] == "ok"
+    execute(kc, "import subprocess, sys")
+    child = eval_value(kc, "subprocess.run([sys.executable, '-c', 'import resource; "
+                           "print(resource.getrlimit(resource.RLIMIT_NOFILE))'], capture_output=True, "
+                           "text=True).stdout.strip()")
+    assert child.strip("'") == limit
+
+
+def test_open_files_and_cpu_in_usage(limited):
+    k = limited(PYC_OPEN_FILES="100", PYC_CELL_CPU="30")
+    kc = k.kc
+    reply, _ = request(kc, "usage_request", {}, channel="control")
+    p = reply["content"]["pyc"]
+    assert p["limits"]["open_files"] == 100 and p["limits"]["cell_cpu"] == 30
+    assert p["cell_cpu_time"] is None                         # no cell runs
+    assert 0 < p["open_files"] < p["open_files_max"]
+    assert 100 + 64 < p["open_files_max"] <= 100 + 64 + p["open_files"] + 16
+    msg_id = kc.execute(busy(3))
+    time.sleep(1)
+    reply = get_reply(kc, send(kc, "usage_request", {}, channel="control"), channel="control")
+    p = reply["content"]["pyc"]
+    assert p["execution_state"] == "busy" and 0.1 < p["cell_cpu_time"] < 3.5
+    get_reply(kc, msg_id)
+    iopub_for(kc, msg_id)
+
+
+def test_limits_off_are_not_in_usage(kernel):
+    reply, _ = request(kernel.kc, "usage_request", {}, channel="control")
+    p = reply["content"]["pyc"]
+    assert "cell_cpu" not in p["limits"] and "open_files" not in p["limits"]
+    assert isinstance(p["open_files"], int)
+
+
 # ---- idle timeout, lifetime, shutdown grace ------------------------------------------------------------------
 
 def test_idle_timeout_exits_cleanly_and_publishes_nothing(limited, tmp_path):
@@ -386,6 +530,12 @@ def test_bad_limit_value_is_refused_at_start(tmp_path):
     p = subprocess.run([PYC_KERNEL, "-f", str(tmp_path / "none.json")], capture_output=True, text=True,
                        timeout=30, env=env)
     assert p.returncode == 2 and "PYC_MEMORY_LIMIT" in p.stderr
+    for arg, env, said in [("--cell-cpu=soon", {}, "cell-cpu"), ("--open-files=1.5", {}, "open-files"),
+                           ("--open-files=2G", {}, "open-files"), (None, {"PYC_OPEN_FILES": "lots"}, "PYC_OPEN_FILES"),
+                           (None, {"PYC_CELL_CPU": "-1"}, "PYC_CELL_CPU")]:
+        p = subprocess.run([PYC_KERNEL, "-f", str(tmp_path / "none.json")] + ([arg] if arg else []),
+                           capture_output=True, text=True, timeout=30, env=dict(os.environ, **env))
+        assert p.returncode == 2 and said in p.stderr, (arg, env, p.stderr)
 
 
 # ---- usage_request -------------------------------------------------------------------------------------------
@@ -408,6 +558,8 @@ def test_usage_request(kernel):
 
 def test_usage_request_answers_while_a_cell_runs(kernel):
     kc = kernel.kc
+    # kernel_cpu is the share since the previous usage_request: one now, so that the loop below fills the window
+    get_reply(kc, send(kc, "usage_request", {}, channel="control"), channel="control")
     msg_id = kc.execute("import time\nt = time.process_time()\nwhile time.process_time() - t < 1.5: pass")
     time.sleep(0.5)
     reply = get_reply(kc, send(kc, "usage_request", {}, channel="control"), channel="control")

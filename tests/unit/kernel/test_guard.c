@@ -76,10 +76,21 @@ fake_memory(void *ctx)
     return atomic_load(&fake_rss);
 }
 
+/* The cell's CPU clock as the guard sees it in these tests: it moves only when a test says so, apart from the
+ * wall clock, as it does for a cell that sleeps (it stays) or spins (it moves with the wall). */
+static _Atomic double fake_cpu_s = 10.0;
+
+static double
+fake_cpu(void *ctx)
+{
+    (void)ctx;
+    return atomic_load(&fake_cpu_s);
+}
+
 static pyc_guard_t *
 new_guard(calls_t *c, const pyc_limits_t *l)
 {
-    pyc_guard_callbacks_t cb = {on_interrupt, on_stuck, on_expire, on_overdue, c, fake_clock, fake_memory};
+    pyc_guard_callbacks_t cb = {on_interrupt, on_stuck, on_expire, on_overdue, c, fake_clock, fake_memory, fake_cpu};
     pyc_guard_t *g = pyc_guard_new(l, &cb, NULL);
     assert_non_null(g);
     return g;
@@ -115,7 +126,7 @@ test_cell_that_ends_in_time(void **state)
     pyc_limits_init(&l);
     pyc_guard_t *g = new_guard(&c, &l);
     int why = -1;
-    pyc_guard_cell_begin(g, 0.5);
+    pyc_guard_cell_begin(g, 0.5, 0);
     advance(g, 0.375);
     assert_true(pyc_guard_cell_end(g, &why));
     assert_int_equal(why, PYC_GUARD_NONE);
@@ -136,7 +147,7 @@ test_deadline_interrupts_once_then_again(void **state)
     pyc_limits_init(&l);
     l.cell_grace = 2;
     pyc_guard_t *g = new_guard(&c, &l);
-    pyc_guard_cell_begin(g, 0.25);
+    pyc_guard_cell_begin(g, 0.25, 0);
     advance(g, 0.125);
     assert_int_equal(atomic_load(&c.interrupts), 0);              /* not before the deadline */
     advance(g, 0.125);
@@ -164,7 +175,7 @@ test_stuck_cell_is_taken_over(void **state)
     pyc_limits_init(&l);
     l.cell_grace = 0.5;
     pyc_guard_t *g = new_guard(&c, &l);
-    pyc_guard_cell_begin(g, 0.125);
+    pyc_guard_cell_begin(g, 0.125, 0);
     advance(g, 0.125);
     assert_int_equal(atomic_load(&c.interrupts), 1);
     advance(g, 0.25);
@@ -188,7 +199,7 @@ test_cell_end_wins_the_race_with_stuck(void **state)
     pyc_limits_init(&l);
     l.cell_grace = 0.25;
     pyc_guard_t *g = new_guard(&c, &l);
-    pyc_guard_cell_begin(g, 0.125);
+    pyc_guard_cell_begin(g, 0.125, 0);
     advance(g, 0.25);
     assert_int_equal(atomic_load(&c.interrupts), 1);
     int why = -1;
@@ -212,7 +223,7 @@ test_idle_timeout_and_activity(void **state)
         pyc_guard_activity(g);
     }
     assert_int_equal(atomic_load(&c.expired), 0);
-    pyc_guard_cell_begin(g, 0);              /* a running cell is not idleness */
+    pyc_guard_cell_begin(g, 0, 0);              /* a running cell is not idleness */
     advance(g, 7);
     assert_int_equal(atomic_load(&c.expired), 0);
     int why;
@@ -237,7 +248,7 @@ test_lifetime_during_a_cell(void **state)
     l.lifetime = 0.375;
     pyc_guard_t *g = new_guard(&c, &l);
     assert_true(pyc_guard_uptime(g) == 0);
-    pyc_guard_cell_begin(g, 10);
+    pyc_guard_cell_begin(g, 10, 0);
     advance(g, 0.25);
     assert_true(pyc_guard_uptime(g) == 0.25);
     assert_int_equal(atomic_load(&c.expired), 0);
@@ -288,7 +299,7 @@ test_memory_watch(void **state)
     atomic_store(&fake_rss, 100 << 20);
     pyc_guard_t *g = new_guard(&c, &l);
     pyc_guard_watch_memory(g, 200 << 20);
-    pyc_guard_cell_begin(g, 0);
+    pyc_guard_cell_begin(g, 0, 0);
     atomic_store(&fake_rss, 150 << 20);
     advance(g, 0.125);
     assert_int_equal(atomic_load(&c.interrupts), 0);
@@ -305,7 +316,7 @@ test_memory_watch(void **state)
     advance(g, 1);
     assert_int_equal(atomic_load(&c.interrupts), 2);
     /* A cell that starts above the limit (to free memory) is left alone... */
-    pyc_guard_cell_begin(g, 0);
+    pyc_guard_cell_begin(g, 0, 0);
     advance(g, 0.125);
     assert_int_equal(atomic_load(&c.interrupts), 2);
     atomic_store(&fake_rss, 250 << 20);      /* ... and it frees some */
@@ -314,13 +325,89 @@ test_memory_watch(void **state)
     assert_true(pyc_guard_cell_end(g, &why));
     assert_int_equal(why, PYC_GUARD_NONE);
     /* ... until it grows further. */
-    pyc_guard_cell_begin(g, 0);
+    pyc_guard_cell_begin(g, 0, 0);
     atomic_store(&fake_rss, 400 << 20);
     advance(g, 0.0625);
     assert_int_equal(atomic_load(&c.interrupts), 3);
     advance(g, 2);                           /* does not stop: the stuck path */
     assert_int_equal(atomic_load(&c.stuck), 1);
     assert_false(pyc_guard_cell_end(g, &why));
+    pyc_guard_destroy(&g);
+}
+
+/* The CPU limit: wall time alone (a cell that sleeps) never spends it; CPU time does, counted from the cell's
+ * start; then a second interrupt half way through the grace, then the stuck path, as for a deadline.  The
+ * limit is the cell's: the next cell has its own, or none. */
+static void
+test_cpu_limit(void **state)
+{
+    (void)state;
+    calls_t c = {0};
+    pyc_limits_t l;
+    pyc_limits_init(&l);
+    l.cell_grace = 1;
+    atomic_store(&fake_cpu_s, 10.0);
+    pyc_guard_t *g = new_guard(&c, &l);
+    pyc_guard_cell_begin(g, 0, 0.5);
+    assert_true(pyc_guard_cell_cpu(g) == 0);
+    advance(g, 4);                            /* sleeps: 4 s of wall time, no CPU */
+    assert_int_equal(atomic_load(&c.interrupts), 0);
+    atomic_store(&fake_cpu_s, 10.25);
+    advance(g, 0.25);
+    assert_int_equal(atomic_load(&c.interrupts), 0);
+    assert_true(pyc_guard_cell_cpu(g) == 0.25);
+    atomic_store(&fake_cpu_s, 10.5);          /* spent */
+    advance(g, 0.25);
+    assert_int_equal(atomic_load(&c.interrupts), 1);
+    assert_int_equal(atomic_load(&c.last_why), PYC_GUARD_CPU);
+    advance(g, 0.5);                          /* half the grace: the second interrupt */
+    assert_int_equal(atomic_load(&c.interrupts), 2);
+    int why = -1;
+    assert_true(pyc_guard_cell_end(g, &why));
+    assert_int_equal(why, PYC_GUARD_CPU);
+    assert_true(pyc_guard_cell_cpu(g) == -1);  /* no cell */
+    /* A cell without a CPU limit spends what it likes. */
+    pyc_guard_cell_begin(g, 0, 0);
+    atomic_store(&fake_cpu_s, 100.0);
+    advance(g, 1);
+    assert_int_equal(atomic_load(&c.interrupts), 2);
+    assert_true(pyc_guard_cell_end(g, &why));
+    assert_int_equal(why, PYC_GUARD_NONE);
+    /* A cell that spends its limit and does not stop: taken over after the grace. */
+    pyc_guard_cell_begin(g, 0, 1);
+    atomic_store(&fake_cpu_s, 101.0);
+    advance(g, 0.0625);
+    assert_int_equal(atomic_load(&c.interrupts), 3);
+    advance(g, 1);
+    assert_int_equal(atomic_load(&c.stuck), 1);
+    assert_int_equal(atomic_load(&c.last_why), PYC_GUARD_CPU);
+    assert_false(pyc_guard_cell_end(g, &why));
+    pyc_guard_destroy(&g);
+}
+
+/* The CPU limit on the real process clock: a cell that spins is interrupted on its own, without pokes. */
+static void
+test_cpu_limit_real_clock(void **state)
+{
+    (void)state;
+    calls_t c = {0};
+    pyc_limits_t l;
+    pyc_limits_init(&l);
+    pyc_guard_callbacks_t cb = {on_interrupt, on_stuck, on_expire, on_overdue, &c, NULL, NULL, NULL};
+    pyc_guard_t *g = pyc_guard_new(&l, &cb, NULL);
+    pyc_guard_cell_begin(g, 0, 0.05);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    volatile unsigned long spin = 0;
+    do {                                      /* at most 30 s of wall time, however loaded the machine */
+        for (int i = 0; i < 100000; i++)
+            spin++;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while (atomic_load(&c.interrupts) == 0 && t.tv_sec - t0.tv_sec < 30);
+    int why = -1;
+    assert_int_equal(atomic_load(&c.interrupts), 1);
+    assert_true(pyc_guard_cell_end(g, &why));
+    assert_int_equal(why, PYC_GUARD_CPU);
     pyc_guard_destroy(&g);
 }
 
@@ -332,9 +419,9 @@ test_real_clock(void **state)
     calls_t c = {0};
     pyc_limits_t l;
     pyc_limits_init(&l);
-    pyc_guard_callbacks_t cb = {on_interrupt, on_stuck, on_expire, on_overdue, &c, NULL, NULL};
+    pyc_guard_callbacks_t cb = {on_interrupt, on_stuck, on_expire, on_overdue, &c, NULL, NULL, NULL};
     pyc_guard_t *g = pyc_guard_new(&l, &cb, NULL);
-    pyc_guard_cell_begin(g, 0.05);
+    pyc_guard_cell_begin(g, 0.05, 0);
     assert_true(wait_for(&c.interrupts, 1, 5));
     int why = -1;
     assert_true(pyc_guard_cell_end(g, &why));
@@ -354,6 +441,8 @@ main(void)
         cmocka_unit_test(test_lifetime_during_a_cell),
         cmocka_unit_test(test_shutdown_grace),
         cmocka_unit_test(test_memory_watch),
+        cmocka_unit_test(test_cpu_limit),
+        cmocka_unit_test(test_cpu_limit_real_clock),
         cmocka_unit_test(test_real_clock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -117,6 +117,41 @@ test_set_and_env(void **state)
     unsetenv("PYC_OUTPUT_MESSAGES");
 
     json_t *j = pyc_limits_to_json(&l);
+    assert_null(json_object_get(j, "cell_cpu"));
+    assert_null(json_object_get(j, "open_files"));
+    json_decref(j);
+    /* The CPU time and open-file limits: a duration and a count; a count is whole, and at most 2^30. */
+    assert_int_equal(pyc_limits_set(&l, "cell-cpu", "1.5", &err), 0);
+    assert_int_equal(pyc_limits_set(&l, "open-files", "256", &err), 0);
+    assert_true(l.cell_cpu == 1.5);
+    assert_int_equal(l.open_files, 256);
+    assert_int_equal(pyc_limits_set(&l, "cell-cpu", "-1", &err), -1);
+    assert_non_null(strstr(err.text, "cell-cpu"));
+    assert_int_equal(pyc_limits_set(&l, "open-files", "1.5", &err), -1);
+    assert_int_equal(pyc_limits_set(&l, "open-files", "1K", &err), -1);
+    assert_int_equal(pyc_limits_set(&l, "open-files", "-3", &err), -1);
+    assert_int_equal(pyc_limits_set(&l, "open-files", "1073741825", &err), -1);
+    assert_non_null(strstr(err.text, "open-files"));
+    assert_int_equal(pyc_limits_set(&l, "open-files", "1073741824", &err), 0);
+    setenv("PYC_CELL_CPU", "250ms", 1);
+    setenv("PYC_OPEN_FILES", "64", 1);
+    assert_int_equal(pyc_limits_from_env(&l, &err), 0);
+    assert_true(l.cell_cpu == 0.25);
+    assert_int_equal(l.open_files, 64);
+    j = pyc_limits_to_json(&l);
+    assert_true(json_real_value(json_object_get(j, "cell_cpu")) == 0.25);
+    assert_int_equal(json_integer_value(json_object_get(j, "open_files")), 64);
+    assert_non_null(json_object_get(j, "cell_grace"));     /* a CPU limit has the grace of any cell limit */
+    json_decref(j);
+    setenv("PYC_OPEN_FILES", "lots", 1);
+    assert_int_equal(pyc_limits_from_env(&l, &err), -1);
+    assert_non_null(strstr(err.text, "PYC_OPEN_FILES"));
+    unsetenv("PYC_CELL_CPU");
+    unsetenv("PYC_OPEN_FILES");
+    l.cell_cpu = 0;
+    l.open_files = 0;
+
+    j = pyc_limits_to_json(&l);
     assert_true(json_real_value(json_object_get(j, "idle_timeout")) == 30);
     assert_null(json_object_get(j, "lifetime"));
     assert_int_equal(json_integer_value(json_object_get(j, "output_limit")), 1 << 20);
@@ -144,6 +179,21 @@ test_cell_limits_only_tighten(void **state)
     assert_int_equal(pyc_limits_for_cell(&l, md, &c, &err), 0);
     assert_true(c.timeout == 2);
     json_decref(md);
+    /* The CPU time limit tightens the same way. */
+    l.cell_cpu = 3;
+    md = json_pack("{s:f}", "cpu", 10.0);
+    assert_int_equal(pyc_limits_for_cell(&l, md, &c, &err), 0);
+    assert_true(c.cpu == 3);
+    json_decref(md);
+    md = json_pack("{s:f}", "cpu", 0.5);
+    assert_int_equal(pyc_limits_for_cell(&l, md, &c, &err), 0);
+    assert_true(c.cpu == 0.5);
+    json_decref(md);
+    md = json_pack("{s:s}", "cpu", "1s");
+    assert_int_equal(pyc_limits_for_cell(&l, md, &c, &err), -1);
+    assert_non_null(strstr(err.text, "metadata.pyc.cpu"));
+    json_decref(md);
+    l.cell_cpu = 0;
     assert_int_equal(pyc_limits_for_cell(&l, NULL, &c, &err), 0);
     assert_true(c.timeout == 2 && c.output_bytes == 1000);
     const char *bad[] = {"{\"timeout\": \"5\"}", "{\"timeout\": -1}", "{\"output_limit\": true}", "[1]",

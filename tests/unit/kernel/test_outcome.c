@@ -113,6 +113,42 @@ test_limit_error_isolated_and_stuck(void **state)
     json_decref(tb);
 }
 
+/* The CPU limit's error: its own name, the limit in the value, the process it counted; stuck: the state is
+ * lost; and its outcome is "timeout", as a deadline's. */
+static void
+test_limit_error_cpu(void **state)
+{
+    (void)state;
+    json_t *tb = json_pack("[s, s]", "  File \"<cell>\", line 1", "KeyboardInterrupt");
+    pyc_limit_stop_t s = {.why = PYC_GUARD_CPU, .cell_cpu = 2.5, .cell_timeout = 60, .grace = 5};
+    json_t *e = pyc_outcome_limit_error(&s, tb);
+    assert_string_equal(str(e, "ename"), "CellCPUTimeout");
+    assert_non_null(strstr(str(e, "evalue"), "the cell spent its CPU time limit of 2.5 s"));
+    assert_non_null(strstr(str(e, "evalue"), "(CPU time of the kernel's process, all threads)"));
+    assert_non_null(strstr(str(e, "evalue"), "the kernel goes on"));
+    json_t *t = json_object_get(e, "traceback");
+    assert_int_equal(json_array_size(t), 2);
+    assert_int_equal(strncmp(json_string_value(json_array_get(t, 1)), "CellCPUTimeout: the cell spent", 30), 0);
+    json_decref(e);
+    s.isolated = true;
+    e = pyc_outcome_limit_error(&s, tb);
+    assert_non_null(strstr(str(e, "evalue"), "the isolated cell spent its CPU time limit of 2.5 s"));
+    assert_non_null(strstr(str(e, "evalue"), "(CPU time of its process and the kernel's, all threads)"));
+    assert_non_null(strstr(str(e, "evalue"), "its process was killed"));
+    json_decref(e);
+    s = (pyc_limit_stop_t){.why = PYC_GUARD_CPU, .stuck = true, .cell_cpu = 1, .grace = 3};
+    e = pyc_outcome_limit_error(&s, NULL);
+    assert_string_equal(str(e, "ename"), "CellCPUTimeout");
+    assert_non_null(strstr(str(e, "evalue"), "did not stop within 3 s"));
+    assert_non_null(strstr(str(e, "evalue"), "state is lost"));
+    json_decref(e);
+    json_decref(tb);
+    assert_string_equal(pyc_outcome_of_limit(PYC_GUARD_CPU), "timeout");
+    assert_string_equal(pyc_outcome_of_limit(PYC_GUARD_DEADLINE), "timeout");
+    assert_string_equal(pyc_outcome_of_limit(PYC_GUARD_LIFETIME), "lifetime");
+    assert_string_equal(pyc_outcome_of_limit(PYC_GUARD_MEMORY), "error");
+}
+
 static void
 test_memory_error_and_clock(void **state)
 {
@@ -236,6 +272,7 @@ test_state_of_every_outcome(void **state)
         {{.outcome = "error", .why = PYC_GUARD_MEMORY, .memory_hit = true}, "intact", "memory", false},
         {{.outcome = "interrupted", .interrupted = true}, "intact", NULL, false},
         {{.outcome = "timeout", .interrupted = true, .why = PYC_GUARD_DEADLINE}, "intact", "deadline", true},
+        {{.outcome = "timeout", .interrupted = true, .why = PYC_GUARD_CPU}, "intact", "cpu", true},
         {{.outcome = "aborted"}, "intact", NULL, false},
         {{.outcome = "bad_request"}, "intact", NULL, false},
         {{.outcome = "died"}, "intact", NULL, false},            /* an isolated cell's process died */
@@ -249,6 +286,8 @@ test_state_of_every_outcome(void **state)
          true},
         {{.outcome = "error", .interrupted = true, .why = PYC_GUARD_MEMORY, .memory_hit = true, .lost = true},
          "lost", "memory", false},
+        /* a cell stuck past its CPU time limit: the same */
+        {{.outcome = "timeout", .interrupted = true, .why = PYC_GUARD_CPU, .lost = true}, "lost", "cpu", true},
         /* a cell that ended as the kernel was asked to shut down */
         {{.outcome = "ok", .kernel_ending = true}, "lost", NULL, false},
         {{.outcome = "error", .kernel_ending = true}, "lost", NULL, false},
@@ -326,6 +365,7 @@ test_metadata_text(void **state)
         {.outcome = "error", .interrupted = true, .why = PYC_GUARD_MEMORY, .memory_hit = true, .wall = 2.25,
          .cpu = 1.0 / 3},
         {.outcome = "error", .memory_hit = true, .wall = 0.1, .cpu = 0.2},
+        {.outcome = "timeout", .interrupted = true, .why = PYC_GUARD_CPU, .wall = 0.75, .cpu = 0.5},
         {.outcome = "bad_request", .wall = 1e-9, .cpu = 4.9e-10},
         {.outcome = "ok", .output = {.bytes = (size_t)1 << 40, .msgs = 1000000, .dropped_msgs = 7},
          .wall = 0.9999999996, .cpu = 86400},
@@ -394,6 +434,7 @@ main(void)
         cmocka_unit_test(test_metadata_of_limits_and_losses),
         cmocka_unit_test(test_limit_error_in_the_kernel),
         cmocka_unit_test(test_limit_error_isolated_and_stuck),
+        cmocka_unit_test(test_limit_error_cpu),
         cmocka_unit_test(test_memory_error_and_clock),
         cmocka_unit_test(test_fit_error),
         cmocka_unit_test(test_error_within),
