@@ -295,3 +295,10 @@ pyc_py_thread_end(pyc_py_thread_t *t)
 {
     (void)t;
 }
+
+int
+pyc_py_preload(const char *module)
+{
+    (void)module;
+    return 0;                    /* nothing to import: no Python here */
+}
