@@ -369,6 +369,60 @@ cli_report_unmerged(const pyc_msg_t *reply)
     fflush(stderr);
 }
 
+/* Prints the late outputs the kernel's journal holds (what earlier cells' threads printed after their cells
+ * ended, which nobody saw), when reply's metadata.pyc says there are some: asked for on control with
+ * journal_request {"late": true}, which hands each out once.  In text mode each cell's come after a line on
+ * stderr that names the cell, and print as its outputs would; with --json each is a line {"type":
+ * "late_output", "id", "execution_count", "output": {"type", "content"}}.  A kernel that does not answer in
+ * time is passed over in silence: the cell's own outcome is what the command reports. */
+static void
+show_late(pyc_client_t *cl, const pyc_msg_t *reply, cli_output_t *o)
+{
+    json_t *n = json_object_get(json_object_get(reply->metadata, "pyc"), "late_outputs");
+    if (!json_is_integer(n) || json_integer_value(n) <= 0)
+        return;
+    pyc_msg_t *answer = NULL;
+    pyc_error_t err;
+    json_t *ask = json_pack("{s:b}", "late", 1);
+    int r = pyc_client_request(cl, PYC_CHAN_CONTROL, "journal_request", ask, cli_connect_ms(), &answer, &err);
+    json_decref(ask);
+    if (r != PYC_RECV_MSG) {
+        pyc_msg_destroy(&answer);
+        return;
+    }
+    size_t i, j;
+    json_t *cell, *out;
+    json_array_foreach(json_object_get(answer->content, "cells"), i, cell) {
+        const char *cid = json_string_value(json_object_get(cell, "id")) ?: "?";
+        json_t *count = json_object_get(cell, "execution_count");
+        if (!o->json) {
+            fflush(stdout);
+            if (json_is_integer(count))
+                fprintf(stderr, "pyc: output of cell In [%lld] (%s) after it ended:\n",
+                        (long long)json_integer_value(count), cid);
+            else
+                fprintf(stderr, "pyc: output of cell %s after it ended:\n", cid);
+            fflush(stderr);
+        }
+        json_array_foreach(json_object_get(cell, "late"), j, out) {
+            const char *type = json_string_value(json_object_get(out, "type"));
+            json_t *content = json_object_get(out, "content");
+            if (type == NULL || !json_is_object(content))
+                continue;
+            if (o->json) {
+                json_t *line = json_pack("{s:s, s:s, s:O?, s:O}", "type", "late_output", "id", cid,
+                                         "execution_count", count, "output", out);
+                cli_print_json_line(line);
+                json_decref(line);
+            } else {
+                pyc_msg_t m = {.msg_type = (char *)type, .content = content};
+                cli_print_iopub(o, &m);
+            }
+        }
+    }
+    pyc_msg_destroy(&answer);
+}
+
 int
 cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_stdin, cli_output_t *o,
             pyc_msg_t **reply_out)
@@ -483,6 +537,7 @@ cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_std
         }
         pyc_msg_destroy(&m);
     }
+    show_late(cl, reply, o);
     if (o->json) {
         json_t *line = json_pack("{s:s, s:O, s:O}", "type", "execute_reply", "content", reply->content, "metadata",
                                  reply->metadata);

@@ -369,6 +369,14 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
             iso_md = json_object();
         json_object_set_new(iso_md, "transaction", json_string(txn));
     }
+    /* Outputs that earlier cells' threads published after those cells ended, which the journal holds for a
+     * client that was not there (`pyc run` asks for them when this says there are some). */
+    size_t late = pyc_journal_late_unseen(k->journal);
+    if (late > 0) {
+        if (iso_md == NULL)
+            iso_md = json_object();
+        json_object_set_new(iso_md, "late_outputs", json_integer((json_int_t)late));
+    }
 
     if (!res.ok && stop_on_error && !silent)
         pyc__abort_queue(k);     /* before the reply: a request sent after the client saw it is not aborted */

@@ -328,17 +328,20 @@ string_list(json_t *v)
 
 /* journal_request (control): {"expect": [msg_id...]} records cells a client sent and will not wait for
  * (`pyc fire`), {"ids": [msg_id...]} selects cells to report (default: the expected ones, else every
- * record), {"outputs": bool} (default: true when cells are selected) includes their outputs and replies.
- * Answered on the control thread, so that it works while a cell runs. */
+ * record), {"outputs": bool} (default: true when cells are selected) includes their outputs and replies;
+ * {"late": true} reports instead the late outputs not handed out yet (what cells' threads printed after their
+ * cells ended: pyc_journal_report_late), each once.  Answered on the control thread, so that it works while a
+ * cell runs. */
 void
 pyc__on_journal(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
     json_t *ids = json_object_get(msg->content, "ids"), *expect = json_object_get(msg->content, "expect");
-    json_t *outputs = json_object_get(msg->content, "outputs");
-    if (!string_list(ids) || !string_list(expect) || (outputs != NULL && !json_is_boolean(outputs))) {
+    json_t *outputs = json_object_get(msg->content, "outputs"), *late = json_object_get(msg->content, "late");
+    if (!string_list(ids) || !string_list(expect) || (outputs != NULL && !json_is_boolean(outputs)) ||
+        (late != NULL && !json_is_boolean(late))) {
         pyc__reply(k, chan, msg, "journal_reply", NULL,
                    pyc__bad_request("journal_request: 'ids' and 'expect' must be lists of msg_ids, 'outputs' "
-                                    "a boolean"));
+                                    "and 'late' booleans"));
         return;
     }
     size_t i;
@@ -349,7 +352,9 @@ pyc__on_journal(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     }
     json_t *sel = ids != NULL ? ids : expect;
     size_t len;
-    char *text = pyc_journal_report(k->journal, sel, outputs != NULL ? json_is_true(outputs) : sel != NULL, &len);
+    char *text = json_is_true(late) ? pyc_journal_report_late(k->journal, &len)
+                                    : pyc_journal_report(k->journal, sel,
+                                                         outputs != NULL ? json_is_true(outputs) : sel != NULL, &len);
     if (text == NULL) {
         pyc__reply(k, chan, msg, "journal_reply", NULL, pyc__bad_request("journal_request: out of memory"));
         return;

@@ -2,11 +2,14 @@
  * journal.c -- the kernel's record of its recent cells (journal.h): who fed it, how it is bounded, and the
  * journal_reply text built from it.
  *
- * Records form a list, oldest first.  A running cell is recognized by its request's header frame, which the
+ * Records form a list, oldest first.  A begun cell is recognized by its request's header frame, which the
  * kernel passes as the parent of everything the cell causes (a byte comparison, no parsing on the hot path);
  * a queued one (announced by pyc_journal_expect, not begun) only by its msg_id, which is parsed out of a
- * reply's parent only while such records exist.  `running` counts the records with a header, so that a
- * kernel whose journal holds no running cell pays one atomic load per message sent.
+ * reply's parent only while such records exist.  A done record keeps its header frame, so that what the
+ * cell's threads print after it ended ("late" outputs: the notebook shows them under the cell) is kept with
+ * it too, and handed once to the next client that asks (pyc_journal_report_late: `pyc run` shows them).
+ * `tapped` counts the records with a header, so that a kernel whose journal holds none pays one atomic load
+ * per message sent.
  */
 #include "journal.h"
 
@@ -27,8 +30,10 @@ typedef struct entry {
     int state;
     int count;                   /* execution_count, 0 until begun */
     double queued, started, ended; /* Unix seconds; 0 when it did not happen */
-    char *hdr;                   /* owned: the request's header frame, while running */
+    char *hdr;                   /* owned: the request's header frame, once begun */
     size_t hlen;
+    size_t late_off;             /* once done: where in out the late outputs not yet handed out begin */
+    size_t late_n;               /* once done: how many late outputs out holds from late_off on */
     pyc_buf_t out;               /* the outputs kept, as JSON array elements separated by commas */
     size_t n_out;                /* messages kept */
     size_t dropped;              /* messages not kept: past the cell's cap, or dropped for the total bound */
@@ -44,6 +49,7 @@ struct pyc_journal {
     size_t total;                /* bytes of outputs kept */
     size_t queued;               /* records in state QUEUED */
     atomic_int running;          /* records in state RUNNING */
+    atomic_int tapped;           /* records that hold a header frame (begun: running or done) */
     entry_t *last_begun;         /* the record begun last, or NULL: the one a message's parent names, mostly */
     unsigned long reports;       /* reports made, numbering each */
 };
@@ -114,6 +120,8 @@ drop_outputs(pyc_journal_t *j, entry_t *e)
     j->total -= e->out.len;
     e->dropped += e->n_out;
     e->n_out = 0;
+    e->late_off = 0;
+    e->late_n = 0;
     pyc_buf_free(&e->out);
 }
 
@@ -127,6 +135,8 @@ entry_free(pyc_journal_t *j, entry_t *e)
         atomic_fetch_sub(&j->running, 1);
     if (j->last_begun == e)
         j->last_begun = NULL;
+    if (e->hdr != NULL)
+        atomic_fetch_sub(&j->tapped, 1);
     free(e->id);
     free(e->hdr);
     free(e->reply);
@@ -287,6 +297,9 @@ pyc_journal_begin(pyc_journal_t *j, const char *id, const void *hdr, size_t hlen
     e->state = RUNNING;
     e->count = count;
     e->started = now_unix();
+    if (e->hdr == NULL)
+        atomic_fetch_add(&j->tapped, 1);
+    free(e->hdr);
     e->hdr = copy;
     e->hlen = hlen;
     j->last_begun = e;
@@ -294,17 +307,18 @@ pyc_journal_begin(pyc_journal_t *j, const char *id, const void *hdr, size_t hlen
     pthread_mutex_unlock(&j->lock);
 }
 
-/* The running record whose request has this header frame.  Lock held. */
+/* The begun record (running or done) whose request has this header frame.  Lock held. */
 static entry_t *
-find_running(pyc_journal_t *j, const void *parent, size_t plen)
+find_begun(pyc_journal_t *j, const void *parent, size_t plen)
 {
-    /* The cell begun last first: without subshells it is the only one running, and the walk through up to
-     * PYC_JOURNAL_CELLS records for every message was 2.7% of a pipelined request's CPU. */
+    /* The cell begun last first: without subshells it is the only one running (and the one whose threads
+     * print between cells, mostly), and the walk through up to PYC_JOURNAL_CELLS records for every message
+     * was 2.7% of a pipelined request's CPU. */
     entry_t *last = j->last_begun;
-    if (last != NULL && last->state == RUNNING && last->hlen == plen && memcmp(last->hdr, parent, plen) == 0)
+    if (last != NULL && last->hdr != NULL && last->hlen == plen && memcmp(last->hdr, parent, plen) == 0)
         return last;
     for (entry_t *e = j->head; e != NULL; e = e->next) {
-        if (e->state == RUNNING && e->hlen == plen && memcmp(e->hdr, parent, plen) == 0)
+        if (e->hdr != NULL && e->hlen == plen && memcmp(e->hdr, parent, plen) == 0)
             return e;
     }
     return NULL;
@@ -332,6 +346,7 @@ trim_total(pyc_journal_t *j)
     }
 }
 
+/* Keeps one output of e (a late one when e is done), within the cell's cap.  Lock held. */
 static void
 keep_output(pyc_journal_t *j, entry_t *e, const char *msg_type, const char *content, size_t len)
 {
@@ -346,6 +361,8 @@ keep_output(pyc_journal_t *j, entry_t *e, const char *msg_type, const char *cont
         return;
     }
     e->n_out++;
+    if (e->state == DONE)
+        e->late_n++;
     j->total += e->out.len - before;
     if (j->total > j->lim.total_bytes)
         trim_total(j);
@@ -370,9 +387,8 @@ finish(pyc_journal_t *j, entry_t *e, const char *metadata, const char *content, 
     e->state = DONE;
     e->ended = now_unix();
     pyc_buf_shrink(&e->out);     /* kept for up to PYC_JOURNAL_CELLS cells */
-    free(e->hdr);
-    e->hdr = NULL;
-    e->hlen = 0;
+    e->late_off = e->out.len;    /* the header stays: what the cell's threads print from now on is late */
+    e->late_n = 0;
     if (j->total > j->lim.total_bytes)
         trim_total(j);
 }
@@ -384,10 +400,12 @@ pyc_journal_tap(pyc_journal_t *j, const char *msg_type, const void *parent, size
     if (j == NULL || parent == NULL || plen <= 2)
         return;
     bool reply = strcmp(msg_type, "execute_reply") == 0;
-    if (!reply && (atomic_load(&j->running) == 0 || !is_output(msg_type)))
+    if (!reply && (atomic_load(&j->tapped) == 0 || !is_output(msg_type)))
         return;
     pthread_mutex_lock(&j->lock);
-    entry_t *e = find_running(j, parent, plen);
+    entry_t *e = find_begun(j, parent, plen);
+    if (e != NULL && reply && e->state == DONE)
+        e = NULL;                /* a reply comes once: not a done record's */
     if (e == NULL && reply && j->queued > 0)
         e = find_queued(j, parent, plen);
     if (e != NULL) {
@@ -498,6 +516,60 @@ pyc_journal_report(pyc_journal_t *j, json_t *ids, bool outputs, size_t *len)
     } else {
         rc |= pyc_buf_adds(&b, "],\"limits\":{\"cells\":0}}");
     }
+    char *text = rc == 0 ? pyc_buf_detach(&b, len) : NULL;
+    pyc_buf_free(&b);
+    return text;
+}
+
+size_t
+pyc_journal_late_unseen(pyc_journal_t *j)
+{
+    size_t n = 0;
+    if (j == NULL || atomic_load(&j->tapped) == 0)
+        return 0;
+    pthread_mutex_lock(&j->lock);
+    for (entry_t *e = j->head; e != NULL; e = e->next)
+        n += e->state == DONE ? e->late_n : 0;
+    pthread_mutex_unlock(&j->lock);
+    return n;
+}
+
+char *
+pyc_journal_report_late(pyc_journal_t *j, size_t *len)
+{
+    pyc_buf_t b;
+    pyc_buf_init(&b, (size_t)-1);
+    int rc = pyc_buf_adds(&b, "{\"status\":\"ok\",\"cells\":[");
+    bool first = true;
+    if (j != NULL) {
+        pthread_mutex_lock(&j->lock);
+        for (entry_t *e = j->head; e != NULL; e = e->next) {
+            if (e->state != DONE || e->late_n == 0 || e->late_off > e->out.len)
+                continue;
+            /* out holds "o1,o2,...": the late ones are what follows late_off, after its comma. */
+            const char *late = e->out.data + e->late_off;
+            size_t late_len = e->out.len - e->late_off;
+            if (late_len > 0 && late[0] == ',') {
+                late++;
+                late_len--;
+            }
+            rc |= first ? 0 : pyc_buf_add(&b, ",", 1);
+            first = false;
+            rc |= pyc_buf_adds(&b, "{\"id\":");
+            rc |= pyc_buf_add_json_string(&b, e->id, strlen(e->id));
+            if (e->count > 0)
+                rc |= pyc_buf_addf(&b, ",\"execution_count\":%d", e->count);
+            rc |= pyc_buf_adds(&b, ",\"late\":[");
+            rc |= pyc_buf_add(&b, late, late_len);
+            rc |= pyc_buf_add(&b, "]}", 2);
+            if (rc == 0) {
+                e->late_off = e->out.len;    /* handed out once */
+                e->late_n = 0;
+            }
+        }
+        pthread_mutex_unlock(&j->lock);
+    }
+    rc |= pyc_buf_adds(&b, "]}");
     char *text = rc == 0 ? pyc_buf_detach(&b, len) : NULL;
     pyc_buf_free(&b);
     return text;

@@ -72,4 +72,15 @@ void pyc_journal_tap(pyc_journal_t *j, const char *msg_type, const void *parent,
  * "reply" ({"content", "metadata"}). */
 char *pyc_journal_report(pyc_journal_t *j, json_t *ids, bool outputs, size_t *len);
 
+/* Late outputs: what the threads of a cell published after the cell's reply, which no client waiting for the
+ * cell saw (a notebook shows them under the cell; a `pyc run` of the cell had ended).  They are kept with the
+ * cell's other outputs (its cap and the journal's total bound apply) and reported by pyc_journal_report too.
+ * pyc_journal_late_unseen: how many have not been handed out yet, over every done record.
+ * pyc_journal_report_late: the content of a journal_reply to {"late": true}, {"status": "ok", "cells": [{"id",
+ * "execution_count", "late": [{"type", "content"}...]}...]} of the records with late outputs not handed out
+ * yet, oldest first; each is handed out once (the next report has only newer ones).  NULL when memory ran
+ * out. */
+size_t pyc_journal_late_unseen(pyc_journal_t *j);
+char *pyc_journal_report_late(pyc_journal_t *j, size_t *len);
+
 #endif

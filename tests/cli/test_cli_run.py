@@ -232,6 +232,27 @@ def test_an_isolated_cell_stopped_by_pyc_int_says_it_was_interrupted(shared):
     assert pyc("run", shared, "'next'", check=EXIT_OK).stdout == "'next'\n"
 
 
+def test_what_a_thread_printed_after_its_cell_reaches_the_next_run(sessions):
+    """Output a thread prints after its cell ended reaches the next `pyc run`, once, after a line that names
+    the cell (--json: late_output lines before the reply), as a notebook shows it under the cell."""
+    name = sessions.new()
+    pyc("run", name, "import threading\ngo, done = threading.Event(), threading.Event()\n"
+                     "def f():\n    go.wait(); print('from the thread'); done.set()\n"
+                     "threading.Thread(target=f).start()", check=EXIT_OK)
+    p = pyc("run", name, "go.set(); done.wait(10); print('own')", check=EXIT_OK)
+    assert p.stdout == "own\nfrom the thread\n", p.stdout
+    assert "pyc: output of cell In [1] (" in p.stderr and "after it ended" in p.stderr, p.stderr
+    p = pyc("run", name, "print('again')", check=EXIT_OK)          # shown once
+    assert p.stdout == "again\n" and p.stderr == "", p
+    pyc("run", name, "go.clear(); done.clear()\nthreading.Thread(target=f).start()", check=EXIT_OK)
+    lines = [json.loads(l) for l in pyc("run", name, "go.set(); done.wait(10); 0", "--json",
+                                        check=EXIT_OK).stdout.splitlines()]
+    assert [l["type"] for l in lines] == ["execute_result", "late_output", "execute_reply", "outcome"], lines
+    late = lines[1]
+    assert late["execution_count"] == 4 and late["output"]["type"] == "stream", late
+    assert late["output"]["content"]["text"] == "from the thread\n"
+
+
 def test_ctrl_c_interrupts_the_cell(shared):
     runner = subprocess.Popen([PYC_CLI, "run", shared, "import time\ntime.sleep(30)"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=pyctest.child_env())

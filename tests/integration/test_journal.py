@@ -155,11 +155,36 @@ def test_isolated_cell_outputs_are_journaled(kc):
     assert [o["content"].get("text") for o in c["outputs"] if o["type"] == "stream"] == ["from the child\n"]
 
 
+def test_what_a_thread_prints_after_its_cell_is_kept_and_handed_out_once(fresh_kernel_factory):
+    """A thread that prints after its cell ended: the output is the cell's (the notebook shows it under the
+    cell), the journal keeps it with the cell, the next reply says how many such outputs nobody fetched, and
+    {"late": true} hands them out once."""
+    k = fresh_kernel_factory({})
+    kc = k.kc
+    reply, _ = execute(kc, "import threading, time\ngo = threading.Event()\n"
+                           "def f():\n    go.wait(); print('late one'); print('late two')\n"
+                           "threading.Thread(target=f).start()")
+    first = reply["parent_header"]["msg_id"]
+    assert journal(kc, late=True)["cells"] == []
+    reply, _ = execute(kc, "go.set(); time.sleep(0.5)")
+    assert reply["metadata"]["pyc"].get("late_outputs") == 2, reply["metadata"]["pyc"]
+    texts = [o["content"]["text"] for o in cell(kc, first)["outputs"]]
+    assert "".join(texts) == "late one\nlate two\n"
+    late = journal(kc, late=True)["cells"]
+    assert [c["id"] for c in late] == [first] and late[0]["execution_count"] == 1
+    assert "".join(o["content"]["text"] for o in late[0]["late"]) == "late one\nlate two\n"
+    assert journal(kc, late=True)["cells"] == []                  # once
+    reply, _ = execute(kc, "1")
+    assert "late_outputs" not in reply["metadata"]["pyc"]
+
+
 def test_bad_request(kc):
     content = journal(kc, ids="not a list")
     assert content["status"] == "error" and content["ename"] == "BadRequest"
     content = journal(kc, expect=[1, 2])
     assert content["status"] == "error"
+    content = journal(kc, late="yes")
+    assert content["status"] == "error" and "late" in content["evalue"]
 
 
 def test_bounds(fresh_kernel_factory):

@@ -96,14 +96,15 @@ test_life_of_a_cell(void **state)
 
     tap(j, "execute_result", h, "{\"data\":{\"text/plain\":\"42\"}}");
     tap(j, "execute_reply", h, "{\"status\":\"ok\"}");
-    tap(j, "stream", h, "{\"name\":\"stdout\",\"text\":\"late\"}");   /* after the reply: not the cell's */
+    tap(j, "stream", h, "{\"name\":\"stdout\",\"text\":\"late\"}");   /* after the reply: a late output */
     r = report(j, "[\"a\\\"1\", \"nope\"]", true);
     json_t *c = cell(r, 0);
     assert_string_equal(str(c, "state"), "done");
     json_t *outs = json_object_get(c, "outputs");
-    assert_int_equal(json_array_size(outs), 2);
+    assert_int_equal(json_array_size(outs), 3);
     assert_string_equal(str(json_array_get(outs, 0), "type"), "stream");
     assert_string_equal(str(json_array_get(outs, 1), "type"), "execute_result");
+    assert_string_equal(str(json_object_get(json_array_get(outs, 2), "content"), "text"), "late");
     assert_string_equal(str(json_object_get(json_object_get(c, "reply"), "content"), "status"), "ok");
     assert_int_equal(json_integer_value(json_object_get(json_object_get(json_object_get(c, "reply"), "metadata"),
                                                         "m")), 1);
@@ -130,6 +131,81 @@ test_life_of_a_cell(void **state)
     free(h);
     pyc_journal_free(&j);
     assert_null(j);
+}
+
+/* The parsed late report. */
+static json_t *
+report_late(pyc_journal_t *j)
+{
+    size_t len;
+    char *text = pyc_journal_report_late(j, &len);
+    assert_non_null(text);
+    assert_int_equal(strlen(text), len);
+    json_t *r = json_loads(text, 0, NULL);
+    if (r == NULL)
+        fail_msg("not JSON: %s", text);
+    free(text);
+    return r;
+}
+
+/* What a cell's threads publish after its reply is kept with it and handed out once by the late report, of
+ * every done cell that has some, oldest first; a second reply to a done cell's header changes nothing. */
+static void
+test_late_outputs(void **state)
+{
+    (void)state;
+    pyc_journal_t *j = journal(8, 1 << 20, 1 << 20);
+    char *ha = header("a"), *hb = header("b");
+    pyc_journal_begin(j, "a", ha, strlen(ha), 1);
+    tap(j, "stream", ha, "{\"name\":\"stdout\",\"text\":\"own\"}");
+    tap(j, "execute_reply", ha, "{\"status\":\"ok\"}");
+    assert_int_equal(pyc_journal_late_unseen(j), 0);
+    json_t *r = report_late(j);
+    assert_int_equal(json_array_size(json_object_get(r, "cells")), 0);
+    json_decref(r);
+
+    tap(j, "stream", ha, "{\"name\":\"stdout\",\"text\":\"late 1\"}");
+    pyc_journal_begin(j, "b", hb, strlen(hb), 2);
+    tap(j, "stream", ha, "{\"name\":\"stderr\",\"text\":\"late 2\"}");   /* while b runs: still a's */
+    tap(j, "stream", hb, "{\"name\":\"stdout\",\"text\":\"b's own\"}");
+    assert_int_equal(pyc_journal_late_unseen(j), 2);
+    tap(j, "execute_reply", hb, "{\"status\":\"ok\"}");
+    tap(j, "execute_reply", ha, "{\"status\":\"error\"}");                 /* not a's: it has one */
+    tap(j, "display_data", hb, "{\"data\":{}}");
+    assert_int_equal(pyc_journal_late_unseen(j), 3);
+
+    r = report_late(j);
+    assert_int_equal(json_array_size(json_object_get(r, "cells")), 2);
+    json_t *a = cell(r, 0), *b = cell(r, 1);
+    assert_string_equal(str(a, "id"), "a");
+    assert_int_equal(json_integer_value(json_object_get(a, "execution_count")), 1);
+    json_t *late = json_object_get(a, "late");
+    assert_int_equal(json_array_size(late), 2);
+    assert_string_equal(str(json_object_get(json_array_get(late, 0), "content"), "text"), "late 1");
+    assert_string_equal(str(json_object_get(json_array_get(late, 1), "content"), "text"), "late 2");
+    assert_string_equal(str(b, "id"), "b");
+    assert_int_equal(json_array_size(json_object_get(b, "late")), 1);
+    assert_string_equal(str(json_array_get(json_object_get(b, "late"), 0), "type"), "display_data");
+    json_decref(r);
+    assert_int_equal(pyc_journal_late_unseen(j), 0);
+    r = report_late(j);                                                      /* handed out once */
+    assert_int_equal(json_array_size(json_object_get(r, "cells")), 0);
+    json_decref(r);
+
+    tap(j, "stream", ha, "{\"name\":\"stdout\",\"text\":\"late 3\"}");
+    r = report_late(j);
+    assert_int_equal(json_array_size(json_object_get(cell(r, 0), "late")), 1);
+    assert_string_equal(str(json_object_get(json_array_get(json_object_get(cell(r, 0), "late"), 0), "content"),
+                            "text"), "late 3");
+    json_decref(r);
+    /* a's reply is its own, and its outputs are all there for poll: its own, then the late ones */
+    r = report(j, "[\"a\"]", true);
+    assert_string_equal(str(json_object_get(json_object_get(cell(r, 0), "reply"), "content"), "status"), "ok");
+    assert_int_equal(json_array_size(json_object_get(cell(r, 0), "outputs")), 4);
+    json_decref(r);
+    free(ha);
+    free(hb);
+    pyc_journal_free(&j);
 }
 
 /* A queued cell answered without beginning (aborted, refused) is recognized by the msg_id in its reply's
@@ -219,8 +295,8 @@ test_eviction_prefers_done(void **state)
 }
 
 /* Two cells running at once (a subshell's beside the main shell's): each output goes to the record whose
- * header is its parent, whichever was begun last (the lookup tries that one first); a record evicted or done
- * is never the one found. */
+ * header is its parent, whichever was begun last (the lookup tries that one first); a done one gets what its
+ * threads print after it (late outputs); an evicted one is never the one found. */
 static void
 test_outputs_of_two_running_cells(void **state)
 {
@@ -233,10 +309,10 @@ test_outputs_of_two_running_cells(void **state)
     tap(j, "stream", hb, "{\"name\":\"stdout\",\"text\":\"for b\"}");
     tap(j, "stream", ha, "{\"name\":\"stdout\",\"text\":\"a again\"}");
     tap(j, "execute_reply", hb, "{\"status\":\"ok\"}");
-    tap(j, "stream", hb, "{\"name\":\"stdout\",\"text\":\"after b's reply\"}");   /* b is done: not kept */
+    tap(j, "stream", hb, "{\"name\":\"stdout\",\"text\":\"after b's reply\"}");   /* b is done: late */
     json_t *r = report(j, NULL, true);
     assert_int_equal(json_array_size(json_object_get(cell(r, 0), "outputs")), 2);
-    assert_int_equal(json_array_size(json_object_get(cell(r, 1), "outputs")), 1);
+    assert_int_equal(json_array_size(json_object_get(cell(r, 1), "outputs")), 2);
     assert_string_equal(str(cell(r, 1), "state"), "done");
     json_decref(r);
     /* c evicts b (the done one); the last begun is c, and a still gets its own */
@@ -309,6 +385,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_life_of_a_cell),
+        cmocka_unit_test(test_late_outputs),
         cmocka_unit_test(test_queued_then_aborted),
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_eviction_prefers_done),
