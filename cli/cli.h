@@ -397,16 +397,15 @@ char *cli_read_code(const char *arg);
 json_t *cli_cell_metadata(double timeout, bool isolate);
 int cli_events(const cli_args_t *a);
 
-/* The execute loop shared by run and attach: sends code with the given metadata (may be NULL), prints the
- * output until both the reply and the idle status have come, forwards Ctrl-C as interrupt_request, and
- * answers input_request from the terminal when allow_stdin.  After the cell's output, and before the reply's
- * line in JSON mode, it prints the late outputs of earlier cells that the reply says the journal holds
- * (what their threads printed after they ended; see show_late in output.c).  Returns the exit code
- * (PYC_EXIT_PIPE at once, the cell still running, when stdout's reader went away); *reply_out (may be NULL)
- * gets the reply.  When the metadata holds a deadline (pyc.timeout S), the wait is bounded too: after S + CLI_CELL_GRACE_S +
- * max(5 s, S / 10) without the reply, the client gives up with PYC_EXIT_CONNECTION (the kernel should have
- * stopped the cell, or reported it stuck and ended, well before).  A kernel whose process ends during the
- * wait is PYC_EXIT_LOST ("the kernel (pid P) died during the cell"). */
+/* The execute loop shared by run and attach: sends code with the given metadata (may be NULL), prints the output until
+ * both the reply and the idle status have come, forwards Ctrl-C as interrupt_request, and answers input_request from
+ * the terminal when allow_stdin.  After the cell's output, and before the reply's line in JSON mode, it prints the
+ * late outputs of earlier cells that the reply says the journal holds (what their threads printed after they ended;
+ * see show_late in output.c).  Returns the exit code (PYC_EXIT_PIPE at once, the cell still running, when stdout's
+ * reader went away); *reply_out (may be NULL) gets the reply.  When the metadata holds a deadline (pyc.timeout S), the
+ * wait is bounded too: after S + CLI_CELL_GRACE_S + max(5 s, S / 10) without the reply, the client gives up with
+ * PYC_EXIT_CONNECTION (the kernel should have stopped the cell, or reported it stuck and ended, well before).  A
+ * kernel whose process ends during the wait is PYC_EXIT_LOST ("the kernel (pid P) died during the cell"). */
 #define CLI_CELL_GRACE_S 5.0     /* the kernel's default --cell-grace */
 int cli_execute(pyc_client_t *cl, const char *code, json_t *metadata, bool allow_stdin, cli_output_t *o,
                 pyc_msg_t **reply_out);
