@@ -295,6 +295,10 @@ bool cli_reply_lost(const pyc_msg_t *reply);
  * was judged.  The code is the cell's own for "ok", "raised" and "system_exit", pyc's for the others. */
 const char *cli_cell_outcome(int *code);
 
+/* True when rc is the status of the cell itself (ok, raised, its SystemExit) as cli_reply_exit judged it last,
+ * not one of pyc's own outcomes with the same number: a cell's sys.exit(70) is not a lost session. */
+bool cli_exit_is_cells(int rc);
+
 /* Prints the outcome line that ends the --json output of a command that runs a cell (`run`, `poll` of one
  * cell; the command table's outcome_line): {"type": "outcome", "outcome": WORD, "exit": rc, "by": "cell" or
  * "pyc", "message": the last "pyc: " line or null}.  WORD is the judged reply's (cli_cell_outcome) when rc is

@@ -264,7 +264,7 @@ find_fate(void *ctx, const pyc_event_t *e)
     } else if (strcmp(e->event, "cell_done") == 0 && id != NULL && strcmp(id, f->id) == 0) {
         json_decref(f->done);
         f->done = json_incref(e->obj);
-    } else if (strcmp(e->event, "closed") == 0 && f->started && f->done == NULL) {
+    } else if (strcmp(e->event, "closed") == 0 && (f->other || (f->started && f->done == NULL))) {
         json_decref(f->closed);
         f->closed = json_incref(e->obj);
     }
@@ -281,8 +281,9 @@ outcome_exit(const char *outcome)
 }
 
 /* poll of a cell that the live kernel of session name (pid) does not know: when the event log has it from an
- * earlier kernel of that name (one `pyc new --replace` replaced), prints so and returns the exit code (the
- * outcome's when it had ended, LOST when the replacement took it while it ran); else returns -1, unprinted. */
+ * earlier kernel of that name (one that `pyc new --replace` replaced, or that ended otherwise before a new one
+ * took the name), prints so, with how that kernel ended, and returns the exit code (the outcome's when the cell
+ * had ended, LOST when the kernel's end took it while it ran); else returns -1, unprinted. */
 static int
 poll_replaced(const char *name, const char *id, long pid)
 {
@@ -292,16 +293,19 @@ poll_replaced(const char *name, const char *id, long pid)
     if (cli_runtime_dir(dir, sizeof dir) < 0)
         return -1;
     pyc_events_read(dir, &cur, find_fate, &f, NULL);
+    char state[64];
+    cli_closed_state(f.closed, state, sizeof state);
+    const char *how = strcmp(state, "replaced") == 0 ? "replaced by pyc new --replace" : state;
     int rc = -1;
     if (f.done != NULL) {
         const char *outcome = json_string_value(json_object_get(f.done, "outcome")) ?: "?";
-        cli_err("cell %s ran in an earlier kernel of session %s (pid %ld), which has been replaced since (pyc new "
-                "--replace): it had ended with outcome %s, and its output went with that kernel", id, name,
-                f.found_pid, outcome);
+        cli_err("cell %s ran in an earlier kernel of session %s (pid %ld), which has ended since (%s): the cell "
+                "had ended with outcome %s, and its output went with that kernel", id, name, f.found_pid, how,
+                outcome);
         rc = outcome_exit(outcome);
     } else if (f.started) {
-        cli_err("cell %s was lost: it ran in an earlier kernel of session %s (pid %ld), which was replaced (pyc new "
-                "--replace) before it ended", id, name, f.found_pid);
+        cli_err("cell %s was lost: it ran in an earlier kernel of session %s (pid %ld), which ended (%s) before "
+                "the cell did", id, name, f.found_pid, how);
         rc = PYC_EXIT_LOST;
     }
     json_decref(f.done);

@@ -292,6 +292,15 @@ exit_word(int rc)
     }
 }
 
+bool
+cli_exit_is_cells(int rc)
+{
+    int code;
+    const char *word = cli_cell_outcome(&code);
+    return word != NULL && code == rc &&
+           (strcmp(word, "ok") == 0 || strcmp(word, "raised") == 0 || strcmp(word, "system_exit") == 0);
+}
+
 void
 cli_outcome_line(int rc)
 {
@@ -299,10 +308,8 @@ cli_outcome_line(int rc)
         return;
     int code;
     const char *word = cli_cell_outcome(&code);
-    bool by_cell = false;
-    if (word != NULL && code == rc)
-        by_cell = strcmp(word, "ok") == 0 || strcmp(word, "raised") == 0 || strcmp(word, "system_exit") == 0;
-    else
+    bool by_cell = cli_exit_is_cells(rc);
+    if (word == NULL || code != rc)
         word = exit_word(rc);
     json_t *line = json_pack("{s:s, s:s, s:i, s:s, s:s?}", "type", "outcome", "outcome", word, "exit", rc, "by",
                              by_cell ? "cell" : "pyc", "message", cli_last_err());

@@ -137,11 +137,13 @@ cli_run(const cli_args_t *a)
         cli_output_t o = {.json = a->value[CLI_RUN_JSON] != NULL, .wrote_nl = true, .system_exit = true};
         rc = cli_execute(cl, code, md, false, &o, NULL);
         pyc_client_destroy(&cl);
-        /* A kernel lost during the cell: recorded, unless it said how it ended (a crash). */
-        if ((rc == PYC_EXIT_CONNECTION || rc == PYC_EXIT_LOST) && sf.pid > 0 && !pyc_proc_is(sf.pid, sf.pid_start))
+        /* A kernel lost during the cell: recorded, unless it said how it ended (a crash).  A cell's own status
+         * of the same number (sys.exit(70)) is no news about the session. */
+        bool lost = rc == PYC_EXIT_LOST && !cli_exit_is_cells(rc);
+        if ((rc == PYC_EXIT_CONNECTION || lost) && sf.pid > 0 && !pyc_proc_is(sf.pid, sf.pid_start))
             cli_notice_gone(a->pos[0], &sf);
         /* The session's work is not lost with it: its checkpoint brings it back. */
-        char *cp = rc == PYC_EXIT_LOST ? cli_checkpoint_of(a->pos[0], sf.pid) : NULL;
+        char *cp = lost ? cli_checkpoint_of(a->pos[0], sf.pid) : NULL;
         if (cp != NULL)
             cli_checkpoint_hint(a->pos[0], cp);
         free(cp);

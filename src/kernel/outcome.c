@@ -75,8 +75,9 @@ pyc_outcome_limit_error(const pyc_limit_stop_t *s, json_t *traceback)
         snprintf(evalue, sizeof evalue, "%s grew the kernel's memory past its cap of %.0f bytes (shared memory "
                  "counted)", what, s->memory_cap);
     else if (s->why == PYC_GUARD_CPU)
-        snprintf(evalue, sizeof evalue, "%s spent its CPU time limit of %g s (CPU time of %s, all threads)", what,
-                 s->cell_cpu, s->isolated ? "its process and the kernel's" : "the kernel's process");
+        snprintf(evalue, sizeof evalue, "%s ran past its CPU time limit of %g s (spent by %s, every thread of it, "
+                 "the cell's and any other)", what, s->cell_cpu,
+                 s->isolated ? "its process and the kernel's" : "the kernel's process");
     else if (s->why == PYC_GUARD_LIFETIME)
         snprintf(evalue, sizeof evalue, "the kernel's lifetime of %g s ended while %s ran", s->lifetime, what);
     else

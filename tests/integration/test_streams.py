@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+import pyctest
 from pyctest import IS_PYC, execute, outputs, result_text, stream_text, summarize
 
 
@@ -193,12 +194,22 @@ def test_many_threads_print(kc):
 
 
 FIFTY_MB = 50 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def uncapped_kc():
+    """A kernel without the default output cap (32 MiB a cell, README "Limits and outcomes"): the tests below
+    move 50 MiB through one cell.  Its environment is ignored by another kernel under test (ipykernel)."""
+    k = pyctest.Kernel("pyc", env={"PYC_OUTPUT_LIMIT": "0"})
+    yield k.kc
+    k.shutdown(now=True)
 BIG_EXPR = "''.join('%09d\\n' % i for i in range({}))".format(FIFTY_MB // 10)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_50mb_single_write(kc):
+def test_50mb_single_write(uncapped_kc):
+    kc = uncapped_kc
     reply, msgs = execute(kc, "import sys\n_ = sys.stdout.write(" + BIG_EXPR + ")", timeout=150)
     assert reply["content"]["status"] == "ok"
     text = stream_text(msgs)
@@ -209,7 +220,8 @@ def test_50mb_single_write(kc):
 
 
 @pytest.mark.timeout(180)
-def test_50mb_plain_write(kc):
+def test_50mb_plain_write(uncapped_kc):
+    kc = uncapped_kc
     reply, msgs = execute(kc, "import sys\n_ = sys.stdout.write('x' * (50 * 1024 * 1024))", timeout=150)
     text = stream_text(msgs)
     assert len(text) == FIFTY_MB
@@ -217,7 +229,8 @@ def test_50mb_plain_write(kc):
 
 
 @pytest.mark.timeout(180)
-def test_50mb_many_prints(kc):
+def test_50mb_many_prints(uncapped_kc):
+    kc = uncapped_kc
     n = 200000
     code = "for i in range(%d):\n    print('%%07d' %% i + 'y' * 250)" % n
     reply, msgs = execute(kc, code, timeout=150)

@@ -123,7 +123,7 @@ test_limit_error_cpu(void **state)
     pyc_limit_stop_t s = {.why = PYC_GUARD_CPU, .cell_cpu = 2.5, .cell_timeout = 60, .grace = 5};
     json_t *e = pyc_outcome_limit_error(&s, tb);
     assert_string_equal(str(e, "ename"), "CellCPUTimeout");
-    assert_non_null(strstr(str(e, "evalue"), "the cell spent its CPU time limit of 2.5 s"));
+    assert_non_null(strstr(str(e, "evalue"), "the cell ran past its CPU time limit of 2.5 s"));
     assert_non_null(strstr(str(e, "evalue"), "(CPU time of the kernel's process, all threads)"));
     assert_non_null(strstr(str(e, "evalue"), "the kernel goes on"));
     json_t *t = json_object_get(e, "traceback");
@@ -132,7 +132,7 @@ test_limit_error_cpu(void **state)
     json_decref(e);
     s.isolated = true;
     e = pyc_outcome_limit_error(&s, tb);
-    assert_non_null(strstr(str(e, "evalue"), "the isolated cell spent its CPU time limit of 2.5 s"));
+    assert_non_null(strstr(str(e, "evalue"), "the isolated cell ran past its CPU time limit of 2.5 s"));
     assert_non_null(strstr(str(e, "evalue"), "(CPU time of its process and the kernel's, all threads)"));
     assert_non_null(strstr(str(e, "evalue"), "its process was killed"));
     json_decref(e);
