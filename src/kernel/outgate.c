@@ -135,6 +135,14 @@ pyc_outgate_set(pyc_outgate_t *g, bool active, size_t max_bytes, size_t max_msgs
         g->cell = (pyc_outbudget_t){.max_bytes = max_bytes, .max_msgs = max_msgs};
         budget_set_notice(&g->cell, "the rest of this cell's output was dropped");
         g->head_len = 0;
+    } else {
+        /* A new stretch between cells: its budget starts afresh (its caps and notice stay), so that threads
+         * that print for the whole of a long session (a logger, a progress display) are capped per stretch,
+         * not silenced for good once the first stretches spent a cap. */
+        pyc_outbudget_t *b = &g->idle;
+        b->bytes = b->msgs = b->dropped_bytes = b->dropped_msgs = 0;
+        b->dropping = false;
+        b->notice_told = false;
     }
     g->active = active;
     pthread_mutex_unlock(&g->lock);
@@ -146,8 +154,8 @@ pyc_outgate_set_session_caps(pyc_outgate_t *g, size_t max_bytes, size_t max_msgs
     pthread_mutex_lock(&g->lock);
     g->idle.max_bytes = max_bytes;
     g->idle.max_msgs = max_msgs;
-    budget_set_notice(&g->idle, "output between cells (from threads a cell started) is dropped for the rest of "
-                      "the session");
+    budget_set_notice(&g->idle, "output between cells (from threads a cell started) is dropped until the next "
+                      "cell");
     pthread_mutex_unlock(&g->lock);
 }
 

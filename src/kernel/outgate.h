@@ -14,10 +14,10 @@
  * short one on the same terms, else none.  At the end of a cell whose output was cut the kernel publishes the
  * notice (pyc_outgate_notice, which counts it).
  *
- * Between cells (a thread the cell started may go on printing), output counts against one budget for the
- * whole session, of the same size as a cell's caps (pyc_outgate_set_session_caps): once it is spent, output
- * between cells is dropped for the rest of the session, and pyc_outgate_take_idle_notice gives its notice
- * once.
+ * Between cells (a thread the cell started may go on printing), output counts against a budget of the same
+ * size as a cell's caps (pyc_outgate_set_session_caps), which starts afresh each time a cell ends: once it is
+ * spent, output is dropped until the next cell, and pyc_outgate_take_idle_notice gives its notice once per
+ * stretch between cells.
  *
  * A cell's error is output too: pyc_outgate_room says how many bytes of the cap are left, so that an error
  * is cut to fit or, when even its name does not fit (or pyc_outgate_can_send says the message cap is spent),
@@ -50,7 +50,7 @@ typedef struct pyc_outgate {
     pthread_mutex_t lock;
     bool active;                 /* an execute request is running */
     pyc_outbudget_t cell;        /* the running (or the last) cell's */
-    pyc_outbudget_t idle;        /* between cells, for the whole session */
+    pyc_outbudget_t idle;        /* between cells: the stretch since the last cell ended */
     size_t head_cap;             /* bytes of the cell's text kept (pyc_outgate_set_head); 0: none */
     size_t head_len;
     char head[PYC_OUTGATE_HEAD_MAX];   /* the first head_len bytes of the running (or last) cell's text */
@@ -78,7 +78,7 @@ size_t pyc_outgate_admit(pyc_outgate_t *g, size_t bytes, const char *text);
  * first, so that nothing of the previous request is counted against this one. */
 void pyc_outgate_set(pyc_outgate_t *g, bool active, size_t max_bytes, size_t max_msgs);
 
-/* The budget of output between cells, for the whole session (0: no cap). */
+/* The caps of output between cells, for each stretch between two cells (0: no cap). */
 void pyc_outgate_set_session_caps(pyc_outgate_t *g, size_t max_bytes, size_t max_msgs);
 
 /* The bytes the running cell may still publish: SIZE_MAX without a byte cap. */

@@ -337,7 +337,7 @@ def test_output_cap_holds_for_errors_and_between_cells():
         assert size < 4096, size
         assert errors[0]["content"]["ename"] == "ValueError"
         assert len(pyctest.json.dumps(reply["content"])) < 4096
-        # A thread the cell started prints 2 MB after the cell ended: one budget for the whole session.
+        # A thread the cell started prints 2 MB after the cell ended: one budget for the stretch until the next cell.
         reply, msgs = execute(k.kc, "import threading, time\n"
                                     "def talk():\n"
                                     "    for _ in range(100):\n"

@@ -178,7 +178,7 @@ test_counted_types(void **state)
 }
 
 static void
-test_between_cells_one_budget_for_the_session(void **state)
+test_between_cells_one_budget_per_stretch(void **state)
 {
     (void)state;
     pyc_outgate_t g;
@@ -193,10 +193,15 @@ test_between_cells_one_budget_for_the_session(void **state)
     assert_int_equal(out + n, 1024);                                /* the notice inside the budget */
     assert_int_equal(pyc_outgate_take_idle_notice(&g, text, sizeof text), 0);
     assert_int_equal(pyc_outgate_admit(&g, 1, "m"), 0);
-    /* A cell in between has caps of its own and does not restore the session's budget. */
+    /* A cell in between has caps of its own; when it ends, a new stretch between cells starts with the whole
+     * budget again (a thread that prints for days is capped per stretch, not silenced for good), and its own
+     * notice. */
     pyc_outgate_set(&g, true, 10, 0);
     assert_int_equal(pyc_outgate_admit(&g, 5, "abcde"), 5);
+    assert_int_equal(pyc_outgate_admit(&g, 20, NULL), 0);         /* the cell's caps, not the stretch's */
     pyc_outgate_set(&g, false, 0, 0);
+    assert_int_equal(pyc_outgate_take_idle_notice(&g, text, sizeof text), 0);
+    assert_int_equal(flood(&g, 100) + pyc_outgate_take_idle_notice(&g, text, sizeof text), 1024);
     assert_int_equal(pyc_outgate_admit(&g, 1, "n"), 0);
     assert_int_equal(pyc_outgate_take_idle_notice(&g, text, sizeof text), 0);
     pyc_outgate_destroy(&g);
@@ -266,7 +271,7 @@ main(void)
         cmocka_unit_test(test_message_cap),
         cmocka_unit_test(test_counted_types),
         cmocka_unit_test(test_the_notice_is_inside_the_cap),
-        cmocka_unit_test(test_between_cells_one_budget_for_the_session),
+        cmocka_unit_test(test_between_cells_one_budget_per_stretch),
         cmocka_unit_test(test_room_and_count_for_errors),
         cmocka_unit_test(test_head_of_a_cells_output),
     };
