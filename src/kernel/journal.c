@@ -8,8 +8,9 @@
  * reply's parent only while such records exist.  A done record keeps its header frame, so that what the
  * cell's threads print after it ended ("late" outputs: the notebook shows them under the cell) is kept with
  * it too, and handed once to the next client that asks (pyc_journal_report_late: `pyc run` shows them).
- * `tapped` counts the records with a header, so that a kernel whose journal holds none pays one atomic load
- * per message sent.
+ * `tapped` counts the records with a header: a kernel whose journal holds none (no cell yet, or the journal
+ * off) pays one atomic load per message sent; once cells ran, an output message takes the lock and finds its
+ * record at once (the cell begun last) while cells run one at a time.
  */
 #include "journal.h"
 
@@ -307,21 +308,40 @@ pyc_journal_begin(pyc_journal_t *j, const char *id, const void *hdr, size_t hlen
     pthread_mutex_unlock(&j->lock);
 }
 
-/* The begun record (running or done) whose request has this header frame.  Lock held. */
+static bool
+has_header(const entry_t *e, const void *parent, size_t plen)
+{
+    return e->hdr != NULL && e->hlen == plen && memcmp(e->hdr, parent, plen) == 0;
+}
+
+/* The begun record whose request has this header frame: a running one first (two records with the same
+ * header, a request sent twice, must not keep the running one from its reply), then, unless running_only, a
+ * done one (its late outputs).  Lock held. */
 static entry_t *
-find_begun(pyc_journal_t *j, const void *parent, size_t plen)
+find_begun(pyc_journal_t *j, const void *parent, size_t plen, bool running_only)
 {
     /* The cell begun last first: without subshells it is the only one running (and the one whose threads
      * print between cells, mostly), and the walk through up to PYC_JOURNAL_CELLS records for every message
      * was 2.7% of a pipelined request's CPU. */
-    entry_t *last = j->last_begun;
-    if (last != NULL && last->hdr != NULL && last->hlen == plen && memcmp(last->hdr, parent, plen) == 0)
-        return last;
-    for (entry_t *e = j->head; e != NULL; e = e->next) {
-        if (e->hdr != NULL && e->hlen == plen && memcmp(e->hdr, parent, plen) == 0)
-            return e;
+    entry_t *last = j->last_begun, *done = NULL;
+    if (last != NULL && has_header(last, parent, plen)) {
+        if (last->state == RUNNING)
+            return last;
+        done = last;
     }
-    return NULL;
+    if (atomic_load(&j->running) > 0) {
+        for (entry_t *e = j->head; e != NULL; e = e->next) {
+            if (e->state == RUNNING && has_header(e, parent, plen))
+                return e;
+        }
+    }
+    if (running_only)
+        return NULL;
+    for (entry_t *e = j->head; e != NULL && done == NULL; e = e->next) {
+        if (e->state == DONE && has_header(e, parent, plen))
+            done = e;
+    }
+    return done;
 }
 
 /* The queued record that a reply's parent names (parsed: only while queued records exist).  Lock held. */
@@ -403,9 +423,7 @@ pyc_journal_tap(pyc_journal_t *j, const char *msg_type, const void *parent, size
     if (!reply && (atomic_load(&j->tapped) == 0 || !is_output(msg_type)))
         return;
     pthread_mutex_lock(&j->lock);
-    entry_t *e = find_begun(j, parent, plen);
-    if (e != NULL && reply && e->state == DONE)
-        e = NULL;                /* a reply comes once: not a done record's */
+    entry_t *e = find_begun(j, parent, plen, reply);   /* a reply comes once: a running record's */
     if (e == NULL && reply && j->queued > 0)
         e = find_queued(j, parent, plen);
     if (e != NULL) {

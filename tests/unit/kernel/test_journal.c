@@ -208,6 +208,33 @@ test_late_outputs(void **state)
     pyc_journal_free(&j);
 }
 
+/* A request sent twice (two records whose request has the same header frame): the running one gets the reply
+ * and the outputs, not the done one found first. */
+static void
+test_same_header_twice(void **state)
+{
+    (void)state;
+    pyc_journal_t *j = journal(8, 1 << 20, 1 << 20);
+    char *h = header("same");
+    pyc_journal_begin(j, "first", h, strlen(h), 1);
+    tap(j, "execute_reply", h, "{\"status\":\"ok\"}");
+    pyc_journal_begin(j, "second", h, strlen(h), 2);
+    char *h3 = header("third");
+    pyc_journal_begin(j, "third", h3, strlen(h3), 3);    /* begun last: the walk is what finds the others */
+    tap(j, "stream", h, "{\"name\":\"stdout\",\"text\":\"x\"}");
+    tap(j, "execute_reply", h, "{\"status\":\"error\"}");
+    free(h3);
+    json_t *r = report(j, "[\"first\", \"second\"]", true);
+    assert_string_equal(str(json_object_get(json_object_get(cell(r, 0), "reply"), "content"), "status"), "ok");
+    assert_int_equal(json_array_size(json_object_get(cell(r, 0), "outputs")), 0);
+    assert_string_equal(str(cell(r, 1), "state"), "done");
+    assert_string_equal(str(json_object_get(json_object_get(cell(r, 1), "reply"), "content"), "status"), "error");
+    assert_int_equal(json_array_size(json_object_get(cell(r, 1), "outputs")), 1);
+    json_decref(r);
+    free(h);
+    pyc_journal_free(&j);
+}
+
 /* A queued cell answered without beginning (aborted, refused) is recognized by the msg_id in its reply's
  * parent. */
 static void
@@ -386,6 +413,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_life_of_a_cell),
         cmocka_unit_test(test_late_outputs),
+        cmocka_unit_test(test_same_header_twice),
         cmocka_unit_test(test_queued_then_aborted),
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_eviction_prefers_done),
