@@ -603,6 +603,13 @@ guard_cpu(void *ctx)
     return s;
 }
 
+/* The guard thread, while a cell runs under an open-file limit. */
+static void
+guard_files(void *ctx)
+{
+    pyc__files_reserve(ctx, false);
+}
+
 static void
 guard_overdue(void *ctx)
 {
@@ -617,5 +624,5 @@ pyc_guard_callbacks_t
 pyc__guard_callbacks(pyc_kernel_t *k)
 {
     return (pyc_guard_callbacks_t){guard_interrupt, guard_stuck, guard_expire, guard_overdue, k, NULL, NULL,
-                                   guard_cpu};
+                                   guard_cpu, guard_files};
 }

@@ -59,10 +59,11 @@ pyc__open_files_max(void)
     return (long long)rl.rlim_cur;
 }
 
-/* The reserve: descriptors of /dev/null, held while a cell runs.  Main thread only (a forked child has its own
- * copy, of its own inherited descriptors). */
-static int reserve[PYC_FILECAP_RESERVE];
-static int n_reserve;
+/* The reserve: descriptors of /dev/null, each slot holding fd + 1 (0: empty).  Taken by the main thread
+ * before a cell; given back by the main thread after it or by the guard thread during it: a slot is emptied
+ * with an atomic exchange, so that each descriptor is closed once (a forked child has its own copy, of its
+ * own inherited descriptors; no lock is held across fork). */
+static atomic_int reserve[PYC_FILECAP_RESERVE];
 
 void
 pyc__files_reserve(pyc_kernel_t *k, bool keep)
@@ -70,25 +71,44 @@ pyc__files_reserve(pyc_kernel_t *k, bool keep)
     if (k->limits.open_files == 0)
         return;
     if (keep) {
-        while (n_reserve < PYC_FILECAP_RESERVE) {
+        for (int i = 0; i < PYC_FILECAP_RESERVE; i++) {
+            if (atomic_load(&reserve[i]) != 0)
+                continue;
             int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
             if (fd < 0)
                 break;           /* no room left: the session holds it */
-            reserve[n_reserve++] = fd;
+            atomic_store(&reserve[i], fd + 1);
         }
         return;
     }
     /* Given back only when the process is at its limit: one more descriptor cannot be had. */
-    int probe = n_reserve > 0 ? fcntl(reserve[0], F_DUPFD_CLOEXEC, 0) : -1;
+    int probe = -1, held = 0;
+    for (int i = 0; i < PYC_FILECAP_RESERVE && probe < 0; i++) {
+        int slot = atomic_load(&reserve[i]);
+        if (slot == 0)
+            continue;
+        held = 1;
+        probe = fcntl(slot - 1, F_DUPFD_CLOEXEC, 0);
+        if (probe < 0 && errno != EMFILE)
+            return;              /* emptied meanwhile by the other thread (EBADF): nothing to decide */
+        if (probe < 0)
+            break;
+    }
     if (probe >= 0) {
         close(probe);
         return;
     }
-    if (n_reserve > 0)
+    int given = 0;
+    for (int i = 0; i < PYC_FILECAP_RESERVE && held; i++) {
+        int slot = atomic_exchange(&reserve[i], 0);
+        if (slot != 0) {
+            close(slot - 1);
+            given++;
+        }
+    }
+    if (given > 0)
         pyc_log("the session reached its open-file limit; the kernel's reserve of %d descriptors is given back "
-                "until the next cell", n_reserve);
-    while (n_reserve > 0)
-        close(reserve[--n_reserve]);
+                "until the next cell", given);
 }
 
 int

@@ -148,6 +148,10 @@ due(pyc_guard_t *g, double now, int *why, double *next)
                 return fire(g, now, PYC_GUARD_MEMORY, why, next);
             min_into(next, now + PYC_GUARD_MEMORY_POLL_MS / 1000.0);
         }
+        if (g->cb.files != NULL && l->open_files > 0) {
+            g->cb.files(g->cb.ctx);  /* quick: one fcntl(2), and closes when the process is at its limit */
+            min_into(next, now + PYC_GUARD_FILES_POLL_MS / 1000.0);
+        }
         if (g->interrupts == 0 && g->cpu_limit > 0) {
             double left = g->cpu_limit - (g->cb.cpu(g->cb.ctx) - g->cpu_at_begin);
             if (left <= 0)
@@ -388,7 +392,7 @@ pyc_guard_cell_begin(pyc_guard_t *g, double timeout, double cpu)
     g->interrupts = 0;
     g->mem_at_begin = g->mem_limit > 0 ? g->cb.memory(g->cb.ctx) : 0;
     atomic_store(&g->cell, CELL_RUNNING);
-    if (timeout > 0 || cpu > 0 || g->mem_limit > 0)
+    if (timeout > 0 || cpu > 0 || g->mem_limit > 0 || (g->limits.open_files > 0 && g->cb.files != NULL))
         ensure_started(g);
     pthread_cond_signal(&g->cond);
     pthread_mutex_unlock(&g->lock);

@@ -50,7 +50,13 @@ typedef struct pyc_guard_callbacks {
      * counter that only grows while the cell runs; NULL: the process's CPU clock (CLOCK_PROCESS_CPUTIME_ID,
      * all its threads).  The kernel adds an isolated cell's process. */
     double (*cpu)(void *ctx);
+    /* Under an open-file limit (limits.open_files), called every PYC_GUARD_FILES_POLL_MS while a cell runs:
+     * the kernel gives its reserve of descriptors back when the cell has taken every other one, so that a
+     * client can still connect (to interrupt the cell, to ask how it is) while the cell runs.  NULL: none. */
+    void (*files)(void *ctx);
 } pyc_guard_callbacks_t;
+
+#define PYC_GUARD_FILES_POLL_MS 200
 
 /* Starts the guard thread.  limits is copied.  Returns NULL with err when the thread cannot start. */
 pyc_guard_t *pyc_guard_new(const pyc_limits_t *limits, const pyc_guard_callbacks_t *cb, pyc_error_t *err);

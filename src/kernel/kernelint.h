@@ -506,8 +506,9 @@ json_t *pyc__memory_enforcement(const pyc_kernel_t *k);
  * listing needs a descriptor of its own: a process at its limit cannot list them). */
 int pyc__open_files(void);
 
-/* Under an open-file cap: takes the reserve (true, before a cell: as many of its descriptors as there is room
- * for), or (false, after a cell) gives it back when the process is at its limit. */
+/* Under an open-file cap: takes the reserve (true, before a cell, main thread: as many of its descriptors as
+ * there is room for), or (false: after a cell, and from the guard thread while a cell runs) gives it back when
+ * the process is at its limit.  The reserve's slots are atomic, so that the two threads may do so at once. */
 void pyc__files_reserve(pyc_kernel_t *k, bool keep);
 
 /* The most descriptors the process may have open (RLIMIT_NOFILE's soft limit), or -1 when unlimited. */

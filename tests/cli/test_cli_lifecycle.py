@@ -594,6 +594,31 @@ def test_new_cpu_and_open_file_limits(sessions):
     assert lim["cell_cpu"] is None and lim["open_files"] is None
 
 
+def test_a_cell_that_took_every_file_does_not_keep_clients_out(sessions):
+    """A cell that opened files up to the session's limit and goes on running: the kernel gives its reserve of
+    descriptors back while the cell runs, so that a new `pyc status` connects and `pyc int` stops the cell."""
+    name = sessions.new(None, "--open-files", "20")
+    code = ("held = []\ntry:\n    while True: held.append(open('/dev/null'))\nexcept OSError: pass\n"
+            "import time\ntime.sleep(60)")
+    cell = pyc("fire", name, code, check=EXIT_OK).stdout.strip()
+    deadline = time.monotonic() + 20
+    state = None
+    while time.monotonic() < deadline:
+        p = pyc("status", name)
+        if p.returncode == EXIT_OK:
+            state = json.loads(p.stdout)
+            if state["state"] == "busy" and (state["usage"]["pyc"].get("open_files") or 0) >= 20:
+                break
+        time.sleep(0.2)
+    assert state is not None and state["state"] == "busy", state
+    time.sleep(0.5)                          # the guard looks every 200 ms
+    assert json.loads(pyc("status", name, check=EXIT_OK).stdout)["state"] == "busy"
+    pyc("int", name, check=EXIT_OK)
+    p = pyc("poll", name, cell, "--wait=20", check=EXIT_ERROR)
+    assert "KeyboardInterrupt" in p.stderr, p.stderr
+    pyc("run", name, "del held", check=EXIT_OK)
+
+
 def test_new_idle_timeout_default_and_overrides(sessions):
     """Without --idle a session ends after a day without a request, unless PYC_IDLE_TIMEOUT (ours, or the
     kernelspec's env) says otherwise; --idle 0 means never."""

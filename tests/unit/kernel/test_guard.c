@@ -22,7 +22,15 @@
 typedef struct calls {
     atomic_int interrupts, stuck, expired, overdue;
     atomic_int last_why;
+    atomic_int files;            /* looks at the open-file reserve */
 } calls_t;
+
+static void
+on_files(void *ctx)
+{
+    calls_t *c = ctx;
+    atomic_fetch_add(&c->files, 1);
+}
 
 static void
 on_interrupt(void *ctx, int why)
@@ -90,7 +98,8 @@ fake_cpu(void *ctx)
 static pyc_guard_t *
 new_guard(calls_t *c, const pyc_limits_t *l)
 {
-    pyc_guard_callbacks_t cb = {on_interrupt, on_stuck, on_expire, on_overdue, c, fake_clock, fake_memory, fake_cpu};
+    pyc_guard_callbacks_t cb = {on_interrupt, on_stuck, on_expire, on_overdue, c, fake_clock, fake_memory, fake_cpu,
+                                on_files};
     pyc_guard_t *g = pyc_guard_new(l, &cb, NULL);
     assert_non_null(g);
     return g;
@@ -115,6 +124,42 @@ wait_for(atomic_int *v, int want, double limit)
         nanosleep(&ts, NULL);
     }
     return atomic_load(v) >= want;
+}
+
+/* Under an open-file limit the guard looks at the kernel's reserve every PYC_GUARD_FILES_POLL_MS while a cell
+ * runs (so that a cell that took every descriptor does not keep clients out), and not between cells. */
+static void
+test_open_file_limit_is_watched_while_a_cell_runs(void **state)
+{
+    (void)state;
+    calls_t c = {0};
+    pyc_limits_t l;
+    pyc_limits_init(&l);
+    l.open_files = 10;
+    pyc_guard_t *g = new_guard(&c, &l);
+    advance(g, 1.0);
+    assert_int_equal(atomic_load(&c.files), 0);
+    pyc_guard_cell_begin(g, 0, 0);
+    advance(g, 0);
+    int seen = atomic_load(&c.files);
+    assert_true(seen >= 1);
+    advance(g, PYC_GUARD_FILES_POLL_MS / 1000.0);
+    assert_true(atomic_load(&c.files) > seen);
+    int why;
+    assert_true(pyc_guard_cell_end(g, &why));
+    seen = atomic_load(&c.files);
+    advance(g, 1.0);
+    assert_int_equal(atomic_load(&c.files), seen);
+    pyc_guard_destroy(&g);
+    /* without the limit: never */
+    calls_t d = {0};
+    pyc_limits_init(&l);
+    g = new_guard(&d, &l);
+    pyc_guard_cell_begin(g, 0, 0);
+    advance(g, 1.0);
+    assert_true(pyc_guard_cell_end(g, &why));
+    assert_int_equal(atomic_load(&d.files), 0);
+    pyc_guard_destroy(&g);
 }
 
 static void
@@ -393,7 +438,7 @@ test_cpu_limit_real_clock(void **state)
     calls_t c = {0};
     pyc_limits_t l;
     pyc_limits_init(&l);
-    pyc_guard_callbacks_t cb = {on_interrupt, on_stuck, on_expire, on_overdue, &c, NULL, NULL, NULL};
+    pyc_guard_callbacks_t cb = {on_interrupt, on_stuck, on_expire, on_overdue, &c, NULL, NULL, NULL, NULL};
     pyc_guard_t *g = pyc_guard_new(&l, &cb, NULL);
     pyc_guard_cell_begin(g, 0, 0.05);
     struct timespec t0, t;
@@ -419,7 +464,7 @@ test_real_clock(void **state)
     calls_t c = {0};
     pyc_limits_t l;
     pyc_limits_init(&l);
-    pyc_guard_callbacks_t cb = {on_interrupt, on_stuck, on_expire, on_overdue, &c, NULL, NULL, NULL};
+    pyc_guard_callbacks_t cb = {on_interrupt, on_stuck, on_expire, on_overdue, &c, NULL, NULL, NULL, NULL};
     pyc_guard_t *g = pyc_guard_new(&l, &cb, NULL);
     pyc_guard_cell_begin(g, 0.05, 0);
     assert_true(wait_for(&c.interrupts, 1, 5));
@@ -433,6 +478,7 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_open_file_limit_is_watched_while_a_cell_runs),
         cmocka_unit_test(test_cell_that_ends_in_time),
         cmocka_unit_test(test_deadline_interrupts_once_then_again),
         cmocka_unit_test(test_stuck_cell_is_taken_over),
