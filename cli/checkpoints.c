@@ -239,16 +239,19 @@ cli_checkpoint_newest(const char *name, long *cells)
     long best_cells = 0;
     for (size_t i = 0; i < c.n; i++) {
         struct stat st;
-        long n = stat(c.v[i].path, &st) == 0 ? cli_checkpoint_cells(c.v[i].path, 0, id, sizeof id) : -1;
+        /* The head of each file says whether it holds a cell and whose it is; only the winner is read whole,
+         * to count its cells (a checkpoint may be tens of MiB). */
+        long n = stat(c.v[i].path, &st) == 0 ? cli_checkpoint_cells(c.v[i].path, 1, id, sizeof id) : -1;
         if (n <= 0 || (!c.v[i].from_log && strcmp(id, want) != 0))
             continue;            /* no cell, or pyc-NAME-2.py of session NAME-2 */
         if (best == NULL || st.st_mtim.tv_sec > best_t.tv_sec ||
             (st.st_mtim.tv_sec == best_t.tv_sec && st.st_mtim.tv_nsec > best_t.tv_nsec)) {
             best = c.v[i].path;
             best_t = st.st_mtim;
-            best_cells = n;
         }
     }
+    if (best != NULL)
+        best_cells = cli_checkpoint_cells(best, 0, NULL, 0);
     char *out = best != NULL ? strdup(best) : NULL;
     for (size_t i = 0; i < c.n; i++)
         free(c.v[i].path);
