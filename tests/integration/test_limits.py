@@ -416,8 +416,9 @@ def test_open_file_limit(limited, tmp_path):
     c = reply["content"]
     assert c["ename"] == "OSError" and "[Errno 24] Too many open files" in c["evalue"], c
     assert reply["metadata"]["pyc"]["state"] == "intact"
-    # N of the session's, and at most the kernel's headroom of 64 more (README, "Limits and outcomes")
-    assert 50 <= int(eval_value(kc, "len(held)")) <= 50 + 64
+    # N of the session's, and the kernel's headroom of 64 more, give or take the few of its own it closed since
+    # the limit was set (a client's handshake connection; README, "Limits and outcomes")
+    assert 50 <= int(eval_value(kc, "len(held)")) <= 50 + 64 + 16
     # The kernel answers while the files are held (on the connections it has), on shell and on control.
     assert k.kernel_info()["pyc"]["limits"]["open_files"] == 50
     reply, _ = request(kc, "usage_request", {}, channel="control")
