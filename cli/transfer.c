@@ -333,7 +333,7 @@ cli_fork(const cli_args_t *a)
         json_t *one;
         if (!as_json && rc == PYC_EXIT_OK) {
             json_array_foreach(lost, j, one)
-                cli_err("not in the forked sessions: %s", json_string_value(one) ?: "?");
+                cli_err("%s", json_string_value(one) ?: "?");   /* each says "not in the forked sessions" */
         }
     }
     pyc_msg_destroy(&answer);

@@ -64,7 +64,7 @@ def test_fork_says_what_the_children_lack(sessions):
     p = pyc("fork", parent, k1, check=EXIT_OK)
     sessions.adopt(k1)
     assert p.stdout.splitlines() == [session_file(k1)]
-    assert "pyc: not in the forked sessions: 1 thread other than the main one (server)" in p.stderr, p.stderr
+    assert "pyc: 1 thread other than the main one (server): not in the forked sessions\n" == p.stderr, p.stderr
     records = json.loads(pyc("fork", parent, k2, "--json", check=EXIT_OK).stdout)
     sessions.adopt(k2)
     assert len(records[0]["not_carried"]) == 1 and "(server)" in records[0]["not_carried"][0], records
