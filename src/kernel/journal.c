@@ -51,6 +51,7 @@ struct pyc_journal {
     size_t queued;               /* records in state QUEUED */
     atomic_int running;          /* records in state RUNNING */
     atomic_int tapped;           /* records that hold a header frame (begun: running or done) */
+    atomic_size_t late;          /* the sum of the records' late_n: read without the lock, once a cell */
     entry_t *last_begun;         /* the record begun last, or NULL: the one a message's parent names, mostly */
     unsigned long reports;       /* reports made, numbering each */
 };
@@ -122,6 +123,7 @@ drop_outputs(pyc_journal_t *j, entry_t *e)
     e->dropped += e->n_out;
     e->n_out = 0;
     e->late_off = 0;
+    atomic_fetch_sub(&j->late, e->late_n);
     e->late_n = 0;
     pyc_buf_free(&e->out);
 }
@@ -381,8 +383,10 @@ keep_output(pyc_journal_t *j, entry_t *e, const char *msg_type, const char *cont
         return;
     }
     e->n_out++;
-    if (e->state == DONE)
+    if (e->state == DONE) {
         e->late_n++;
+        atomic_fetch_add(&j->late, 1);
+    }
     j->total += e->out.len - before;
     if (j->total > j->lim.total_bytes)
         trim_total(j);
@@ -542,14 +546,7 @@ pyc_journal_report(pyc_journal_t *j, json_t *ids, bool outputs, size_t *len)
 size_t
 pyc_journal_late_unseen(pyc_journal_t *j)
 {
-    size_t n = 0;
-    if (j == NULL || atomic_load(&j->tapped) == 0)
-        return 0;
-    pthread_mutex_lock(&j->lock);
-    for (entry_t *e = j->head; e != NULL; e = e->next)
-        n += e->state == DONE ? e->late_n : 0;
-    pthread_mutex_unlock(&j->lock);
-    return n;
+    return j != NULL ? atomic_load(&j->late) : 0;
 }
 
 char *
@@ -582,6 +579,7 @@ pyc_journal_report_late(pyc_journal_t *j, size_t *len)
             rc |= pyc_buf_add(&b, "]}", 2);
             if (rc == 0) {
                 e->late_off = e->out.len;    /* handed out once */
+                atomic_fetch_sub(&j->late, e->late_n);
                 e->late_n = 0;
             }
         }
