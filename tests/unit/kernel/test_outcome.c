@@ -124,7 +124,8 @@ test_limit_error_cpu(void **state)
     json_t *e = pyc_outcome_limit_error(&s, tb);
     assert_string_equal(str(e, "ename"), "CellCPUTimeout");
     assert_non_null(strstr(str(e, "evalue"), "the cell ran past its CPU time limit of 2.5 s"));
-    assert_non_null(strstr(str(e, "evalue"), "(spent by the kernel's process, every thread of it, the cell's and any other)"));
+    assert_non_null(strstr(str(e, "evalue"),
+                           "(spent by the kernel's process, every thread of it, the cell's and any other)"));
     assert_non_null(strstr(str(e, "evalue"), "the kernel goes on"));
     json_t *t = json_object_get(e, "traceback");
     assert_int_equal(json_array_size(t), 2);
