@@ -25,8 +25,8 @@
  * (README, "Limits of a session"): a lifetime of a week, after which even a session used every day ends (its
  * checkpoint brings its cells back), and a deadline of an hour per cell, past which an agent's cell is far
  * more likely stuck (a lost network peer, a wait on input that never comes) than busy; a longer job says so
- * (--cell-timeout 0 or a longer one; a cell's own --timeout can only be shorter).  The output cap is the kernel's own default (32 MiB a cell),
- * which every kernel has. */
+ * (--cell-timeout 0 or a longer one; a cell's own --timeout can only be shorter).  The output cap is the
+ * kernel's own default (32 MiB a cell), which every kernel has. */
 #define DEFAULT_LIFETIME "168h"
 #define DEFAULT_CELL_TIMEOUT "1h"
 

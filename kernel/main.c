@@ -59,6 +59,7 @@
 #include "py.h"
 #include "server.h"
 #include "timetravel.h"
+#include "units.h"
 
 static void
 usage(FILE *f)
@@ -179,6 +180,25 @@ on_sigterm(int sig)
         pyc_kernel_terminate(app.kernel);
     }
     errno = saved;
+}
+
+/* A positive count from the environment variable `name` (at most 1,000,000), or 0 (the kernel's default) when
+ * it is unset; anything else is logged and taken as unset. */
+static int
+env_count(const char *name)
+{
+    const char *v = getenv(name);
+    size_t n = 0;
+    pyc_error_t e;
+    if (v == NULL || v[0] == '\0')
+        return 0;
+    if (pyc_units_count(v, 1000000, &n, &e) < 0) {
+        pyc_log("%s: %s; the default is kept", name, e.text);
+        return 0;
+    }
+    if (n == 0)
+        pyc_log("%s: 0 is no bound this kernel takes; the default is kept", name);
+    return (int)n;
 }
 
 static int
@@ -400,6 +420,8 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
         .snapshot_drop = pyc_tt_drop,
         .snapshot_ctx = &app,
         .max_children = maxc != NULL ? (int)strtol(maxc, NULL, 10) : 0,
+        .max_subshells = env_count("PYC_MAX_SUBSHELLS"),
+        .max_snapshots = env_count("PYC_MAX_SNAPSHOTS"),
         .limits = &ro->limits,
         .hard_exit = hard_exit,
         .hard_exit_ctx = &app,

@@ -235,6 +235,8 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     k->snapshot_budget = budget;
     k->fork_ctx = cfg->fork_ctx;
     k->max_children = cfg->max_children > 0 ? cfg->max_children : PYC_MAX_CHILDREN_DEFAULT;
+    k->max_subshells = cfg->max_subshells > 0 ? cfg->max_subshells : PYC_MAX_SUBSHELLS_DEFAULT;
+    k->max_snapshots = cfg->max_snapshots > 0 ? cfg->max_snapshots : PYC_MAX_SNAPSHOTS_DEFAULT;
     k->main_thread = pthread_self();
     pthread_mutex_init(&k->parent_lock, NULL);
     pyc_outgate_init(&k->out);

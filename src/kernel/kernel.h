@@ -74,6 +74,11 @@ typedef struct pyc_kernel pyc_kernel_t;
  * fan-out of 100 (pyc.fork {"n": 100}) beside a few others.  A child of a copy-on-write session costs its
  * own pages only (about 2 MB when fresh), but each holds five ports and a few threads. */
 #define PYC_MAX_CHILDREN_DEFAULT 128
+/* Subshells (threads) alive at once, and snapshots taken by name (each a parked process): bounds on what a
+ * client with the key, or a loop in a cell, can make the kernel hold.  Automatic snapshots have their own
+ * (PYC_SNAPSHOTS). */
+#define PYC_MAX_SUBSHELLS_DEFAULT 128
+#define PYC_MAX_SNAPSHOTS_DEFAULT 64
 
 typedef struct pyc_kernel_config {
     pyc_io_t *io;                /* borrowed */
@@ -88,6 +93,8 @@ typedef struct pyc_kernel_config {
     int (*fork_children)(void *ctx, int n, bool outlive, json_t **reports, int *index);
     void *fork_ctx;
     int max_children;            /* live children allowed at once (pyc.fork); 0: PYC_MAX_CHILDREN_DEFAULT */
+    int max_subshells;           /* subshells alive at once; 0: PYC_MAX_SUBSHELLS_DEFAULT */
+    int max_snapshots;           /* snapshots taken by name held at once; 0: PYC_MAX_SNAPSHOTS_DEFAULT */
     /* Snapshots (README, "Time travel"; kernel/timetravel.h): snapshot_take forks a parked snapshot: 0 in the
      * kernel with *pid, 1 in the snapshot once a restore made it the live kernel (*state the restorer's, *pid
      * its parked copy or -1), -1 with err.  snapshot_hand_over gives the ports to the snapshot `to` and does

@@ -102,6 +102,7 @@ struct pyc_kernel {
     int (*fork_children)(void *ctx, int n, bool outlive, json_t **reports, int *index);
     void *fork_ctx;
     int max_children;
+    int max_subshells, max_snapshots;
     int (*snapshot_take)(void *ctx, pid_t *pid, json_t **state, pyc_error_t *err);
     int (*snapshot_hand_over)(void *ctx, pid_t to, json_t *state, pyc_error_t *err);
     int (*snapshot_drop)(pid_t pid);

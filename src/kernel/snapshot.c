@@ -168,6 +168,21 @@ snapshot_name(pyc_kernel_t *k, const char *name, bool automatic, char *buf, size
     return name;
 }
 
+/* Whether one more snapshot taken by name may be held: a name not held yet needs room under max_snapshots (a
+ * name taken again replaces its snapshot).  Returns 0, or -1 with err. */
+static int
+named_room(pyc_kernel_t *k, const char *name, pyc_error_t *err)
+{
+    int named = 0;
+    for (int i = 0; i < k->n_snaps; i++)
+        named += !k->snaps[i].automatic;
+    if (find(k, name) >= 0 || named < k->max_snapshots)
+        return 0;
+    return pyc_error_code(err, PYC_EINVAL, "%d snapshots taken by name are held, the most this kernel keeps "
+                          "(PYC_MAX_SNAPSHOTS): drop one first (%%snapshot -d NAME, or the pyc.snapshot comm's "
+                          "drop)", named);
+}
+
 int
 pyc__snapshot_take(pyc_kernel_t *k, const char *name, bool automatic, json_t **answer, pyc_error_t *err)
 {
@@ -178,6 +193,8 @@ pyc__snapshot_take(pyc_kernel_t *k, const char *name, bool automatic, json_t **a
     if ((name = snapshot_name(k, name, automatic, autoname, sizeof autoname, err)) == NULL)
         return -1;
     int old = find(k, name);
+    if (!automatic && named_room(k, name, err) < 0)
+        return -1;
     if (old >= 0)
         pyc__snapshot_drop(k, name);      /* a name taken again is the newer state */
     /* Under a memory cap, the snapshots' own pages count: together they may hold as much as the cap. */
@@ -526,7 +543,8 @@ pyc__kernel_call(void *ctx, const char *op, json_t *args)
         return list_answer(k);
     if (strcmp(op, "snapshot.take") == 0) {
         char autoname[64];
-        if ((name = snapshot_name(k, name, false, autoname, sizeof autoname, &err)) != NULL) {
+        if ((name = snapshot_name(k, name, false, autoname, sizeof autoname, &err)) != NULL &&
+            named_room(k, name, &err) == 0) {
             free(k->take_after);
             k->take_after = strdup(name);
             return json_pack("{s:s, s:s}", "status", "ok", "name", name);

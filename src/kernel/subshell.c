@@ -378,12 +378,24 @@ pyc__on_create_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     /* Made by the control thread, which blocks SIGINT and SIGTERM (app.c): the new thread inherits that, and
      * the signals stay the main thread's. */
     pthread_mutex_lock(&k->subshells_lock);
-    int rc = k->subshells_closed ? -1 : pthread_create(&s->thread, NULL, subshell_main, s);
+    int alive = 0;
+    for (pyc__subshell_t *o = k->subshells; o != NULL; o = o->next)
+        alive++;
+    int rc = k->subshells_closed ? -1 : alive >= k->max_subshells ? -2
+                                      : pthread_create(&s->thread, NULL, subshell_main, s);
     if (rc == 0) {
         s->next = k->subshells;
         k->subshells = s;
     }
     pthread_mutex_unlock(&k->subshells_lock);
+    if (rc == -2) {
+        subshell_free(s);
+        char why[160];
+        snprintf(why, sizeof why, "%d subshells are alive, the most this kernel keeps (PYC_MAX_SUBSHELLS): "
+                 "delete one first", alive);
+        reply_error(k, chan, msg, "create_subshell_reply", "SubshellError", why);
+        return;
+    }
     if (rc != 0) {
         subshell_free(s);
         reply_error(k, chan, msg, "create_subshell_reply", "SubshellError",

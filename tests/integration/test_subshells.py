@@ -71,6 +71,26 @@ def iopub_of(kc, msg_id, timeout=TIMEOUT):
             return out
 
 
+@pytest.mark.skipif(not pyctest.IS_PYC, reason="PYC_MAX_SUBSHELLS is pyc's own bound")
+def test_subshells_alive_at_once_are_bounded():
+    """At most PYC_MAX_SUBSHELLS subshells live at once (each a thread): one more is refused with why, and a
+    deleted one makes room."""
+    k = pyctest.Kernel("pyc", env={"PYC_MAX_SUBSHELLS": "2"})
+    try:
+        kc = k.kc
+        a, b = create(kc), create(kc)
+        refused = control(kc, "create_subshell_request")
+        assert refused["status"] == "error" and refused["ename"] == "SubshellError", refused
+        assert "2 subshells are alive" in refused["evalue"] and "PYC_MAX_SUBSHELLS" in refused["evalue"]
+        assert control(kc, "list_subshell_request")["subshell_id"] == [a, b]
+        assert control(kc, "delete_subshell_request", {"subshell_id": a})["status"] == "ok"
+        c = create(kc)
+        assert control(kc, "list_subshell_request")["subshell_id"] == [b, c]
+        assert_alive(kc)
+    finally:
+        k.shutdown(now=True)
+
+
 @since_ipykernel_7
 def test_supported(fresh_kernel):
     assert "kernel subshells" in fresh_kernel.kernel_info()["supported_features"]

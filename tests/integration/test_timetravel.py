@@ -333,6 +333,27 @@ def test_automatic_snapshots_keep_the_newest_within_count_and_memory():
         k.shutdown(now=True)
 
 
+def test_snapshots_taken_by_name_are_bounded():
+    """At most PYC_MAX_SNAPSHOTS snapshots taken by name are held (each a parked process): one more is refused
+    with why; a name taken again replaces its snapshot, and a dropped one makes room."""
+    k = Kernel("pyc", env={"PYC_MAX_SNAPSHOTS": "2"})
+    try:
+        kc = k.kc
+        snap(kc, "a")
+        snap(kc, "b")
+        reply, msgs = execute(kc, "%snapshot c")
+        assert reply["content"]["status"] == "error", reply["content"]
+        assert "2 snapshots taken by name" in reply["content"]["evalue"]
+        assert "PYC_MAX_SNAPSHOTS" in reply["content"]["evalue"]
+        settle(kc)
+        snap(kc, "a")                            # the same name again: the newer state, no more held
+        ok(kc, "%snapshot -d b")
+        snap(kc, "c")
+        assert sorted(s["name"] for s in listed(kc)) == ["a", "c"]
+    finally:
+        k.shutdown(now=True)
+
+
 def test_magics(fresh_kernel):
     kc = fresh_kernel.kc
     ok(kc, "x = 'first'")
