@@ -248,20 +248,21 @@ static int
 find_fate(void *ctx, const pyc_event_t *e)
 {
     cell_fate_t *f = ctx;
-    if ((e->pid == f->pid) == f->other || strcmp(e->session, f->name) != 0)
+    if (strcmp(e->session, f->name) != 0)
         return 0;
-    if (f->other && f->found_pid != 0 && e->pid != f->found_pid)
-        return 0;
-    if (f->other && f->found_pid == 0) {
-        const char *cid = json_string_value(json_object_get(e->obj, "id"));
-        if (cid == NULL || strcmp(cid, f->id) != 0)
+    const char *id = json_string_value(json_object_get(e->obj, "id"));
+    bool ours = id != NULL && strcmp(id, f->id) == 0;
+    if (!f->other) {
+        if (e->pid != f->pid)
             return 0;
+    } else if (e->pid == f->pid || (f->found_pid != 0 ? e->pid != f->found_pid : !ours)) {
+        return 0;                /* the live kernel's, or not the earlier kernel that ran the cell */
+    } else {
         f->found_pid = e->pid;
     }
-    const char *id = json_string_value(json_object_get(e->obj, "id"));
-    if (strcmp(e->event, "cell_started") == 0 && id != NULL && strcmp(id, f->id) == 0) {
+    if (strcmp(e->event, "cell_started") == 0 && ours) {
         f->started = true;
-    } else if (strcmp(e->event, "cell_done") == 0 && id != NULL && strcmp(id, f->id) == 0) {
+    } else if (strcmp(e->event, "cell_done") == 0 && ours) {
         json_decref(f->done);
         f->done = json_incref(e->obj);
     } else if (strcmp(e->event, "closed") == 0 && (f->other || (f->started && f->done == NULL))) {

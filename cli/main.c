@@ -47,15 +47,23 @@ usage(FILE *f)
                "A wait on a kernel whose heartbeat is silent for 3 s (PYC_CLI_HB_MS) ends with exit 69.\n");
 }
 
-/* True when the words after the subcommand ask for its help (before any "--"). */
+/* True when the words after the subcommand hold word, or alt when not NULL (before any "--"), whether or not
+ * they parse: --help is answered, and the outcome line of a command whose words were refused is still asked
+ * for by --json. */
 static bool
-wants_help(int argc, char **argv)
+has_word(int argc, char **argv, const char *word, const char *alt)
 {
     for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+        if (strcmp(argv[i], word) == 0 || (alt != NULL && strcmp(argv[i], alt) == 0))
             return true;
     }
     return false;
+}
+
+static bool
+wants_help(int argc, char **argv)
+{
+    return has_word(argc, argv, "--help", "-h");
 }
 
 /* Runs cmd with the words after its name, in this order: the runtime dir (every command works there, so an
@@ -82,18 +90,6 @@ run_command(const cli_command_t *cmd, int argc, char **argv, bool *one_cell)
         return cli_usage_error(cmd->name);
     *one_cell = a.npos == cmd->max_pos;
     return cmd->fn(&a);
-}
-
-/* True when the words after the subcommand hold "--json" (before any "--"), whether or not they parse: the
- * outcome line of a command whose words were refused is still asked for. */
-static bool
-wants_json(int argc, char **argv)
-{
-    for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            return true;
-    }
-    return false;
 }
 
 int
@@ -128,7 +124,8 @@ main(int argc, char **argv)
     }
     bool one_cell;
     int rc = run_command(cmd, argc - 2, argv + 2, &one_cell);
-    if (cmd->outcome_line && one_cell && wants_json(argc - 2, argv + 2) && !wants_help(argc - 2, argv + 2))
+    if (cmd->outcome_line && one_cell && has_word(argc - 2, argv + 2, "--json", NULL) &&
+        !wants_help(argc - 2, argv + 2))
         cli_outcome_line(rc);
     return cli_stdout_finish(rc);
 }

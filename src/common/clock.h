@@ -1,6 +1,6 @@
 /*
- * clock.h -- the one clock helper: monotonic time in nanoseconds and seconds, the wall clock in seconds, and
- * the wall-clock deadlines of POSIX's timed waits.
+ * clock.h -- the one clock helper: monotonic time in nanoseconds and seconds, any clock (CPU time) in seconds,
+ * the wall clock in seconds, and the wall-clock deadlines of POSIX's timed waits.
  *
  * Deadlines and timeouts use CLOCK_MONOTONIC, which does not jump when the system time is set.  Modules whose
  * timing is unit-tested (the guard) take a clock as a function pointer of this type, so that a test can
@@ -36,6 +36,17 @@ static inline long
 pyc_ms_since(uint64_t t0_ns)
 {
     return (long)((pyc_now_ns() - t0_ns) / 1000000u);
+}
+
+/* Seconds on clock c (a CPU-time clock: CLOCK_PROCESS_CPUTIME_ID, clock_getcpuclockid's), or 0 when it cannot
+ * be read (a process that has just ended). */
+static inline double
+pyc_clock_s(clockid_t c)
+{
+    struct timespec ts;
+    if (clock_gettime(c, &ts) < 0)
+        return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* Seconds since the epoch (CLOCK_REALTIME), for timestamps that people read. */

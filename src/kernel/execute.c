@@ -592,14 +592,11 @@ static double
 guard_cpu(void *ctx)
 {
     pyc_kernel_t *k = ctx;
-    struct timespec ts;
-    double s = 0;
-    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
-        s += (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    double s = pyc_clock_s(CLOCK_PROCESS_CPUTIME_ID);
     pid_t iso = (pid_t)atomic_load(&k->iso_pid);
     clockid_t cid;
-    if (iso > 0 && clock_getcpuclockid(iso, &cid) == 0 && clock_gettime(cid, &ts) == 0)
-        s += (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    if (iso > 0 && clock_getcpuclockid(iso, &cid) == 0)
+        s += pyc_clock_s(cid);
     return s;
 }
 

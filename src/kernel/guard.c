@@ -77,10 +77,7 @@ static double
 process_cpu(void *ctx)
 {
     (void)ctx;
-    struct timespec ts;
-    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) < 0)
-        return 0;
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return pyc_clock_s(CLOCK_PROCESS_CPUTIME_ID);
 }
 
 /* The guard's time: its clock (monotonic unless a test gave one). */
