@@ -44,6 +44,47 @@
 #define PID_START_WAIT_MS 1000   /* how long a child's /proc entry may take to read */
 #define MAX_STDIN_PICKLE ((size_t)1 << 36)
 
+/* The frames that carry bufs in a put: views of bufs (nothing is copied), a buffer over PYC_PICKLE_FRAME_MAX
+ * cut into consecutive frames of that size, and "frames" (the count per buffer) added to data when any buffer
+ * took more than one.  Returns the array (the caller frees it; its views live as long as bufs) with its length
+ * in *nframes, or NULL when out of memory. */
+static pyc_frame_t *
+split_frames(const pyc_frame_t *bufs, size_t nbufs, json_t *data, size_t *nframes)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < nbufs; i++)
+        n += bufs[i].size <= PYC_PICKLE_FRAME_MAX ? 1
+                                                  : (bufs[i].size + PYC_PICKLE_FRAME_MAX - 1) / PYC_PICKLE_FRAME_MAX;
+    pyc_frame_t *frames = malloc((n > 0 ? n : 1) * sizeof *frames);
+    json_t *counts = n > nbufs ? json_array() : NULL;
+    if (frames == NULL || (n > nbufs && counts == NULL)) {
+        free(frames);
+        json_decref(counts);
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < nbufs; i++) {
+        size_t at = 0, took = 0;
+        do {
+            size_t len = bufs[i].size - at < PYC_PICKLE_FRAME_MAX ? bufs[i].size - at : PYC_PICKLE_FRAME_MAX;
+            frames[k++] = (pyc_frame_t){(const char *)bufs[i].data + at, len};
+            at += len;
+            took++;
+        } while (at < bufs[i].size);
+        if (counts != NULL && json_array_append_new(counts, json_integer((json_int_t)took)) < 0) {
+            free(frames);
+            json_decref(counts);
+            return NULL;
+        }
+    }
+    if (counts != NULL && json_object_set_new(data, "frames", counts) < 0) {
+        free(frames);
+        return NULL;
+    }
+    *nframes = k;
+    return frames;
+}
+
 pyc_msg_t *
 cli_comm_request(pyc_client_t *cl, const char *session, const char *target, json_t *data, const pyc_frame_t *bufs,
                  size_t nbufs, double timeout_s, int *rc)
@@ -538,7 +579,8 @@ cli_cp(const cli_args_t *a)
     loaded_t file = {0};
     pyc_frame_t one;
     const pyc_frame_t *bufs = NULL;
-    size_t nbufs = 0;
+    pyc_frame_t *frames = NULL;
+    size_t nbufs = 0, nframes = 0;
     json_t *digests = NULL, *data = NULL;
     json_int_t nbytes = 0;
     memset(&ssf, 0, sizeof ssf);
@@ -601,7 +643,12 @@ cli_cp(const cli_args_t *a)
         rc = PYC_EXIT_OSERR;
         goto out;
     }
-    put = cli_comm_request(dcl, dst.session, "pyc.pickle", data, bufs, nbufs, timeout, &rc);
+    if ((frames = split_frames(bufs, nbufs, data, &nframes)) == NULL) {
+        cli_err("out of memory");
+        rc = PYC_EXIT_OSERR;
+        goto out;
+    }
+    put = cli_comm_request(dcl, dst.session, "pyc.pickle", data, frames, nframes, timeout, &rc);
 out:
     /* The clients go first: their connections write the frames and the file from where they are (client.h),
      * and may still hold views of them until they are closed. */
@@ -611,6 +658,7 @@ out:
     json_decref(digests);
     pyc_msg_destroy(&got);
     pyc_msg_destroy(&put);
+    free(frames);
     loaded_free(&file);
     pyc_session_file_clear(&ssf);
     pyc_session_file_clear(&dsf);

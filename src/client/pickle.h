@@ -24,6 +24,11 @@
 #include "auth.h"
 #include "error.h"
 
+/* The largest frame a buffer of a put travels in: a larger one goes as consecutive frames of this size, and the
+ * put's "frames" lists the count per buffer (the rule of kernel/python/pyc/_digest.py, "Frames"), since a
+ * kernel takes frames of at most 256 MiB on shell from a peer it does not know yet. */
+#define PYC_PICKLE_FRAME_MAX ((size_t)256 << 20)
+
 /* Writes n bytes; returns 0, or -1 (with errno set) to stop the rewrite. */
 typedef int (*pyc_pickle_write_fn)(void *ctx, const void *p, size_t n);
 

@@ -342,8 +342,10 @@ bind_channel(pyc_server_t *srv, pyc_connfile_t *cf, int chan, int type, int fd, 
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
     /* Bounds against peers that need no key to connect (every one on the network may):
      *  - the largest frame each channel takes (ZeroMQ disconnects a peer that sends more, before it is held
-     *    in memory): shell carries pickles (PYC_MAX_MESSAGE_BYTES, default 4 GiB and 256 MiB), the others
-     *    small messages;
+     *    in memory): 256 MiB on shell (PYC_MAX_MESSAGE_BYTES), control and stdin, whose frames are checked
+     *    before the signature can be, so that a peer without the key cannot make one frame the kernel holds
+     *    a gigabyte (pickle transfers send larger buffers in frames of 256 MiB: pyc/_digest.py), and small
+     *    messages on iopub and the heartbeat;
      *  - inbound queues of 1000 messages (ZeroMQ's default; a full queue stops reading from that peer,
      *    which a pipelining client feels as back-pressure, never as loss);
      *  - replies and iopub queue without a bound for a client that reads (a pipelining client must see
@@ -403,7 +405,7 @@ pyc_server_new_on(pyc_connfile_t *cf, pyc_auth_t *auth, int *fds, pyc_error_t *e
         goto fail;
     }
     srv->auth = auth;
-    srv->max_message = (int64_t)(PYC_SERVER_MAX_BUFFERS + PYC_SERVER_MAX_DICT);
+    srv->max_message = (int64_t)PYC_SERVER_MAX_DICT;
     srv->iopub_hwm = 100000;
     const char *v = getenv("PYC_MAX_MESSAGE_BYTES");
     if (v != NULL && v[0] != '\0' && strtoll(v, NULL, 10) > 0)

@@ -26,8 +26,8 @@
 #include "connfile.h"
 #include "io.h"
 
-/* The largest JSON dict frame accepted, and the largest total of buffers.  Larger messages are dropped
- * with a log line. */
+/* The largest JSON dict frame accepted (and the largest frame shell, control and stdin take by default), and
+ * the largest total of one message's buffers.  Larger messages are dropped with a log line. */
 #define PYC_SERVER_MAX_DICT ((size_t)256 << 20)
 #define PYC_SERVER_MAX_BUFFERS ((size_t)4 << 30)
 

@@ -196,6 +196,22 @@ def test_cp_session_to_session(two):
     assert pyc("run", b, "arr.shape, renamed", check=EXIT_OK).stdout == "((3, 4), {'k': [1, 2]})\n"
 
 
+def test_cp_of_buffers_larger_than_a_frame(two, tmp_path):
+    """A buffer over 256 MiB goes to the destination kernel in frames of 256 MiB, the largest a kernel takes
+    before it has checked the key: session to session, and a file of 300 MB to a session."""
+    a, b = two
+    pyc("run", a, "big = np.arange((300 << 20) // 8, dtype=np.int64)", check=EXIT_OK)
+    pyc("cp", "%s:big" % a, "%s:" % b, check=EXIT_OK, timeout=120)
+    assert pyc("run", b, "big.nbytes, int(big[-1]), big.flags.writeable", check=EXIT_OK).stdout == \
+        "(%d, %d, True)\n" % (300 << 20, (300 << 20) // 8 - 1)
+    f = tmp_path / "big.pkl"
+    pyc("run", a, "import pickle\nwith open(%r, 'wb') as fh: pickle.dump(big, fh, protocol=5)\ndel big" % str(f),
+        check=EXIT_OK)
+    assert f.stat().st_size > 300 << 20
+    pyc("cp", str(f), "%s:fromfile" % b, check=EXIT_OK, timeout=120)
+    assert pyc("run", b, "ok = bool((fromfile == big).all())\ndel big, fromfile\nok", check=EXIT_OK).stdout == "True\n"
+
+
 def test_cp_whole_namespace(two, tmp_path):
     a, b = two
     p = pyc("cp", "%s:" % a, "%s:" % b, check=EXIT_OK)

@@ -472,6 +472,43 @@ def test_a_shell_frame_over_the_limit_is_never_held():
         k.shutdown(now=True)
 
 
+@pyc_only
+def test_a_gigabyte_frame_without_the_key_is_never_held():
+    """With the default limits, a peer without the key that sends one 1 GB frame on shell, control or stdin
+    is disconnected before the frame is held: the kernel's peak memory stays under 300 MB (it reached 1040 MB
+    when shell took frames of 4 GiB), and the kernel answers.  Large pickles travel in frames of 256 MiB
+    (test_pickle.py's test_a_put_larger_than_a_frame_travels_in_frames)."""
+    import zmq
+
+    k = pyctest.Kernel("pyc")
+    ctx = zmq.Context()
+    try:
+        info = k.km.get_connection_info()
+        before = peak_mb(k.pid)
+        big = bytearray(1 << 30)            # calloc'd: its pages are read as the shared zero page, never held
+        asan = 256 if UNDER_ASAN else 0
+        for port in ("shell_port", "control_port", "stdin_port"):
+            # One channel at a time: the sender's one I/O thread, shared by several, would write too slowly.
+            s = ctx.socket(zmq.DEALER)
+            s.linger = 0
+            s.connect("tcp://127.0.0.1:%d" % info[port])
+            tracker = s.send_multipart([b"<IDS|MSG>", b"0" * 64, b"{}", b"{}", b"{}", b"{}", big], copy=False,
+                                       track=True)
+            # the frame is written, or the kernel hung up on it
+            deadline = time.monotonic() + 20
+            while not tracker.done and time.monotonic() < deadline and peak_mb(k.pid) - before < 900:
+                time.sleep(0.1)
+            time.sleep(0.5)
+            s.close(linger=0)
+            pyctest.assert_alive(k.kc)
+            peak = peak_mb(k.pid)
+            assert peak < 300 + asan and peak - before < 30 + asan, \
+                "%s: peak %.0f MB (%.0f MB before)" % (port, peak, before)
+    finally:
+        ctx.destroy(linger=0)
+        k.shutdown(now=True)
+
+
 # ---- low: an empty key -----------------------------------------------------------------------------------
 
 

@@ -437,6 +437,51 @@ def test_tampered_answer_refused_by_client(pkc, monkeypatch):
     assert ei.value.ename == "IntegrityError"
 
 
+def test_a_put_larger_than_a_frame_travels_in_frames(pkc, kc2):
+    """A buffer over FRAME_MAX (256 MiB) goes in a put as frames of at most 256 MiB, the largest a kernel takes
+    from a peer before it has checked the key (test_hardening.py); the kernel joins
+    them and checks the digests of the whole buffers.  Through put and the relay of copy, with a 300 MB
+    buffer; the documented path between two kernels, the direct one, moves 1 GiB."""
+    a = np.random.default_rng(11).random((300 << 20) // 8)
+    frames, counts = pyc_client._split(pyc_client._dumps(a))
+    assert counts == [1, 2] and max(memoryview(f).nbytes for f in frames) == 256 << 20
+    reply = pyc_client.put(pkc, "framed", a, timeout=BIG_TIMEOUT)
+    assert reply["nbytes"] >= a.nbytes
+    assert kernel_digest(pkc, "framed") == digest(a)
+    assert eval_value(pkc, "framed.flags.writeable") == "True"
+    relayed = pyc_client.copy(pkc, "framed", kc2, direct=False, timeout=BIG_TIMEOUT)
+    assert relayed["path"] == "relay" and kernel_digest(kc2, "framed") == digest(a)
+    del a, frames
+    run_ok(kc2, "del framed")
+    run_ok(pkc, "del framed; gig = np.ones((1 << 30) // 8)")
+    direct = pyc_client.copy(pkc, "gig", kc2, timeout=BIG_TIMEOUT)
+    assert direct["path"] == "direct" and direct["nbytes"] >= 1 << 30
+    assert eval_value(kc2, "gig.nbytes, float(gig.sum())") == "(%d, %r)" % (1 << 30, float((1 << 30) // 8))
+    run_ok(pkc, "del gig")
+    run_ok(kc2, "del gig")
+
+
+def test_frames_that_do_not_match_are_refused(pkc):
+    """A put's "frames" must count every frame it came in: otherwise BadRequest, and nothing is loaded."""
+    bufs = pyc_client._dumps(np.arange(10))
+    data = {"op": "put", "name": "badframes", "sha256": pyc_client._digests(bufs)}
+    for counts in ([1], [1, 1, 1], [0, 2], "2", [1.0, 1], [True, 1]):
+        with pytest.raises(PycError) as ei:
+            pyc_client.request(pkc, dict(data, frames=counts), bufs)
+        assert ei.value.ename == "BadRequest" and "frames" in ei.value.evalue, ei.value.evalue
+    # one buffer sent as two frames, said so: joined
+    main, arr = bufs
+    half = memoryview(arr).cast("B")
+    reply, _ = pyc_client.request(pkc, dict(data, frames=[1, 2]), [main, half[:30], half[30:]])
+    assert reply["status"] == "ok"
+    assert eval_value(pkc, "list(badframes)") == str(list(range(10)))
+    # and the digests are still those of the whole buffers
+    with pytest.raises(PycError) as ei:
+        pyc_client.request(pkc, dict(data, frames=[1, 2]), [main, half[30:], half[:30]])
+    assert ei.value.ename == "IntegrityError"
+    assert_alive(pkc)
+
+
 @pytest.mark.parametrize("data, ename", [
     ({"op": "fetch", "name": "x"}, "BadRequest"),
     ({"name": "x"}, "BadRequest"),

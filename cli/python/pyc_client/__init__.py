@@ -47,6 +47,7 @@ from ._digest import DEFAULT_CHUNK as CHUNK  # the chunk size this client asks f
 from ._digest import PROTOCOL, TARGET
 from ._digest import digests as _digests
 from ._digest import mismatch as _mismatch
+from ._digest import split as _split
 
 # CURVE-encrypted kernels from jupyter_client 7.x (see _curve.py).
 from ._curve import _wait_iopub, curve_info, start_kernel, use_curve, write_curve_keys
@@ -183,6 +184,16 @@ def _check(reply, buffers):
         raise PycError("IntegrityError", why + " (in the kernel's answer)", reply)
 
 
+def _put(client, data, buffers, timeout):
+    """Sends the put `data` with the pickle's buffers, a buffer over FRAME_MAX in several frames (views, not
+    copies; "frames" says how many each took): a kernel takes no larger frame from a peer before it has
+    checked the key (README, "Security model")."""
+    frames, counts = _split(buffers)
+    if counts is not None:
+        data = dict(data, frames=counts)
+    return request(client, data, frames, timeout=timeout)
+
+
 def _names_request(op, name):
     if name is None:
         return {"op": op, "names": None}
@@ -225,7 +236,7 @@ def put(client, name, obj, timeout=60):
     data["chunk"] = CHUNK
     data["sha256"] = _digests(buffers, CHUNK)
     data["nbytes"] = sum(memoryview(b).nbytes for b in buffers)
-    reply, _ = request(client, data, buffers, timeout=timeout)
+    reply, _ = _put(client, data, buffers, timeout)
     return reply
 
 
@@ -253,7 +264,7 @@ def copy(src_client, name, dst_client, new_name=None, timeout=60, direct=True):
         data["nbytes"] = got.get("nbytes")
         if "chunk" in got:
             data["chunk"] = got["chunk"]
-        reply, _ = request(dst_client, data, buffers, timeout=_time_left(deadline, "the put of pyc.pickle copy"))
+        reply, _ = _put(dst_client, data, buffers, _time_left(deadline, "the put of pyc.pickle copy"))
         reply["path"] = "relay"
     else:
         got, reply = done
@@ -313,7 +324,7 @@ def _copy_direct(src_client, name, dst_client, put, deadline):
         del put["ticket"]
         if put["chunk"] is None:
             del put["chunk"]
-        reply, _ = request(dst_client, put, buffers, timeout=_time_left(deadline, "the put of pyc.pickle copy"))
+        reply, _ = _put(dst_client, put, buffers, _time_left(deadline, "the put of pyc.pickle copy"))
         reply["path"] = "relay"
         return got, reply
     reply, _ = request(dst_client, put, timeout=_time_left(deadline, "the put of pyc.pickle copy"))

@@ -16,8 +16,15 @@ either
 Chunk digests exist so that several threads can hash one large buffer on both ends (one SHA-256 over 100 MiB
 takes 58 ms on one core and cannot be split).  ``chunk`` is a whole number from CHUNK_MIN to CHUNK_MAX.
 
+Frames.  A kernel takes frames of at most 256 MiB on shell from a peer it does not know yet
+(PYC_MAX_MESSAGE_BYTES; README, "Security model"), so a buffer larger than FRAME_MAX travels in a put as
+consecutive frames of FRAME_MAX bytes (the last shorter), and "frames" beside "sha256" gives, for each
+buffer, the number of frames it took; the kernel joins them before it checks the digests, which are those
+of the whole buffers.  A put whose buffers all fit in one frame has no "frames", as before it existed.
+Answers (iopub, from the kernel to a client that chose to connect) are not split.
+
 The `pyc` command (cli/transfer.c) speaks a subset: it asks for and sends whole-buffer digests only, hashing
-in C.
+in C; it splits frames by the same rule (PYC_PICKLE_FRAME_MAX in src/client/pickle.h).
 """
 
 import hashlib
@@ -35,6 +42,9 @@ CHUNK_MAX = 1 << 30
 #: The chunk size pyc_client asks for and a kernel uses when it chooses: 25 digests for 100 MiB, enough to
 #: keep two threads busy.
 DEFAULT_CHUNK = 4 << 20
+#: The largest frame a buffer of a put travels in (see "Frames" above): a kernel's default limit, so that a
+#: buffer that fits is sent as it always was, without the copy that joining costs on arrival.
+FRAME_MAX = 256 << 20
 #: Threads that hash at once (hashlib releases the GIL over more than 2 KiB, so they run in parallel).
 HASH_THREADS = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                              else (os.cpu_count() or 1)))
@@ -96,6 +106,54 @@ def digests(buffers, chunk=None):
     out, k = [], 0
     for n in counts:
         out.append(flat[k:k + n])
+        k += n
+    return out
+
+
+def split(buffers, frame_max=FRAME_MAX):
+    """The frames that carry buffers in a put, as views (nothing is copied), and the number of frames each
+    buffer took: None when every buffer fits in one frame, so that such a put is sent as it always was."""
+    frames, counts = [], []
+    for b in buffers:
+        mv = memoryview(b)
+        if mv.nbytes <= frame_max:
+            frames.append(b)
+            counts.append(1)
+            continue
+        mv = mv.cast("B")
+        parts = [mv[i:i + frame_max] for i in range(0, mv.nbytes, frame_max)]
+        frames.extend(parts)
+        counts.append(len(parts))
+    return frames, (counts if len(frames) != len(counts) else None)
+
+
+def join(frames, counts, alloc=bytearray):
+    """The buffers that frames carry, counts[i] frames for buffer i (the inverse of split; counts None: one
+    frame each).  A buffer of several frames is copied, once, into one writable block that alloc(size) gives
+    (the kernel's is an anonymous mapping advised to use huge pages); every entry of frames is set to None as
+    soon as it is taken, so that the caller's list does not keep it alive.  Raises ValueError when counts does
+    not describe frames."""
+    if counts is None:
+        return list(frames)
+    if not (isinstance(counts, list) and all(type(n) is int and n >= 1 for n in counts)
+            and sum(counts) == len(frames)):
+        raise ValueError("\"frames\" must list, for each buffer, the number of frames (at least 1) it took, "
+                         "%d in all; it is %r" % (len(frames), counts if len(repr(counts)) < 200 else "too long"))
+    out, k = [], 0
+    for n in counts:
+        if n == 1:
+            out.append(frames[k])
+            frames[k] = None
+            k += 1
+            continue
+        views = [memoryview(f).cast("B") for f in frames[k:k + n]]
+        whole = alloc(sum(v.nbytes for v in views))
+        into, at = memoryview(whole), 0
+        for j, v in enumerate(views):
+            into[at:at + v.nbytes] = v
+            at += v.nbytes
+            views[j] = frames[k + j] = None
+        out.append(whole)
         k += n
     return out
 

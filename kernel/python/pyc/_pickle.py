@@ -21,6 +21,8 @@ Requests (comm_open data) and answers (comm_msg data):
     {"op": "put", "names": null, "sha256": [...]}              the pickle holds a dict: merged into the
         -> {"status": "ok", "op": "put", "names": [...], "nbytes": N}   namespace (a list of names merges
                                                                         only those keys)
+    {"op": "put", ..., "frames": [n, ...]}     buffer i came in n consecutive frames (one over 256 MiB:
+                                               pyc/_digest.py, "Frames"); joined before the digests are checked
 
 Chunked digests.  One SHA-256 over a 100 MiB buffer takes 58 ms on one core, and SHA-256 cannot be split.
 A get may ask for "chunk": C (bytes, at least 65536): each entry of the answer's "sha256" is then a list,
@@ -63,7 +65,7 @@ import sys
 import types
 
 from ._digest import (CHUNK_MAX, CHUNK_MIN, DEFAULT_CHUNK, PROTOCOL, TARGET,  # noqa: F401
-                      digests as _digests, is_hex as _is_hex, mismatch as _mismatch)
+                      digests as _digests, is_hex as _is_hex, join as _join, mismatch as _mismatch)
 from ._shell import is_kernel_name
 
 DEFAULT_MAX_BYTES = 4 << 30
@@ -374,7 +376,7 @@ def _put(data, buffers, limit):
     """A put; with "ticket", of the buffers another kernel sent under that ticket (op "listen")."""
     if "ticket" not in data:
         return _put_checked(data, buffers, limit, None)
-    if buffers:
+    if buffers or "frames" in data:
         raise RequestFailed("BadRequest", "a put with a \"ticket\" takes its buffers from the transfer, "
                                           "not from the message")
     landing = _direct().claim(data["ticket"])
@@ -388,9 +390,24 @@ def _put(data, buffers, limit):
 def _checked(data, buffers, limit, landing):
     """The buffers to unpickle (the landing's when there is one) and their total size, all checked."""
     if landing is None:
+        buffers = _joined(data, buffers, limit)
         return buffers, _check_buffers(data, buffers, limit)
     buffers = landing.wait()
     return buffers, _check_buffers(data, buffers, limit, landing.digests, landing.chunk)
+
+
+def _joined(data, frames, limit):
+    """The buffers of a put whose large buffers came in several frames ("frames": the count per buffer; see
+    pyc/_digest.py), each joined into one block; the size limit is checked before anything is copied."""
+    counts = data.get("frames")
+    if counts is None:
+        return frames
+    if sum(memoryview(f).nbytes for f in frames) > limit:
+        raise _too_large(limit)
+    try:
+        return _join(frames, counts, _direct()._fresh_buffer)
+    except ValueError as e:
+        raise RequestFailed("BadRequest", str(e))
 
 
 def _put_checked(data, buffers, limit, landing):
