@@ -12,8 +12,9 @@ Rows (wall time in this process, median of --repeat runs; the array is float64 r
           answer, forwarded by this process in a signed put, and unpickles without a copy.  Ends when B's
           answer is in.
   relay   pyc_client.copy(A, "x", B, direct=False): A publishes the pickle as raw frames with its chunk
-          digests; this process forwards the frames unchanged (no copy, no hashing) to B, which checks the
-          digests and unpickles on the received frames.  What kernels on two machines do.
+          digests; this process forwards the frames unchanged (no copy, no hashing; a buffer over 256 MiB is
+          cut into frames of 256 MiB, which B joins) to B, which checks the digests and unpickles on the
+          received frames.  What kernels on two machines do.
   get     pyc_client.get(A, "x"): kernel to this process, digests checked here, unpickled here.
   put     pyc_client.put(B, "x", array): this process to a kernel.
   copy 1G the copy row with --gb GiB, median of --gb-repeat runs after one untimed run (pyc only unless
@@ -86,6 +87,10 @@ def _pyc_pickle_target(comm, msg):
                 reply["chunk"] = data["chunk"]
             comm.send(reply, buffers=out)
         elif data["op"] == "put":
+            if data.get("frames"):      # a buffer over 256 MiB came in several frames (pyc/_digest.py)
+                it = iter(bufs)
+                bufs = [next(it) if n == 1 else bytearray(b"".join(next(it) for _ in range(n)))
+                        for n in data["frames"]]
             if _pyc_digests(bufs, data.get("chunk")) != data["sha256"]:
                 raise ValueError("digest mismatch")
             # the received frames are writable memoryviews: the arrays use them without a copy

@@ -45,16 +45,19 @@
 #define MAX_STDIN_PICKLE ((size_t)1 << 36)
 
 /* The frames that carry bufs in a put: views of bufs (nothing is copied), a buffer over PYC_PICKLE_FRAME_MAX
- * cut into consecutive frames of that size, and "frames" (the count per buffer) added to data when any buffer
- * took more than one.  Returns the array (the caller frees it; its views live as long as bufs) with its length
- * in *nframes, or NULL when out of memory. */
+ * (or this process's PYC_MAX_MESSAGE_BYTES, when smaller) cut into consecutive frames of that size, and
+ * "frames" (the count per buffer) added to data when any buffer took more than one.  Returns the array (the
+ * caller frees it; its views live as long as bufs) with its length in *nframes, or NULL when out of memory. */
 static pyc_frame_t *
 split_frames(const pyc_frame_t *bufs, size_t nbufs, json_t *data, size_t *nframes)
 {
-    size_t n = 0;
+    /* Less when PYC_MAX_MESSAGE_BYTES says the kernels take less (they would drop the connection). */
+    size_t max = PYC_PICKLE_FRAME_MAX, n = 0;
+    const char *v = getenv("PYC_MAX_MESSAGE_BYTES");
+    if (v != NULL && strtoull(v, NULL, 10) >= ((size_t)1 << 20) && strtoull(v, NULL, 10) < max)
+        max = (size_t)strtoull(v, NULL, 10);
     for (size_t i = 0; i < nbufs; i++)
-        n += bufs[i].size <= PYC_PICKLE_FRAME_MAX ? 1
-                                                  : (bufs[i].size + PYC_PICKLE_FRAME_MAX - 1) / PYC_PICKLE_FRAME_MAX;
+        n += bufs[i].size <= max ? 1 : (bufs[i].size + max - 1) / max;
     pyc_frame_t *frames = malloc((n > 0 ? n : 1) * sizeof *frames);
     json_t *counts = n > nbufs ? json_array() : NULL;
     if (frames == NULL || (n > nbufs && counts == NULL)) {
@@ -66,7 +69,7 @@ split_frames(const pyc_frame_t *bufs, size_t nbufs, json_t *data, size_t *nframe
     for (size_t i = 0; i < nbufs; i++) {
         size_t at = 0, took = 0;
         do {
-            size_t len = bufs[i].size - at < PYC_PICKLE_FRAME_MAX ? bufs[i].size - at : PYC_PICKLE_FRAME_MAX;
+            size_t len = bufs[i].size - at < max ? bufs[i].size - at : max;
             frames[k++] = (pyc_frame_t){(const char *)bufs[i].data + at, len};
             at += len;
             took++;

@@ -4,7 +4,8 @@
     /usr/bin/python3 examples/copy_between_kernels.py [--kernel pyc] [--rows 100000]
 
 Starts two kernels of the kernelspec "pyc" with jupyter_client, builds a DataFrame in the first, copies it
-to the second (the pickle's frames are forwarded as they came: nothing is unpickled in this process),
+to the second (straight from kernel to kernel on one machine; else the pickle's frames are forwarded as they
+came, a buffer over 256 MiB cut into frames: nothing is unpickled in this process),
 prints a summary computed in the second, and shuts both kernels down.  Needs jupyter_client, and pandas in
 the kernels' Python; pyc_client is installed by `make install` (or found in the source tree).
 """

@@ -140,11 +140,16 @@ pyc_msg_header(pyc_buf_t *out, const char *msg_type, const char *session, const 
 
 /* ---- decoded messages ------------------------------------------------------------------------------- */
 
-/* The message's owner once a hold was taken: the message counts as one reference, each hold as another. */
+/* The message's owner once a hold was taken: the message counts as one reference, each hold as another.
+ * With frame_free, each frame also has its own count: 1 for the message until it is destroyed, plus one for
+ * each hold of that frame; the frame is freed when its count reaches 0, the owner when refs does. */
 struct pyc_msg_hold {
     atomic_size_t refs;
     void *owner;
     void (*owner_free)(void *owner);
+    void (*frame_free)(void *owner, size_t i);
+    size_t n;                    /* frames of the message when frame_free is set, else 0 */
+    atomic_size_t frame_refs[];
 };
 
 void
@@ -155,40 +160,116 @@ pyc_msg_set_owner(pyc_msg_t *msg, void *owner, void (*owner_free)(void *owner))
 }
 
 void
-pyc_msg_hold_release(pyc_msg_hold_t *hold)
+pyc_msg_set_frame_free(pyc_msg_t *msg, void (*frame_free)(void *owner, size_t i))
 {
-    if (hold != NULL && atomic_fetch_sub(&hold->refs, 1) == 1) {
+    msg->frame_free = frame_free;
+}
+
+/* Drops one reference to the owner: the last frees it. */
+static void
+owner_unref(pyc_msg_hold_t *hold)
+{
+    if (atomic_fetch_sub(&hold->refs, 1) == 1) {
         hold->owner_free(hold->owner);
         free(hold);
     }
 }
 
-/* owner_free of a message whose storage is held: drops the message's own reference. */
 static void
-hold_unref(void *hold)
+frame_unref(pyc_msg_hold_t *hold, size_t i)
 {
-    pyc_msg_hold_release(hold);
+    if (atomic_fetch_sub(&hold->frame_refs[i], 1) == 1)
+        hold->frame_free(hold->owner, i);
 }
 
-pyc_msg_hold_t *
-pyc_msg_hold(const pyc_msg_t *cmsg)
+static void
+frames_unref(pyc_msg_hold_t *hold)
+{
+    for (size_t i = 0; i < hold->n; i++)
+        frame_unref(hold, i);
+}
+
+void
+pyc_msg_hold_release(pyc_msg_hold_t *hold)
+{
+    if (hold == NULL)
+        return;
+    frames_unref(hold);
+    owner_unref(hold);
+}
+
+void
+pyc_msg_hold_release_frame(pyc_msg_hold_t *hold, size_t index)
+{
+    if (hold == NULL)
+        return;
+    if (index >= hold->n) {
+        pyc_msg_hold_release(hold);        /* it held every frame */
+        return;
+    }
+    frame_unref(hold, index);
+    owner_unref(hold);
+}
+
+/* owner_free of a message whose storage is held: drops the message's own references. */
+static void
+hold_unref(void *p)
+{
+    pyc_msg_hold_release(p);
+}
+
+/* The hold of msg's storage, made on the first call (the message then counts as one reference), with one
+ * more reference to the owner; frame counts are the caller's to raise. */
+static pyc_msg_hold_t *
+hold_get(const pyc_msg_t *cmsg)
 {
     /* The message is not const to its owner; the hold replaces only its owner fields, never its frames. */
     pyc_msg_t *msg = (pyc_msg_t *)cmsg;
     if (msg->owner_free == NULL)
         return NULL;
     if (msg->owner_free != hold_unref) {
-        pyc_msg_hold_t *h = malloc(sizeof *h);
+        size_t n = msg->frame_free != NULL && msg->frames_copy != NULL ? msg->n_idents + 6 + msg->n_buffers : 0;
+        pyc_msg_hold_t *h = malloc(sizeof *h + n * sizeof h->frame_refs[0]);
         if (h == NULL)
             return NULL;
         atomic_init(&h->refs, 1);
         h->owner = msg->owner;
         h->owner_free = msg->owner_free;
+        h->frame_free = msg->frame_free;
+        h->n = n;
+        for (size_t i = 0; i < n; i++)
+            atomic_init(&h->frame_refs[i], 1);
         msg->owner = h;
         msg->owner_free = hold_unref;
     }
     pyc_msg_hold_t *h = msg->owner;
     atomic_fetch_add(&h->refs, 1);
+    return h;
+}
+
+pyc_msg_hold_t *
+pyc_msg_hold(const pyc_msg_t *msg)
+{
+    pyc_msg_hold_t *h = hold_get(msg);
+    for (size_t i = 0; h != NULL && i < h->n; i++)
+        atomic_fetch_add(&h->frame_refs[i], 1);
+    return h;
+}
+
+pyc_msg_hold_t *
+pyc_msg_hold_frame(const pyc_msg_t *msg, const pyc_frame_t *frame, size_t *index)
+{
+    pyc_msg_hold_t *h = hold_get(msg);
+    *index = SIZE_MAX;
+    if (h == NULL)
+        return NULL;
+    if (h->n > 0 && frame >= msg->frames_copy && frame < msg->frames_copy + h->n) {
+        *index = (size_t)(frame - msg->frames_copy);
+        atomic_fetch_add(&h->frame_refs[*index], 1);
+    } else {
+        for (size_t i = 0; i < h->n; i++)  /* not one of its frames: a hold of every frame */
+            atomic_fetch_add(&h->frame_refs[i], 1);
+    }
     return h;
 }
 

@@ -33,6 +33,7 @@ typedef struct pyc_msg {
     const char *session;
     void *owner;                 /* storage behind idents and buffers; freed with owner_free */
     void (*owner_free)(void *owner);
+    void (*frame_free)(void *owner, size_t i);   /* optional: frees frame i's storage early */
     pyc_frame_t *frames_copy;    /* the frame array itself, copied by decode */
     char *invalid;               /* owned: why a signed request could not be read (pyc_wire_decode_request),
                                   * or NULL */
@@ -41,6 +42,12 @@ typedef struct pyc_msg {
 /* Makes the message responsible for the storage behind its frames: owner_free(owner) runs when the message
  * is destroyed. */
 void pyc_msg_set_owner(pyc_msg_t *msg, void *owner, void (*owner_free)(void *owner));
+
+/* Lets holds of single frames (pyc_msg_hold_frame) free each frame's storage as soon as neither the message nor
+ * a hold of that frame needs it: frame_free(owner, i) frees frame i of the message as received (idents, the
+ * delimiter, the signature, the four dicts, the buffers, counted from 0), once, from any thread, before
+ * owner_free.  Call it after pyc_msg_set_owner, before any hold is taken. */
+void pyc_msg_set_frame_free(pyc_msg_t *msg, void (*frame_free)(void *owner, size_t i));
 
 /* Releases the JSON, the frame array and the owner (unless holds remain, see below); sets *msg_p to NULL.
  * NULL-safe. */
@@ -59,6 +66,16 @@ pyc_msg_hold_t *pyc_msg_hold(const pyc_msg_t *msg);
 
 /* Drops a hold.  Any thread; NULL-safe. */
 void pyc_msg_hold_release(pyc_msg_hold_t *hold);
+
+/* A hold on one frame of msg (frame points into msg->idents or msg->buffers): as pyc_msg_hold, and when the
+ * owner frees frames one by one (pyc_msg_set_frame_free), the other frames do not wait for this one: each is
+ * freed once the message is destroyed and no hold of that frame is left (a whole-message hold keeps every
+ * frame, as does a hold of a frame that is not the message's own).  *index gets what
+ * pyc_msg_hold_release_frame needs.  NULL as for pyc_msg_hold. */
+pyc_msg_hold_t *pyc_msg_hold_frame(const pyc_msg_t *msg, const pyc_frame_t *frame, size_t *index);
+
+/* Drops a hold taken by pyc_msg_hold_frame.  Any thread; NULL-safe. */
+void pyc_msg_hold_release_frame(pyc_msg_hold_t *hold, size_t index);
 
 /* Writes a new random UUID4 and a NUL into out (PYC_MSG_ID_LEN + 1 bytes).  Thread-safe; uses a per-thread
  * generator seeded from getrandom(2), so ids are unique without a system call per id. */

@@ -98,6 +98,17 @@ io_send(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n)
 
 /* ---- receiving ------------------------------------------------------------------------------------- */
 
+/* Frees frame i's storage early (msg.h's frame_free); frameset_free then closes an empty message. */
+static void
+frameset_free_frame(void *p, size_t i)
+{
+    frameset_t *fs = p;
+    if (i < fs->n) {
+        zmq_msg_close(&fs->msgs[i]);
+        zmq_msg_init(&fs->msgs[i]);
+    }
+}
+
 static void
 frameset_free(void *p)
 {
@@ -192,6 +203,7 @@ pyc__server_recv(pyc_server_t *srv, int chan, bool *nothing)
         return NULL;
     }
     pyc_msg_set_owner(msg, fs, frameset_free);
+    pyc_msg_set_frame_free(msg, frameset_free_frame);
     return msg;
 }
 

@@ -7,6 +7,7 @@ against ipykernel too (PYC_TEST_ARGV); the others are marked pyc-only.
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -446,10 +447,11 @@ def test_log_lines_about_dropped_messages_are_rate_limited(fresh_kernel):
 
 
 @pyc_only
-def test_a_shell_frame_over_the_limit_is_never_held():
+def test_a_shell_frame_over_the_limit_is_never_held(monkeypatch):
     """PYC_MAX_MESSAGE_BYTES bounds one frame on shell from a peer without the key: a frame of 300 MB under a
     64 MiB limit ends that connection before it is held (the kernel's peak memory does not move), and the
-    kernel answers.  (It does not bound a message of many frames: README, "Security model".)"""
+    kernel answers; a client whose environment names the same limit puts 100 MB in frames of 64 MiB.  (It does
+    not bound a message of many frames: README, "Security model".)"""
     import zmq
 
     k = pyctest.Kernel("pyc", env={"PYC_MAX_MESSAGE_BYTES": str(64 << 20)})
@@ -467,6 +469,17 @@ def test_a_shell_frame_over_the_limit_is_never_held():
         pyctest.assert_alive(k.kc)
         grown = peak_mb(k.pid) - before
         assert grown < 30 + (256 if UNDER_ASAN else 0), "the kernel's peak grew by %.0f MB" % grown
+        # a client told the same limit cuts a put's frames to it
+        import numpy as np
+        sys.path.insert(0, os.path.join(pyctest.PYC_SRCDIR, "cli", "python"))
+        import pyc_client
+
+        a = np.arange((100 << 20) // 8, dtype=np.int64)
+        monkeypatch.setenv("PYC_MAX_MESSAGE_BYTES", str(64 << 20))
+        assert pyc_client._split(pyc_client._dumps(a), pyc_client._frame_max())[1] == [1, 2]
+        pyc_client.put(k.kc, "limited", a, timeout=120)
+        reply, _ = execute(k.kc, "int(limited[-1])")
+        assert reply["content"]["status"] == "ok"
     finally:
         ctx.destroy(linger=0)
         k.shutdown(now=True)
@@ -475,7 +488,7 @@ def test_a_shell_frame_over_the_limit_is_never_held():
 @pyc_only
 def test_a_gigabyte_frame_without_the_key_is_never_held():
     """With the default limits, a peer without the key that sends one 1 GB frame on shell, control or stdin
-    is disconnected before the frame is held: the kernel's peak memory stays under 300 MB (it reached 1040 MB
+    is disconnected before the frame is held: the kernel's peak memory stays under 300 MB (it reached 1011 MB
     when shell took frames of 4 GiB), and the kernel answers.  Large pickles travel in frames of 256 MiB
     (test_pickle.py's test_a_put_larger_than_a_frame_travels_in_frames)."""
     import zmq

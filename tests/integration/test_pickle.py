@@ -12,7 +12,7 @@ import warnings
 import pytest
 
 import pyctest
-from pyctest import assert_alive, eval_value, execute, get_reply, request, stream_text, validate
+from pyctest import assert_alive, eval_value, execute, get_reply, request, rss_mb, stream_text, validate
 
 np = pytest.importorskip("numpy")
 pd = pytest.importorskip("pandas")
@@ -479,7 +479,48 @@ def test_frames_that_do_not_match_are_refused(pkc):
     with pytest.raises(PycError) as ei:
         pyc_client.request(pkc, dict(data, frames=[1, 2]), [main, half[30:], half[:30]])
     assert ei.value.ename == "IntegrityError"
+    # as many digests as buffers, before anything is joined
+    with pytest.raises(PycError) as ei:
+        pyc_client.request(pkc, dict(data, frames=[1, 1, 1]), [main, half[:30], half[30:]])
+    assert ei.value.ename == "IntegrityError" and "digests" in ei.value.evalue
+    # the size limit holds for the frames together, before anything is joined
+    run_ok(pkc, "os.environ['PYC_PICKLE_MAX_BYTES'] = '64'")
+    try:
+        with pytest.raises(PycError) as ei:
+            pyc_client.request(pkc, dict(data, frames=[1, 2]), [main, half[:30], half[30:]])
+        assert ei.value.ename == "PickleTooLarge"
+    finally:
+        run_ok(pkc, "del os.environ['PYC_PICKLE_MAX_BYTES']")
     assert_alive(pkc)
+
+
+def test_a_joined_put_keeps_no_frame_it_does_not_need():
+    """Each received frame is held by its own views only: once a put is done, the frames a joined buffer came
+    in are freed even while another array of the same put (on its own frame, without a copy) lives, and
+    deleting the joined array gives its memory back.  Under a memory limit that cannot hold a buffer twice,
+    the join fails with a MemoryError answer, and the kernel goes on."""
+    k = pyctest.Kernel("pyc", env={"PYC_MEMORY_LIMIT": "700M"})
+    try:
+        run_ok(k.kc, "import numpy as np")
+        base = rss_mb(k.pid)
+        big = np.ones((300 << 20) // 8)
+        small = np.arange((1 << 20) // 8, dtype=np.float64)
+        pyc_client.put(k.kc, None, {"jbig": big, "jsmall": small}, timeout=BIG_TIMEOUT)
+        run_ok(k.kc, "pass")                 # the put's message is gone by then
+        held = rss_mb(k.pid)
+        assert held - base < 300 + 100, "%.0f MB held after the put (%.0f before)" % (held, base)
+        run_ok(k.kc, "del jbig")
+        left = rss_mb(k.pid)
+        assert left - base < 60, "%.0f MB left after del (%.0f before): the frames are still held" % (left, base)
+        assert eval_value(k.kc, "float(jsmall[-1]), jsmall.flags.writeable") == "(%r, True)" % float(small[-1])
+        huge = np.ones((500 << 20) // 8)
+        with pytest.raises(PycError) as ei:
+            pyc_client.put(k.kc, "jhuge", huge, timeout=BIG_TIMEOUT)
+        assert ei.value.ename == "MemoryError" and "twice" in ei.value.evalue, ei.value.evalue
+        assert eval_value(k.kc, "'jhuge' in globals()") == "False"
+        assert_alive(k.kc)
+    finally:
+        k.shutdown(now=True)
 
 
 @pytest.mark.parametrize("data, ename", [

@@ -14,7 +14,8 @@
 `client` is a jupyter_client BlockingKernelClient with its channels started (start_new_kernel gives one,
 so does KernelManager.client() after start_channels()).  Objects travel as pickles, protocol 5: the
 out-of-band buffers of NumPy arrays and pandas frames are raw frames of the Jupyter message (no base64, no
-copy when they are pickled or received), and their SHA-256 digests (one per 4 MiB chunk, hashed by
+copy when they are pickled or received, except that a put cuts a buffer over 256 MiB into frames that the
+kernel joins), and their SHA-256 digests (one per 4 MiB chunk, hashed by
 several threads at once) travel in the signed message content and are checked before anything is
 unpickled, here and in the kernel.  copy() between two kernels on the same machine has the source kernel
 send the pickle straight to the destination kernel over a local socket: nothing passes through this
@@ -33,6 +34,7 @@ Trust: unpickling runs code.  get() trusts the kernel as much as running its out
 same trust boundary as executing code in the kernel.
 """
 
+import os
 import pickle
 import secrets
 import time
@@ -47,6 +49,7 @@ from ._digest import DEFAULT_CHUNK as CHUNK  # the chunk size this client asks f
 from ._digest import PROTOCOL, TARGET
 from ._digest import digests as _digests
 from ._digest import mismatch as _mismatch
+from ._digest import FRAME_MAX
 from ._digest import split as _split
 
 # CURVE-encrypted kernels from jupyter_client 7.x (see _curve.py).
@@ -101,6 +104,9 @@ def _recv_iopub(client, sock, deadline, what):
 
 def request(client, data, buffers=(), timeout=60, target=None, settle=True):
     """Sends one pyc.pickle request (the comm_open's data, with buffers) and waits for the kernel's answer.
+    A put's buffer larger than _frame_max() is sent as several frames (views, not copies; "frames" in the
+    request says how many each took): a kernel takes no larger frame from a peer before it has checked the
+    key (README, "Security model").
 
     Returns (answer data, answer buffers as memoryviews).  Raises PycError for an error answer or when the
     kernel closes the comm without an answer (no pyc.pickle target: not a pyc kernel), TimeoutError when
@@ -115,6 +121,10 @@ def request(client, data, buffers=(), timeout=60, target=None, settle=True):
     comm_id = uuid.uuid4().hex
     msg = session.msg("comm_open", {"comm_id": comm_id, "target_name": target, "data": data})
     msg_id = msg["header"]["msg_id"]
+    if buffers and data.get("op") == "put" and "frames" not in data:
+        buffers, counts = _split(buffers, _frame_max())
+        if counts is not None:
+            msg["content"]["data"] = dict(data, frames=counts)
     session.send(shell, msg, buffers=list(buffers))
     stderr = []
     answer = None
@@ -184,14 +194,14 @@ def _check(reply, buffers):
         raise PycError("IntegrityError", why + " (in the kernel's answer)", reply)
 
 
-def _put(client, data, buffers, timeout):
-    """Sends the put `data` with the pickle's buffers, a buffer over FRAME_MAX in several frames (views, not
-    copies; "frames" says how many each took): a kernel takes no larger frame from a peer before it has
-    checked the key (README, "Security model")."""
-    frames, counts = _split(buffers)
-    if counts is not None:
-        data = dict(data, frames=counts)
-    return request(client, data, frames, timeout=timeout)
+def _frame_max():
+    """The largest frame a put sends: FRAME_MAX, or less when this process's PYC_MAX_MESSAGE_BYTES says the
+    kernels take less (a kernel drops the connection of a peer that sends a larger frame, and the put would
+    then wait for its timeout)."""
+    try:
+        return max(1 << 20, min(FRAME_MAX, int(os.environ.get("PYC_MAX_MESSAGE_BYTES") or FRAME_MAX)))
+    except ValueError:
+        return FRAME_MAX
 
 
 def _names_request(op, name):
@@ -236,7 +246,7 @@ def put(client, name, obj, timeout=60):
     data["chunk"] = CHUNK
     data["sha256"] = _digests(buffers, CHUNK)
     data["nbytes"] = sum(memoryview(b).nbytes for b in buffers)
-    reply, _ = _put(client, data, buffers, timeout)
+    reply, _ = request(client, data, buffers, timeout=timeout)
     return reply
 
 
@@ -264,7 +274,7 @@ def copy(src_client, name, dst_client, new_name=None, timeout=60, direct=True):
         data["nbytes"] = got.get("nbytes")
         if "chunk" in got:
             data["chunk"] = got["chunk"]
-        reply, _ = _put(dst_client, data, buffers, _time_left(deadline, "the put of pyc.pickle copy"))
+        reply, _ = request(dst_client, data, buffers, timeout=_time_left(deadline, "the put of pyc.pickle copy"))
         reply["path"] = "relay"
     else:
         got, reply = done
@@ -324,7 +334,7 @@ def _copy_direct(src_client, name, dst_client, put, deadline):
         del put["ticket"]
         if put["chunk"] is None:
             del put["chunk"]
-        reply, _ = _put(dst_client, put, buffers, _time_left(deadline, "the put of pyc.pickle copy"))
+        reply, _ = request(dst_client, put, buffers, timeout=_time_left(deadline, "the put of pyc.pickle copy"))
         reply["path"] = "relay"
         return got, reply
     reply, _ = request(dst_client, put, timeout=_time_left(deadline, "the put of pyc.pickle copy"))

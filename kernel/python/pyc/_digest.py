@@ -127,6 +127,14 @@ def split(buffers, frame_max=FRAME_MAX):
     return frames, (counts if len(frames) != len(counts) else None)
 
 
+def check_counts(n, counts):
+    """Raises ValueError unless counts lists, for each buffer, the number of frames (at least 1) it took, n in
+    all."""
+    if not (isinstance(counts, list) and all(type(c) is int and c >= 1 for c in counts) and sum(counts) == n):
+        raise ValueError("\"frames\" must list, for each buffer, the number of frames (at least 1) it took, "
+                         "%d in all; it is %r" % (n, counts if len(repr(counts)) < 200 else "too long"))
+
+
 def join(frames, counts, alloc=bytearray):
     """The buffers that frames carry, counts[i] frames for buffer i (the inverse of split; counts None: one
     frame each).  A buffer of several frames is copied, once, into one writable block that alloc(size) gives
@@ -135,10 +143,7 @@ def join(frames, counts, alloc=bytearray):
     not describe frames."""
     if counts is None:
         return list(frames)
-    if not (isinstance(counts, list) and all(type(n) is int and n >= 1 for n in counts)
-            and sum(counts) == len(frames)):
-        raise ValueError("\"frames\" must list, for each buffer, the number of frames (at least 1) it took, "
-                         "%d in all; it is %r" % (len(frames), counts if len(repr(counts)) < 200 else "too long"))
+    check_counts(len(frames), counts)
     out, k = [], 0
     for n in counts:
         if n == 1:

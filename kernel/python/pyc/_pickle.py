@@ -44,7 +44,8 @@ errors: "BadRequest" (malformed request), "NameError" (unknown name), the pickli
 itself (TypeError, PicklingError, AttributeError...), "KeyboardInterrupt" (interrupted).
 
 Optional request fields: "writable" (put, default true): NumPy arrays come out writable, like the
-originals (false: read-only); either way they use the received memory as it is, without a copy.
+originals (false: read-only); either way they use the received memory as it is, without a copy (a buffer
+that came in several frames is joined into one block first: one copy).
 "skip_main" (get of several names, default true): values that refer to functions or classes defined in the
 kernel's __main__ are skipped, because a pickle stores those by reference and they cannot be loaded where
 __main__ differs.
@@ -65,7 +66,8 @@ import sys
 import types
 
 from ._digest import (CHUNK_MAX, CHUNK_MIN, DEFAULT_CHUNK, PROTOCOL, TARGET,  # noqa: F401
-                      digests as _digests, is_hex as _is_hex, join as _join, mismatch as _mismatch)
+                      check_counts as _check_counts, digests as _digests, is_hex as _is_hex, join as _join,
+                      mismatch as _mismatch)
 from ._shell import is_kernel_name
 
 DEFAULT_MAX_BYTES = 4 << 30
@@ -405,9 +407,18 @@ def _joined(data, frames, limit):
     if sum(memoryview(f).nbytes for f in frames) > limit:
         raise _too_large(limit)
     try:
-        return _join(frames, counts, _direct()._fresh_buffer)
+        _check_counts(len(frames), counts)
     except ValueError as e:
         raise RequestFailed("BadRequest", str(e))
+    digests = data.get("sha256")
+    if isinstance(digests, list) and len(digests) != len(counts):
+        raise RequestFailed("IntegrityError", "\"frames\" names %d buffers but there are %d digests" %
+                            (len(counts), len(digests)))
+    try:
+        return _join(frames, counts, _direct()._fresh_buffer)
+    except OSError as e:      # mmap(2) refused: the memory limit (RLIMIT_DATA) or the machine
+        raise MemoryError("cannot join a buffer that came in several frames (a put needs room for its "
+                          "buffers over 256 MiB twice while they are joined): %s" % (e.strerror or e))
 
 
 def _put_checked(data, buffers, limit, landing):

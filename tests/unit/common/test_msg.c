@@ -311,6 +311,106 @@ test_header_cap(void **state)
     pyc_buf_free(&b);
 }
 
+/* An owner that frees frames one by one: records which frames were freed and when the owner went. */
+typedef struct {
+    int freed[16];
+    int owner_freed;
+} frames_owner_t;
+
+static void
+frames_owner_free(void *p)
+{
+    ((frames_owner_t *)p)->owner_freed++;
+}
+
+static void
+frames_owner_free_frame(void *p, size_t i)
+{
+    frames_owner_t *o = p;
+    assert_true(i < 16);
+    o->freed[i]++;
+}
+
+/* A received message as decode leaves it: one identity, the delimiter, the signature, four dicts and three
+ * buffers, all views into frames_copy; owned by o, which frees frames one by one. */
+static pyc_msg_t *
+owned_msg(frames_owner_t *o)
+{
+    static const char text[] = "frame";
+    pyc_msg_t *msg = calloc(1, sizeof *msg);
+    pyc_frame_t *frames = malloc(10 * sizeof *frames);
+    assert_non_null(msg);
+    assert_non_null(frames);
+    for (size_t i = 0; i < 10; i++)
+        frames[i] = (pyc_frame_t){text, sizeof text - 1};
+    msg->frames_copy = frames;
+    msg->idents = frames;
+    msg->n_idents = 1;
+    msg->buffers = frames + 7;
+    msg->n_buffers = 3;
+    memset(o, 0, sizeof *o);
+    pyc_msg_set_owner(msg, o, frames_owner_free);
+    pyc_msg_set_frame_free(msg, frames_owner_free_frame);
+    return msg;
+}
+
+/* Holds of single frames: once the message is destroyed, every frame that no hold views is freed at once,
+ * each held frame when its last hold goes (exactly once), the owner after all of them; a whole-message hold,
+ * and a hold of a frame not in the message, keep every frame. */
+static void
+test_frame_holds_free_each_frame(void **state)
+{
+    (void)state;
+    frames_owner_t o;
+    pyc_msg_t *msg = owned_msg(&o);
+    size_t i0, i1, i1b;
+    pyc_msg_hold_t *h0 = pyc_msg_hold_frame(msg, &msg->buffers[0], &i0);
+    pyc_msg_hold_t *h1 = pyc_msg_hold_frame(msg, &msg->buffers[1], &i1);
+    pyc_msg_hold_t *h1b = pyc_msg_hold_frame(msg, &msg->buffers[1], &i1b);
+    assert_int_equal(i0, 7);
+    assert_int_equal(i1, 8);
+    assert_int_equal(i1b, 8);
+    pyc_msg_destroy(&msg);
+    for (size_t i = 0; i < 10; i++)
+        assert_int_equal(o.freed[i], i == 7 || i == 8 ? 0 : 1);
+    assert_int_equal(o.owner_freed, 0);
+    pyc_msg_hold_release_frame(h0, i0);
+    assert_int_equal(o.freed[7], 1);
+    pyc_msg_hold_release_frame(h1, i1);
+    assert_int_equal(o.freed[8], 0);
+    assert_int_equal(o.owner_freed, 0);
+    pyc_msg_hold_release_frame(h1b, i1b);
+    assert_int_equal(o.freed[8], 1);
+    assert_int_equal(o.owner_freed, 1);
+    pyc_msg_hold_release_frame(NULL, 0);
+
+    msg = owned_msg(&o);
+    pyc_frame_t elsewhere = {"x", 1};
+    size_t ix;
+    pyc_msg_hold_t *hw = pyc_msg_hold(msg), *hx = pyc_msg_hold_frame(msg, &elsewhere, &ix);
+    assert_int_equal(ix, SIZE_MAX);
+    pyc_msg_destroy(&msg);
+    pyc_msg_hold_release_frame(hx, ix);
+    for (size_t i = 0; i < 10; i++)
+        assert_int_equal(o.freed[i], 0);      /* the whole-message hold keeps every frame */
+    assert_int_equal(o.owner_freed, 0);
+    pyc_msg_hold_release(hw);
+    for (size_t i = 0; i < 10; i++)
+        assert_int_equal(o.freed[i], 1);
+    assert_int_equal(o.owner_freed, 1);
+
+    /* an owner without frame_free: holds of frames hold the whole message, as before */
+    msg = owned_msg(&o);
+    pyc_msg_set_frame_free(msg, NULL);
+    pyc_msg_hold_t *hn = pyc_msg_hold_frame(msg, &msg->buffers[2], &ix);
+    assert_int_equal(ix, SIZE_MAX);
+    pyc_msg_destroy(&msg);
+    assert_int_equal(o.owner_freed, 0);
+    pyc_msg_hold_release_frame(hn, ix);
+    assert_int_equal(o.owner_freed, 1);
+    assert_int_equal(o.freed[9], 0);
+}
+
 int
 main(void)
 {
@@ -324,6 +424,7 @@ main(void)
         cmocka_unit_test(test_header),
         cmocka_unit_test(test_header_appends_and_ids_differ),
         cmocka_unit_test(test_header_cap),
+        cmocka_unit_test(test_frame_holds_free_each_frame),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
