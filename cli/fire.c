@@ -141,16 +141,18 @@ print_done(json_t *c, cli_output_t *o)
 {
     size_t i;
     json_t *out;
+    bool cut = false;
     json_array_foreach(json_object_get(c, "outputs"), i, out) {
         pyc_msg_t m = {.msg_type = json_string_value(json_object_get(out, "type")),
                        .content = json_object_get(out, "content")};
         if (m.msg_type != NULL && json_is_object(m.content))
             cli_print_iopub(o, &m);
+        cut = cut || json_is_true(json_object_get(out, "cut"));
     }
     json_int_t dropped = json_integer_value(json_object_get(c, "outputs_dropped"));
-    if (dropped > 0)
-        cli_err("the journal kept the first outputs of this cell only: %lld more message(s) were not kept",
-                (long long)dropped);
+    if (cut || dropped > 0)
+        cli_err("the journal kept the first part of this cell's output only%s: %lld more message(s) were not kept",
+                cut ? " (the last message it kept is cut)" : "", (long long)dropped);
     json_t *reply = json_object_get(c, "reply");
     if (o->json) {
         json_t *line = json_pack("{s:s, s:O?, s:O?}", "type", "execute_reply", "content",

@@ -368,18 +368,74 @@ trim_total(pyc_journal_t *j)
     }
 }
 
+/* The length of the longest prefix of the JSON string body s[0..n) that is at most max bytes and ends on a
+ * whole character: not inside an escape (\x or \uXXXX) nor inside a UTF-8 sequence. */
+static size_t
+json_body_cut(const char *s, size_t n, size_t max)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = (unsigned char)s[i];
+        size_t step = c == '\\' ? (i + 1 < n && s[i + 1] == 'u' ? 6 : 2)
+                    : c < 0x80  ? 1
+                    : c >= 0xF0 ? 4
+                    : c >= 0xE0 ? 3
+                                : 2;
+        if (i + step > max || i + step > n)
+            break;
+        i += step;
+    }
+    return i;
+}
+
+/* Appends the record of one output whose content is content[0..len), or, with cut, a stream's content whose
+ * text is cut to its first cut bytes (head: the bytes of content up to and including the text's opening
+ * quote), marked "cut": true.  Returns 0, or -1 with e->out as it was.  Lock held. */
+static int
+add_record(entry_t *e, const char *msg_type, const char *content, size_t len, size_t head, size_t cut)
+{
+    size_t before = e->out.len;
+    bool whole = head == 0;
+    if ((e->n_out > 0 && pyc_buf_add(&e->out, ",", 1) < 0) || pyc_buf_adds(&e->out, "{\"type\":\"") < 0 ||
+        pyc_buf_adds(&e->out, msg_type) < 0 || pyc_buf_adds(&e->out, "\",\"content\":") < 0 ||
+        pyc_buf_add(&e->out, content, whole ? len : head + cut) < 0 ||
+        pyc_buf_adds(&e->out, whole ? "}" : "\"},\"cut\":true}") < 0) {
+        e->out.len = before;
+        if (e->out.data != NULL)
+            e->out.data[before] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+/* Keeps a stream output that does not fit whole as the first part of its text that does, so that `pyc poll`
+ * of a cell that printed megabytes shows its first MiB.  The content is the kernel's own
+ * {"name":"stdout"|"stderr","text":"..."} (host.c); anything else is not cut.  Returns 0 when kept.  Lock
+ * held. */
+static int
+keep_stream_cut(entry_t *e, const char *content, size_t len)
+{
+    static const char key[] = "\",\"text\":\"";
+    /* The record's own bytes around the content; the two NULs counted by sizeof make room for the comma. */
+    static const size_t overhead = sizeof "{\"type\":\"stream\",\"content\":" + sizeof "\"},\"cut\":true}";
+    const char *t = len > 2 ? memmem(content, len < 64 ? len : 64, key, sizeof key - 1) : NULL;
+    if (t == NULL || memcmp(content + len - 2, "\"}", 2) != 0)
+        return -1;
+    size_t head = (size_t)(t - content) + sizeof key - 1, room = e->out.max - e->out.len;
+    if (head + 2 > len || room < overhead + head + 1)
+        return -1;
+    size_t cut = json_body_cut(content + head, len - head - 2, room - overhead - head);
+    return cut > 0 ? add_record(e, "stream", content, len, head, cut) : -1;
+}
+
 /* Keeps one output of e (a late one when e is done), within the cell's cap.  Lock held. */
 static void
 keep_output(pyc_journal_t *j, entry_t *e, const char *msg_type, const char *content, size_t len)
 {
     size_t before = e->out.len;
-    if ((e->n_out > 0 && pyc_buf_add(&e->out, ",", 1) < 0) || pyc_buf_adds(&e->out, "{\"type\":\"") < 0 ||
-        pyc_buf_adds(&e->out, msg_type) < 0 || pyc_buf_adds(&e->out, "\",\"content\":") < 0 ||
-        pyc_buf_add(&e->out, content, len) < 0 || pyc_buf_add(&e->out, "}", 1) < 0) {
-        e->out.len = before;     /* past the cell's cap: counted, not kept */
-        if (e->out.data != NULL)
-            e->out.data[before] = '\0';
-        e->dropped++;
+    if (add_record(e, msg_type, content, len, 0, 0) < 0 &&
+        (strcmp(msg_type, "stream") != 0 || keep_stream_cut(e, content, len) < 0)) {
+        e->dropped++;            /* past the cell's cap: counted, not kept */
         return;
     }
     e->n_out++;

@@ -295,6 +295,52 @@ test_bounds(void **state)
     pyc_journal_free(&j);
 }
 
+/* A stream message that does not fit whole in the cell's room is kept cut, on a whole character, marked "cut":
+ * its text is a prefix of what was printed and the report stays JSON, wherever the cut falls (inside an
+ * escape, a \uXXXX, a UTF-8 sequence); later messages, and a result that does not fit, are dropped. */
+static void
+test_a_stream_too_big_is_kept_cut(void **state)
+{
+    (void)state;
+    static const char *const pieces[] = {"a", "\\n", "\\\"", "\\\\", "\\u001b", "\xc3\xa9", "\xe2\x82\xac",
+                                         "\xf0\x9f\x98\x80"};
+    for (int shift = 0; shift < 24; shift++) {
+        pyc_journal_t *j = journal(4, 200, 100000);
+        char *h = header("big");
+        pyc_journal_begin(j, "big", h, strlen(h), 1);
+        char content[2048];
+        size_t n = (size_t)snprintf(content, sizeof content, "{\"name\":\"stdout\",\"text\":\"%.*s", shift,
+                                    "xxxxxxxxxxxxxxxxxxxxxxxx");
+        for (int i = 0; i < 60; i++)
+            n += (size_t)snprintf(content + n, sizeof content - n, "%s", pieces[(i + shift) % 8]);
+        snprintf(content + n, sizeof content - n, "\"}");
+        json_t *sent = json_loads(content, 0, NULL);
+        assert_non_null(sent);
+        tap(j, "stream", h, content);
+        tap(j, "stream", h, "{\"name\":\"stdout\",\"text\":\"more\"}");
+        tap(j, "execute_result", h, "{\"data\":{\"text/plain\":\"a result\"}}");
+        json_t *r = report(j, "[\"big\"]", true);
+        json_t *outs = json_object_get(cell(r, 0), "outputs");
+        assert_int_equal(json_array_size(outs), 1);
+        json_t *o = json_array_get(outs, 0);
+        assert_true(json_is_true(json_object_get(o, "cut")));
+        const char *kept = str(json_object_get(o, "content"), "text");
+        const char *full = str(sent, "text");
+        assert_non_null(kept);
+        assert_true(strlen(kept) > 0 && strlen(kept) < strlen(full));
+        assert_memory_equal(kept, full, strlen(kept));
+        assert_string_equal(str(json_object_get(o, "content"), "name"), "stdout");
+        assert_int_equal(json_integer_value(json_object_get(cell(r, 0), "outputs_dropped")), 2);
+        char *t = json_dumps(outs, JSON_COMPACT);
+        assert_true(strlen(t) <= 200 + 2);
+        free(t);
+        json_decref(r);
+        json_decref(sent);
+        free(h);
+        pyc_journal_free(&j);
+    }
+}
+
 /* A running cell is not evicted while a done one remains. */
 static void
 test_eviction_prefers_done(void **state)
@@ -416,6 +462,7 @@ main(void)
         cmocka_unit_test(test_same_header_twice),
         cmocka_unit_test(test_queued_then_aborted),
         cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_a_stream_too_big_is_kept_cut),
         cmocka_unit_test(test_eviction_prefers_done),
         cmocka_unit_test(test_outputs_of_two_running_cells),
         cmocka_unit_test(test_after_fork),
