@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jsontext.h"
 #include "log.h"
 
 static bool
@@ -183,10 +184,7 @@ add_json_or_empty(pyc_buf_t *b, json_t *v, const char *empty)
         return pyc_buf_add(b, "{}", 2);
     if (json_is_array(v) && json_array_size(v) == 0)
         return pyc_buf_add(b, "[]", 2);
-    char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    int rc = text != NULL ? pyc_buf_adds(b, text) : -1;
-    free(text);
-    return rc;
+    return pyc_json_text(b, v);
 }
 
 /* The execute_reply of a cell that ran to its end (status ok) as text: metadata {"started", "dependencies_met",
@@ -226,17 +224,21 @@ publish_error_within_cap(pyc_kernel_t *k, const pyc_msg_t *msg, json_t *error)
     json_t *shown = pyc_outgate_can_send(&k->out) ? pyc_outcome_error_within(error, pyc_outgate_room(&k->out)) : NULL;
     if (shown == NULL)
         return;
-    char *text = json_dumps(shown, JSON_COMPACT);
+    size_t len = 0;
+    char *text = pyc_json_text_dup(shown, &len);
     /* The head of the cell's output (its event) gets the error's last line, as a traceback ends. */
     const char *ename = json_string_value(json_object_get(shown, "ename"));
     const char *evalue = json_string_value(json_object_get(shown, "evalue"));
     char *line = NULL;
     if (ename != NULL && asprintf(&line, "%s: %s\n", ename, evalue != NULL ? evalue : "") < 0)
         line = NULL;
-    pyc_outgate_count(&k->out, text != NULL ? strlen(text) : 0, line, line != NULL ? strlen(line) : 0);
+    pyc_outgate_count(&k->out, len, line, line != NULL ? strlen(line) : 0);
     free(line);
-    free(text);
-    pyc__publish(k, msg, "error", shown);
+    json_decref(shown);
+    if (text != NULL)
+        pyc__publish_text(k, msg, "error", text, len);    /* takes the text */
+    else
+        pyc_log("could not encode the content of error");
 }
 
 void

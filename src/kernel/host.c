@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "jsontext.h"
 #include "log.h"
 
 void
@@ -91,49 +92,60 @@ pyc__stream_publish(void *ctx, int which, const char *text, size_t n)
     stream_publish_to(ctx, which, text, n, NULL, 0);
 }
 
+/* Publishes content (JSON text, len bytes, taken) with metadata (JSON text or NULL, taken) and buffers (taken
+ * over) for the current request, through the output cap.  plain (borrowed, may be NULL) is the text/plain of a
+ * result or display, kept for the cell's event; when the gate wants it and the caller had none to give, it
+ * is read from the content. */
 static void
-host_publish_ex(void *ctx, const char *msg_type, json_t *content, json_t *metadata, pyc_outframe_t *buffers,
-                size_t nbuf)
+host_publish_text(void *ctx, const char *msg_type, char *content, size_t len, char *metadata, const char *plain,
+                  size_t plain_len, pyc_outframe_t *buffers, size_t nbuf)
 {
     pyc_kernel_t *k = ctx;
     if (k->user_forked) {
         /* A child of user code has no channel of its own (atfork_child): only its streams reach the cell. */
-        json_decref(content);
-        json_decref(metadata);
+        free(content);
+        free(metadata);
         for (size_t i = 0; i < nbuf; i++)
             pyc_outframe_drop(&buffers[i]);
         return;
     }
     pyc_streams_flush(k->streams);
-    char *text = json_dumps(content, JSON_COMPACT);
-    char *md = metadata != NULL ? json_dumps(metadata, JSON_COMPACT) : NULL;
-    json_decref(metadata);
-    size_t total = text != NULL ? strlen(text) : 0;
+    size_t total = len;
     for (size_t i = 0; i < nbuf; i++)
         total += buffers[i].size;
     bool gated = pyc_outgate_counts(msg_type) && pyc__subshell_request() == NULL;
-    bool drop = text == NULL || (gated && pyc_outgate_admit(&k->out, total, NULL) == 0);
-    if (gated && !drop)
-        pyc__keep_output_text(k, msg_type, content);
-    json_decref(content);
+    bool drop = content == NULL || (gated && pyc_outgate_admit(&k->out, total, NULL) == 0);
+    if (gated && !drop && pyc_outgate_wants_text(&k->out)) {
+        if (plain != NULL) {
+            pyc_outgate_keep(&k->out, plain, plain_len);
+            pyc_outgate_keep(&k->out, "\n", 1);      /* as pyc run prints a result: on a line of its own */
+        } else {
+            json_t *c = json_loadb(content, len, 0, NULL);
+            pyc__keep_output_text(k, msg_type, c);
+            json_decref(c);
+        }
+    }
     if (drop) {
         idle_notice(k);
-        if (text == NULL)
+        if (content == NULL)
             pyc_log("could not encode the content of %s", msg_type);
-        free(text);
-        free(md);
+        free(content);
+        free(metadata);
         for (size_t i = 0; i < nbuf; i++)
             pyc_outframe_drop(&buffers[i]);   /* taken over: lent Python buffers must be given back */
         return;
     }
-    pyc__publish_current(k, msg_type, text, strlen(text), md, buffers, nbuf);
-    free(md);
+    pyc__publish_current(k, msg_type, content, len, metadata, buffers, nbuf);
+    free(metadata);
 }
 
 static void
 host_publish(void *ctx, const char *msg_type, json_t *content)
 {
-    host_publish_ex(ctx, msg_type, content, NULL, NULL, 0);
+    size_t len = 0;
+    char *text = pyc_json_text_dup(content, &len);
+    json_decref(content);
+    host_publish_text(ctx, msg_type, text, len, NULL, NULL, 0, NULL, 0);
 }
 
 static void
@@ -306,7 +318,7 @@ pyc_kernel_py_host(pyc_kernel_t *k, pyc_py_host_t *host)
 {
     host->ctx = k;
     host->publish = host_publish;
-    host->publish_ex = host_publish_ex;
+    host->publish_text = host_publish_text;
     host->stream_write = host_stream_write;
     host->stream_flush = host_stream_flush;
     host->input = host_input;

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include "guard.h"
+#include "jsontext.h"
 
 const char *const pyc_outcome_limit_names[PYC_GUARD_NWHY] = {
     [PYC_GUARD_NONE] = NULL,
@@ -204,13 +205,8 @@ add_extra(pyc_buf_t *b, json_t *extra)
     const char *key;
     json_t *v;
     json_object_foreach(extra, key, v) {
-        char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-        int rc = text == NULL || pyc_buf_add(b, ",", 1) < 0 || pyc_buf_add_json_string(b, key, strlen(key)) < 0 ||
-                         pyc_buf_add(b, ":", 1) < 0 || pyc_buf_adds(b, text) < 0
-                     ? -1
-                     : 0;
-        free(text);
-        if (rc < 0)
+        if (pyc_buf_add(b, ",", 1) < 0 || pyc_buf_add_json_string(b, key, strlen(key)) < 0 ||
+            pyc_buf_add(b, ":", 1) < 0 || pyc_json_text(b, v) < 0)
             return -1;
     }
     return 0;
@@ -256,9 +252,8 @@ pyc_outcome_metadata_text(pyc_buf_t *b, const pyc_outcome_t *o, json_t *extra)
 static size_t
 json_size(json_t *v)
 {
-    char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    size_t n = text != NULL ? strlen(text) : 0;
-    free(text);
+    size_t n = 0;
+    free(pyc_json_text_dup(v, &n));
     return n;
 }
 

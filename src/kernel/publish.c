@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "clock.h"
-
+#include "jsontext.h"
 #include "log.h"
 #include "wire.h"
 
@@ -109,8 +109,9 @@ static int
 send_json(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_idents, const char *msg_type,
           const void *parent, size_t parent_len, json_t *metadata, json_t *content)
 {
-    char *md = metadata != NULL ? json_dumps(metadata, JSON_COMPACT) : NULL;
-    char *text = json_dumps(content, JSON_COMPACT);
+    size_t len = 0;
+    char *md = metadata != NULL ? pyc_json_text_dup(metadata, NULL) : NULL;
+    char *text = pyc_json_text_dup(content, &len);
     json_decref(metadata);
     json_decref(content);
     if (text == NULL) {
@@ -118,8 +119,8 @@ send_json(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t n_idents,
         pyc_log("could not encode the content of %s", msg_type);
         return -1;
     }
-    int rc = pyc__send_frames(k, chan, idents, n_idents, msg_type, parent, parent_len, md, text, strlen(text),
-                              true, NULL, 0);
+    int rc = pyc__send_frames(k, chan, idents, n_idents, msg_type, parent, parent_len, md, text, len, true,
+                              NULL, 0);
     free(md);
     return rc;
 }

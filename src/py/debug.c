@@ -78,11 +78,10 @@ pyc_py_debug_rich(json_t *which, pyc_error_t *err)
     json_t *args = json_pack("[O]", which);
     PyObject *obj = args != NULL ? call("value_of", args) : NULL;
     json_decref(args);
-    json_t *data = NULL, *md = NULL, *out = NULL;
-    if (obj != NULL && pyc__py_format(obj, false, &data, &md) >= 0 && data != NULL)
-        out = json_pack("{s:o, s:o}", "data", data, "metadata", md != NULL ? md : json_object());
-    else if (data != NULL)
-        json_decref(data);
+    json_t *md = NULL, *out = NULL;
+    json_t *data = obj != NULL ? pyc__py_format_json(obj, &md) : NULL;
+    if (data != NULL)
+        out = json_pack("{s:o, s:o}", "data", data, "metadata", md);
     if (out == NULL) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_ValueError, "the value has no representation");

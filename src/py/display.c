@@ -7,11 +7,18 @@
  * types still missing; each may return None (skipped), the data, or (data, metadata).  Binary types (PNG,
  * JPEG, PDF) travel base64-encoded, as the spec says.  A repr method that raises is skipped, with the
  * exception printed to stderr: a broken _repr_html_ must not lose the text/plain output.
+ *
+ * A bundle is kept as two Python dicts (data, metadata) until the message is written: then each value goes
+ * to JSON text once, straight into the buffer the message is sent from (json.c), so that a 10 MB repr or HTML
+ * is not first copied into a jansson tree.  A value that cannot be written (a reference cycle) is reported
+ * and left out, as a broken repr method is.
  */
 #include "pyint.h"
 
 #include <string.h>
 
+#include "buf.h"
+#include "jsontext.h"
 #include "msg.h"
 
 /* _pyc.publish(msg_type, content, metadata=None, buffers=None): publishes any iopub message (comms use it)
@@ -28,12 +35,12 @@ py_publish(PyObject *self, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|OO:publish", kwlist, &msg_type, &content, &metadata,
                                      &buffers))
         return NULL;
-    json_t *c = pyc__py_to_json(content);
-    if (c == NULL)
-        return NULL;
-    json_t *md = metadata != Py_None ? pyc__py_to_json(metadata) : NULL;
-    if (metadata != Py_None && md == NULL) {
-        json_decref(c);
+    pyc_buf_t c, md;
+    pyc_buf_init(&c, SIZE_MAX / 2);
+    pyc_buf_init(&md, SIZE_MAX / 2);
+    if (pyc__py_json_text(&c, content) < 0 || (metadata != Py_None && pyc__py_json_text(&md, metadata) < 0)) {
+        pyc_buf_free(&c);
+        pyc_buf_free(&md);
         return NULL;
     }
     Py_ssize_t nbuf = 0;
@@ -57,8 +64,11 @@ py_publish(PyObject *self, PyObject *args, PyObject *kwargs)
             }
         }
     }
-    /* Takes over the frames, sent or not. */
-    pyc__py_host.publish_ex(pyc__py_host.ctx, msg_type, c, md, frames, (size_t)nbuf);
+    /* Takes over the texts and the frames, sent or not. */
+    size_t len;
+    char *text = pyc_buf_detach(&c, &len);
+    pyc__py_host.publish_text(pyc__py_host.ctx, msg_type, text, len, pyc_buf_detach(&md, NULL), NULL, 0, frames,
+                              (size_t)nbuf);
     PyMem_Free(frames);
     Py_XDECREF(seq);
     Py_RETURN_NONE;
@@ -68,8 +78,8 @@ fail:
     pyc__py_release_lent();
     PyMem_Free(frames);
     Py_XDECREF(seq);
-    json_decref(c);
-    json_decref(md);
+    pyc_buf_free(&c);
+    pyc_buf_free(&md);
     return NULL;
 }
 
@@ -92,8 +102,10 @@ is_binary_mime(const char *mime)
            strcmp(mime, "application/pdf") == 0;
 }
 
-/* Converts one repr result to JSON for mime; bytes of binary types become base64 text. */
-static json_t *
+/* One repr result as the value of mime in a bundle (a new reference): bytes of binary types become their base64
+ * text, other bytes their text (invalid UTF-8 replaced), anything else stays as it is, written as JSON when the
+ * message is.  NULL with a Python error set. */
+static PyObject *
 mime_value(const char *mime, PyObject *v)
 {
     if (PyBytes_Check(v) || PyByteArray_Check(v)) {
@@ -103,21 +115,16 @@ mime_value(const char *mime, PyObject *v)
             Py_XDECREF(b64);
             if (enc == NULL)
                 return NULL;
-            size_t elen = (size_t)PyBytes_GET_SIZE(enc);
+            Py_ssize_t elen = PyBytes_GET_SIZE(enc);
             if (elen > 0 && PyBytes_AS_STRING(enc)[elen - 1] == '\n')
                 elen--;          /* b2a_base64 ends its output with a newline */
-            json_t *j = json_stringn(PyBytes_AS_STRING(enc), elen);
+            PyObject *text = PyUnicode_DecodeASCII(PyBytes_AS_STRING(enc), elen, "strict");
             Py_DECREF(enc);
-            return j;
+            return text;
         }
-        PyObject *s = PyUnicode_FromEncodedObject(v, "utf-8", "replace");
-        if (s == NULL)
-            return NULL;
-        json_t *j = pyc__py_to_json(s);
-        Py_DECREF(s);
-        return j;
+        return PyUnicode_FromEncodedObject(v, "utf-8", "replace");
     }
-    return pyc__py_to_json(v);
+    return Py_NewRef(v);
 }
 
 static const struct {
@@ -140,24 +147,24 @@ static const struct {
  * str() (a raw bundle the caller gave); otherwise such values are reported on stderr and skipped, as a broken
  * repr method is, and such keys are skipped.  Returns 0 or -1. */
 static int
-add_mimes(json_t *data, PyObject *dict, bool strict)
+add_mimes(PyObject *data, PyObject *dict, bool strict)
 {
     PyObject *key, *value;
     Py_ssize_t pos = 0;
     while (PyDict_Next(dict, &pos, &key, &value)) {
         PyObject *name = PyUnicode_Check(key) ? Py_NewRef(key) : strict ? PyObject_Str(key) : NULL;
         const char *mime = name != NULL ? PyUnicode_AsUTF8(name) : NULL;
-        json_t *j = mime != NULL ? mime_value(mime, value) : NULL;
-        if (j != NULL) {
-            json_object_set_new(data, mime, j);
-        } else if (strict) {
+        PyObject *v = mime != NULL ? mime_value(mime, value) : NULL;
+        int rc = v != NULL ? PyDict_SetItem(data, name, v) : -1;
+        Py_XDECREF(v);
+        if (rc < 0 && strict) {
             Py_XDECREF(name);
             return -1;
-        } else if (mime != NULL) {
-            pyc__py_report(mime);
-        } else {
-            PyErr_Clear();
         }
+        if (rc < 0 && mime != NULL)
+            pyc__py_report(mime);
+        else if (rc < 0)
+            PyErr_Clear();
         Py_XDECREF(name);
     }
     return 0;
@@ -165,7 +172,7 @@ add_mimes(json_t *data, PyObject *dict, bool strict)
 
 /* Adds what one repr method returns; a (data, metadata) pair adds metadata too. */
 static void
-add_repr(json_t *data, json_t *md, const char *mime, PyObject *r)
+add_repr(PyObject *data, PyObject *md, const char *mime, PyObject *r)
 {
     PyObject *value = r, *meta = NULL;
     if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2) {
@@ -174,19 +181,15 @@ add_repr(json_t *data, json_t *md, const char *mime, PyObject *r)
     }
     if (value == Py_None)
         return;
-    json_t *j = mime_value(mime, value);
-    if (j == NULL) {
+    PyObject *v = mime_value(mime, value);
+    if (v == NULL || PyDict_SetItemString(data, mime, v) < 0) {
+        Py_XDECREF(v);
         pyc__py_report(mime);
         return;
     }
-    json_object_set_new(data, mime, j);
-    if (meta != NULL && meta != Py_None) {
-        json_t *m = pyc__py_to_json(meta);
-        if (m != NULL)
-            json_object_set_new(md, mime, m);
-        else
-            PyErr_Clear();
-    }
+    Py_DECREF(v);
+    if (meta != NULL && meta != Py_None && PyDict_SetItemString(md, mime, meta) < 0)
+        PyErr_Clear();
 }
 
 /* A repr method of obj as IPython looks it up (get_real_method): a new reference to a callable, or NULL (no
@@ -220,9 +223,10 @@ answers_everything(PyObject *obj)
     return true;
 }
 
-/* The text/plain of obj: its repr for the builtin scalars, IPython's layout (pyc._pretty) for the rest; the
- * repr when the layout fails, and a placeholder when the repr fails too (reported on stderr). */
-static json_t *
+/* The text/plain of obj (a new reference to a str): its repr for the builtin scalars, IPython's layout
+ * (pyc._pretty) for the rest; the repr when the layout fails, and a placeholder when the repr fails too
+ * (reported on stderr). */
+static PyObject *
 plain_text(PyObject *obj)
 {
     PyTypeObject *t = Py_TYPE(obj);
@@ -241,21 +245,15 @@ plain_text(PyObject *obj)
         if (text == NULL)
             pyc__py_report("repr()");
         Py_XDECREF(text);
-        return json_string("<object whose repr() failed>");
+        return PyUnicode_FromString("<object whose repr() failed>");
     }
-    json_t *j = pyc__py_to_json(text);
-    Py_DECREF(text);
-    if (j == NULL) {
-        PyErr_Clear();
-        return json_string("<object whose repr() failed>");
-    }
-    return j;
+    return text;
 }
 
 /* Adds what _repr_mimebundle_(include=None, exclude=None) returns: a dict of MIME types, or (data,
  * metadata).  Called with keywords, as IPython calls it (ipywidgets 8 and scikit-learn take **kwargs). */
 static void
-add_bundle(json_t *data, json_t *md, PyObject *method)
+add_bundle(PyObject *data, PyObject *md, PyObject *method)
 {
     PyObject *kw = Py_BuildValue("{s:O, s:O}", "include", Py_None, "exclude", Py_None);
     PyObject *noargs = PyTuple_New(0);
@@ -273,18 +271,13 @@ add_bundle(json_t *data, json_t *md, PyObject *method)
     }
     if (bdata != Py_None && PyDict_Check(bdata))
         add_mimes(data, bdata, false);
-    if (bmeta != NULL && PyDict_Check(bmeta)) {
-        json_t *m = pyc__py_to_json(bmeta);
-        if (m != NULL)
-            json_object_update(md, m);
-        json_decref(m);
+    if (bmeta != NULL && PyDict_Check(bmeta) && PyDict_Update(md, bmeta) < 0)
         PyErr_Clear();
-    }
     Py_DECREF(bundle);
 }
 
 int
-pyc__py_format(PyObject *obj, bool self_display, json_t **data_out, json_t **md_out)
+pyc__py_format(PyObject *obj, bool self_display, PyObject **data_out, PyObject **md_out)
 {
     *data_out = *md_out = NULL;
     /* Classes have the repr methods as plain functions, and objects that answer every attribute have none
@@ -302,7 +295,12 @@ pyc__py_format(PyObject *obj, bool self_display, json_t **data_out, json_t **md_
             pyc__py_report("_ipython_display_");   /* then shown as any object, as IPython does */
         }
     }
-    json_t *data = json_object(), *md = json_object();
+    PyObject *data = PyDict_New(), *md = PyDict_New();
+    if (data == NULL || md == NULL) {
+        Py_XDECREF(data);
+        Py_XDECREF(md);
+        return -1;
+    }
     if (ask) {
         PyObject *m = real_method(obj, "_repr_mimebundle_");
         if (m != NULL) {
@@ -310,10 +308,14 @@ pyc__py_format(PyObject *obj, bool self_display, json_t **data_out, json_t **md_
             Py_DECREF(m);
         }
     }
-    if (json_object_get(data, "text/plain") == NULL)
-        json_object_set_new(data, "text/plain", plain_text(obj));
+    if (PyDict_GetItemString(data, "text/plain") == NULL) {
+        PyObject *plain = plain_text(obj);
+        if (plain == NULL || PyDict_SetItemString(data, "text/plain", plain) < 0)
+            PyErr_Clear();
+        Py_XDECREF(plain);
+    }
     for (size_t i = 0; ask && i < sizeof repr_methods / sizeof repr_methods[0]; i++) {
-        if (json_object_get(data, repr_methods[i].mime) != NULL)
+        if (PyDict_GetItemString(data, repr_methods[i].mime) != NULL)
             continue;
         PyObject *meth = real_method(obj, repr_methods[i].method);
         if (meth == NULL)
@@ -332,6 +334,93 @@ pyc__py_format(PyObject *obj, bool self_display, json_t **data_out, json_t **md_
     return 0;
 }
 
+/* Writes dict as a JSON object, member by member: a member whose value cannot be written (a reference cycle)
+ * is left out, and reported on stderr when report is true (a bundle's data), as a broken repr method is.
+ * strict: such a member ends it with -1 and the Python error set instead.  Returns 0 or -1. */
+static int
+members_text(pyc_buf_t *b, PyObject *dict, bool report, bool strict)
+{
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    bool first = true;
+    if (pyc_buf_add(b, "{", 1) < 0)
+        return PyErr_NoMemory(), -1;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        size_t before = b->len;
+        if ((!first && pyc_buf_add(b, ",", 1) < 0) || pyc__py_json_text(b, key) < 0 ||
+            pyc_buf_add(b, ":", 1) < 0 || pyc__py_json_text(b, value) < 0) {
+            if (strict)
+                return PyErr_Occurred() ? -1 : (PyErr_NoMemory(), -1);
+            b->len = before;
+            if (report && PyUnicode_Check(key) && PyErr_Occurred())
+                pyc__py_report(PyUnicode_AsUTF8(key));
+            PyErr_Clear();
+            continue;
+        }
+        first = false;
+    }
+    return pyc_buf_add(b, "}", 1) < 0 ? (PyErr_NoMemory(), -1) : 0;
+}
+
+/* The content of a display_data, update_display_data or execute_result as JSON text in b:
+ * {["execution_count":count,]"data":{...},"metadata":{...}[,"transient":{...}]}, count < 0 and transient NULL
+ * leaving theirs out.  strict as for members_text, for data.  Returns 0 or -1 with a Python error set. */
+static int
+bundle_text(pyc_buf_t *b, long count, PyObject *data, PyObject *md, PyObject *transient, bool strict)
+{
+    if (pyc_buf_add(b, "{", 1) < 0 ||
+        (count >= 0 && (pyc_buf_adds(b, "\"execution_count\":") < 0 || pyc_buf_add_int(b, count) < 0 ||
+                        pyc_buf_add(b, ",", 1) < 0)) ||
+        pyc_buf_adds(b, "\"data\":") < 0)
+        return PyErr_NoMemory(), -1;
+    if (members_text(b, data, true, strict) < 0 || pyc_buf_adds(b, ",\"metadata\":") < 0 ||
+        members_text(b, md, false, false) < 0)
+        return PyErr_Occurred() ? -1 : (PyErr_NoMemory(), -1);
+    if (transient != NULL && (pyc_buf_adds(b, ",\"transient\":") < 0 || members_text(b, transient, false, false) < 0))
+        return PyErr_Occurred() ? -1 : (PyErr_NoMemory(), -1);
+    return pyc_buf_add(b, "}", 1) < 0 ? (PyErr_NoMemory(), -1) : 0;
+}
+
+/* Publishes a bundle as msg_type (see bundle_text); data's text/plain, when a str, is the cell's event's.
+ * Returns 0 or -1 with a Python error set. */
+static int
+publish_bundle_of(const char *msg_type, long count, PyObject *data, PyObject *md, PyObject *transient, bool strict)
+{
+    pyc_buf_t b;
+    pyc_buf_init(&b, SIZE_MAX / 2);
+    if (bundle_text(&b, count, data, md, transient, strict) < 0) {
+        pyc_buf_free(&b);
+        return -1;
+    }
+    PyObject *plain = PyDict_GetItemString(data, "text/plain");
+    Py_ssize_t plen = 0;
+    const char *p = plain != NULL && PyUnicode_Check(plain) ? PyUnicode_AsUTF8AndSize(plain, &plen) : NULL;
+    if (p == NULL)
+        PyErr_Clear();
+    size_t len;
+    char *text = pyc_buf_detach(&b, &len);
+    pyc__py_host.publish_text(pyc__py_host.ctx, msg_type, text, len, NULL, p, (size_t)plen, NULL, 0);
+    return 0;
+}
+
+json_t *
+pyc__py_format_json(PyObject *obj, json_t **md_out)
+{
+    PyObject *data, *md;
+    *md_out = NULL;
+    if (pyc__py_format(obj, false, &data, &md) < 0)
+        return NULL;
+    json_t *d = pyc__py_to_json(data), *m = d != NULL ? pyc__py_to_json(md) : NULL;
+    Py_DECREF(data);
+    Py_DECREF(md);
+    if (m == NULL) {
+        json_decref(d);
+        return NULL;
+    }
+    *md_out = m;
+    return d;
+}
+
 /* sys.displayhook: publishes execute_result for the value of the cell's last expression, and keeps it as
  * _, _N and Out[N] (pyc._shell). */
 static PyObject *
@@ -340,14 +429,16 @@ displayhook(PyObject *self, PyObject *obj)
     (void)self;
     if (obj == Py_None)
         Py_RETURN_NONE;
-    json_t *data, *md;
+    PyObject *data, *md;
     int rc = pyc__py_format(obj, true, &data, &md);
     if (rc < 0)
         return NULL;
     if (rc == 0) {
-        json_t *content = json_pack("{s:i, s:o, s:o}", "execution_count", pyc__py_here()->execution_count, "data",
-                                    data, "metadata", md);
-        pyc__py_host.publish(pyc__py_host.ctx, "execute_result", content);
+        rc = publish_bundle_of("execute_result", pyc__py_here()->execution_count, data, md, NULL, false);
+        Py_DECREF(data);
+        Py_DECREF(md);
+        if (rc < 0)
+            pyc__py_report("execute_result");
     }
     PyObject *store = pyc__py_support("pyc._shell", "store_result");
     PyObject *r = store != NULL ? PyObject_CallFunction(store, "Oi", obj, pyc__py_here()->execution_count) : NULL;
@@ -357,49 +448,37 @@ displayhook(PyObject *self, PyObject *obj)
     Py_RETURN_NONE;
 }
 
-/* Builds the content of a display_data or update_display_data for obj; JSON null when obj displayed itself
- * (_ipython_display_), NULL with a Python error set. */
-static json_t *
-display_content(PyObject *obj, PyObject *metadata, PyObject *transient, PyObject *display_id, int raw)
+/* Publishes a display_data or update_display_data for obj: nothing when obj displayed itself
+ * (_ipython_display_).  Returns 0, or -1 with a Python error set. */
+static int
+display_one(const char *msg_type, PyObject *obj, PyObject *metadata, PyObject *transient, PyObject *display_id,
+            int raw)
 {
-    json_t *data, *md;
+    PyObject *data, *md;
     if (raw && PyDict_Check(obj)) {
-        data = json_object();
-        md = json_object();
-        if (add_mimes(data, obj, true) < 0) {
-            json_decref(data);
-            json_decref(md);
-            return NULL;
+        data = PyDict_New();
+        md = PyDict_New();
+        if (data == NULL || md == NULL || add_mimes(data, obj, true) < 0) {
+            Py_XDECREF(data);
+            Py_XDECREF(md);
+            return -1;
         }
     } else {
         int rc = pyc__py_format(obj, true, &data, &md);
-        if (rc < 0)
-            return NULL;
-        if (rc == 1)
-            return json_null();      /* obj displayed itself: nothing more to publish */
+        if (rc != 0)
+            return rc < 0 ? -1 : 0;      /* 1: obj displayed itself, nothing more to publish */
     }
-    if (metadata != NULL && metadata != Py_None) {
-        json_t *m = pyc__py_to_json(metadata);
-        if (m == NULL)
-            PyErr_Clear();
-        else if (json_is_object(m))
-            json_object_update(md, m);
-        json_decref(m);
-    }
-    json_t *tr = transient != NULL && transient != Py_None ? pyc__py_to_json(transient) : json_object();
-    if (!json_is_object(tr)) {
+    if (metadata != NULL && PyDict_Check(metadata) && PyDict_Update(md, metadata) < 0)
         PyErr_Clear();
-        json_decref(tr);
-        tr = json_object();
-    }
-    if (display_id != NULL && display_id != Py_None) {
-        json_t *id = pyc__py_to_json(display_id);
-        if (id != NULL)
-            json_object_set_new(tr, "display_id", id);
-        else
-            PyErr_Clear();
-    }
-    return json_pack("{s:o, s:o, s:o}", "data", data, "metadata", md, "transient", tr);
+    PyObject *tr = transient != NULL && PyDict_Check(transient) ? PyDict_Copy(transient) : PyDict_New();
+    if (tr != NULL && display_id != NULL && display_id != Py_None &&
+        PyDict_SetItemString(tr, "display_id", display_id) < 0)
+        PyErr_Clear();
+    int rc = tr != NULL ? publish_bundle_of(msg_type, -1, data, md, tr, raw != 0) : -1;
+    Py_XDECREF(tr);
+    Py_DECREF(data);
+    Py_DECREF(md);
+    return rc;
 }
 
 static PyObject *
@@ -445,13 +524,9 @@ display(PyObject *self, PyObject *args, PyObject *kwargs)
     }
     if (!(pyc__py_here()->silent && pyc__py_here()->running)) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
-            json_t *content = display_content(PyTuple_GET_ITEM(args, i), kwarg(kwargs, "metadata"),
-                                              kwarg(kwargs, "transient"), display_id, is_raw);
-            if (content == NULL)
+            if (display_one("display_data", PyTuple_GET_ITEM(args, i), kwarg(kwargs, "metadata"),
+                            kwarg(kwargs, "transient"), display_id, is_raw) < 0)
                 goto out;
-            if (json_is_null(content))
-                continue;            /* displayed itself */
-            pyc__py_host.publish(pyc__py_host.ctx, "display_data", content);
         }
     }
     if (display_id != NULL && display_id != Py_None)
@@ -476,14 +551,9 @@ update_display(PyObject *self, PyObject *args, PyObject *kwargs)
     }
     if (pyc__py_here()->silent && pyc__py_here()->running)
         Py_RETURN_NONE;
-    json_t *content = display_content(PyTuple_GET_ITEM(args, 0), kwarg(kwargs, "metadata"),
-                                      kwarg(kwargs, "transient"), display_id,
-                                      raw != NULL && PyObject_IsTrue(raw) == 1);
-    if (content == NULL)
+    if (display_one("update_display_data", PyTuple_GET_ITEM(args, 0), kwarg(kwargs, "metadata"),
+                    kwarg(kwargs, "transient"), display_id, raw != NULL && PyObject_IsTrue(raw) == 1) < 0)
         return NULL;
-    if (json_is_null(content))
-        Py_RETURN_NONE;
-    pyc__py_host.publish(pyc__py_host.ctx, "update_display_data", content);
     Py_RETURN_NONE;
 }
 
@@ -500,30 +570,24 @@ publish_bundle(PyObject *self, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO!|OOO:publish_bundle", kwlist, &msg_type, &PyDict_Type,
                                      &data, &metadata, &transient, &count))
         return NULL;
-    json_t *content = json_pack("{s:{}}", "data");
-    if (add_mimes(json_object_get(content, "data"), data, true) < 0)
-        goto fail;
-    json_t *md = metadata != Py_None ? pyc__py_to_json(metadata) : json_object();
-    if (md == NULL)
-        goto fail;
-    json_object_set_new(content, "metadata", md);
-    if (transient != Py_None) {
-        json_t *tr = pyc__py_to_json(transient);
-        if (tr == NULL)
-            goto fail;
-        json_object_set_new(content, "transient", tr);
-    }
-    if (count != Py_None) {
-        long n = PyLong_AsLong(count);
-        if (n == -1 && PyErr_Occurred())
-            goto fail;
-        json_object_set_new(content, "execution_count", json_integer(n));
-    }
-    pyc__py_host.publish(pyc__py_host.ctx, msg_type, content);
+    long n = -1;
+    if (count != Py_None && (n = PyLong_AsLong(count)) == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *bundle = PyDict_New(), *md = PyDict_New();
+    PyObject *tr = transient != Py_None ? PyDict_New() : NULL;
+    int rc = bundle != NULL && md != NULL && (transient == Py_None || tr != NULL) ? add_mimes(bundle, data, true) : -1;
+    if (rc == 0 && PyDict_Check(metadata))
+        rc = PyDict_Update(md, metadata);
+    if (rc == 0 && tr != NULL && PyDict_Check(transient))
+        rc = PyDict_Update(tr, transient);
+    if (rc == 0)
+        rc = publish_bundle_of(msg_type, count != Py_None ? n : -1, bundle, md, tr, true);
+    Py_XDECREF(bundle);
+    Py_XDECREF(md);
+    Py_XDECREF(tr);
+    if (rc < 0)
+        return NULL;
     Py_RETURN_NONE;
-fail:
-    json_decref(content);
-    return NULL;
 }
 
 /* clear_output(wait=False): clears the cell's output now, or when the next output arrives (wait=True). */

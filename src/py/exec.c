@@ -280,8 +280,8 @@ eval_user_expressions(json_t *exprs, PyObject *globals)
             json_object_set_new(out, key, e);
             continue;
         }
-        json_t *data, *md;
-        if (pyc__py_format(r, false, &data, &md) < 0) {
+        json_t *md, *data = pyc__py_format_json(r, &md);
+        if (data == NULL) {
             PyErr_Clear();
             data = json_pack("{s:s}", "text/plain", "");
             md = json_object();

@@ -1,110 +1,145 @@
 /*
  * json.c -- Python values to JSON and back, for message contents: display data, comm messages, replies.
  *
- * Python to JSON takes dicts (keys by str()), lists and tuples, str, int (beyond 64 bits as a float), float,
- * bool and None, and anything else by str(); a reference cycle or nesting deeper than MAX_JSON_DEPTH is a
- * ValueError, never a crash.  JSON to Python gives dicts, lists, str (invalid UTF-8 replaced), int, float,
- * bool and None.
+ * Python to JSON takes dicts (keys by str()), lists and tuples, str, int (beyond 64 bits as a float), float
+ * (NaN and the infinities as null, as JSON.stringify writes them), bool and None, and anything else by str();
+ * a reference cycle or nesting deeper than MAX_JSON_DEPTH is a ValueError, never a crash.  It is written as
+ * text, straight into the buffer a message is sent from (a 10 MB repr is copied once, escaped on the way);
+ * a jansson tree, where one is wanted, is read back from that text, so that both follow the same rules.
+ * JSON to Python gives dicts, lists, str (invalid UTF-8 replaced), int, float, bool and None.
  */
 #include "pyint.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "buf.h"
+#include "jsontext.h"
 
 /* The deepest nesting of display data converted to JSON.  IPython's JSON formatter has no limit of its own
  * and Python's json module stops at the interpreter's recursion limit (1000); 256 keeps the C stack of the
  * conversion small (a few kB per level) on any thread. */
 #define MAX_JSON_DEPTH 256
 
-/* Converts obj, whose containers on the way down from the top are path[0..depth): a container that is
- * already on the path is a reference cycle, which JSON cannot express. */
-static json_t *
-to_json_at(PyObject *obj, PyObject **path, int depth)
+/* Writes obj as JSON text to b; its containers on the way down from the top are path[0..depth): a container
+ * that is already on the path is a reference cycle, which JSON cannot express.  Returns 0, or -1 with a
+ * Python error set (b then holds part of the text: the caller cuts it back). */
+static int
+text_at(pyc_buf_t *b, PyObject *obj, PyObject **path, int depth)
 {
     if (obj == Py_None)
-        return json_null();
+        return pyc_buf_add(b, "null", 4) < 0 ? (PyErr_NoMemory(), -1) : 0;
     if (PyBool_Check(obj))
-        return json_boolean(obj == Py_True);
+        return pyc_buf_adds(b, obj == Py_True ? "true" : "false") < 0 ? (PyErr_NoMemory(), -1) : 0;
+    int rc = 0;
     if (PyLong_Check(obj)) {
         int overflow = 0;
         long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-        if (!overflow && !(v == -1 && PyErr_Occurred()))
-            return json_integer(v);
-        PyErr_Clear();
-        return json_real(PyLong_AsDouble(obj));
+        if (!overflow && !(v == -1 && PyErr_Occurred())) {
+            rc = pyc_buf_add_int(b, v);
+        } else {
+            PyErr_Clear();
+            double d = PyLong_AsDouble(obj);      /* beyond 64 bits: as a float (inf past a double's range) */
+            PyErr_Clear();
+            rc = pyc_json_text_real(b, d) < 0 ? pyc_buf_add(b, "null", 4) : 0;
+        }
+        return rc < 0 ? (PyErr_NoMemory(), -1) : 0;
     }
-    if (PyFloat_Check(obj))
-        return json_real(PyFloat_AS_DOUBLE(obj));
+    if (PyFloat_Check(obj)) {
+        /* NaN and the infinities have no JSON form: null, as JSON.stringify writes them. */
+        rc = pyc_json_text_real(b, PyFloat_AS_DOUBLE(obj)) < 0 ? pyc_buf_add(b, "null", 4) : 0;
+        return rc < 0 ? (PyErr_NoMemory(), -1) : 0;
+    }
     if (PyUnicode_Check(obj)) {
         Py_ssize_t n;
         const char *p = PyUnicode_AsUTF8AndSize(obj, &n);
         if (p == NULL) {
             PyErr_Clear();
-            return json_string("<text that is not valid Unicode>");
+            p = "<text that is not valid Unicode>";
+            n = (Py_ssize_t)strlen(p);
         }
-        json_t *s = json_stringn(p, (size_t)n);
-        return s != NULL ? s : json_string("");
+        return pyc_buf_add_json_string(b, p, (size_t)n) < 0 ? (PyErr_NoMemory(), -1) : 0;
     }
-    if (PyDict_Check(obj) || PyList_Check(obj) || PyTuple_Check(obj)) {
+    bool dict = PyDict_Check(obj);
+    if (dict || PyList_Check(obj) || PyTuple_Check(obj)) {
         for (int i = 0; i < depth; i++) {
             if (path[i] == obj) {
                 PyErr_SetString(PyExc_ValueError, "display data holds a reference cycle (a container that "
                                                   "contains itself), which JSON cannot express");
-                return NULL;
+                return -1;
             }
         }
         if (depth == MAX_JSON_DEPTH) {
             PyErr_Format(PyExc_ValueError, "display data is nested more than %d levels deep", MAX_JSON_DEPTH);
-            return NULL;
+            return -1;
         }
         path[depth] = obj;
     }
-    if (PyDict_Check(obj)) {
-        json_t *o = json_object();
+    if (dict) {
         PyObject *key, *value;
         Py_ssize_t pos = 0;
+        bool first = true;
+        if (pyc_buf_add(b, "{", 1) < 0)
+            return PyErr_NoMemory(), -1;
         while (PyDict_Next(obj, &pos, &key, &value)) {
-            PyObject *ks = PyObject_Str(key);
-            if (ks == NULL) {
-                json_decref(o);
-                return NULL;
-            }
-            json_t *v = to_json_at(value, path, depth + 1);
-            const char *kp = PyUnicode_AsUTF8(ks);
-            if (v == NULL || kp == NULL) {
-                Py_DECREF(ks);
-                json_decref(v);
-                json_decref(o);
-                return NULL;
-            }
-            json_object_set_new(o, kp, v);
+            PyObject *ks = PyUnicode_Check(key) ? Py_NewRef(key) : PyObject_Str(key);
+            if (ks == NULL)
+                return -1;
+            rc = (!first && pyc_buf_add(b, ",", 1) < 0) ? (PyErr_NoMemory(), -1) : text_at(b, ks, path, depth + 1);
             Py_DECREF(ks);
+            if (rc < 0 || pyc_buf_add(b, ":", 1) < 0 || text_at(b, value, path, depth + 1) < 0)
+                return PyErr_Occurred() ? -1 : (PyErr_NoMemory(), -1);
+            first = false;
         }
-        return o;
+        return pyc_buf_add(b, "}", 1) < 0 ? (PyErr_NoMemory(), -1) : 0;
     }
     if (PyList_Check(obj) || PyTuple_Check(obj)) {
-        json_t *a = json_array();
         Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+        if (pyc_buf_add(b, "[", 1) < 0)
+            return PyErr_NoMemory(), -1;
         for (Py_ssize_t i = 0; i < n; i++) {
-            json_t *v = to_json_at(PySequence_Fast_GET_ITEM(obj, i), path, depth + 1);
-            if (v == NULL) {
-                json_decref(a);
-                return NULL;
-            }
-            json_array_append_new(a, v);
+            if ((i > 0 && pyc_buf_add(b, ",", 1) < 0) || text_at(b, PySequence_Fast_GET_ITEM(obj, i), path,
+                                                                   depth + 1) < 0)
+                return PyErr_Occurred() ? -1 : (PyErr_NoMemory(), -1);
         }
-        return a;
+        return pyc_buf_add(b, "]", 1) < 0 ? (PyErr_NoMemory(), -1) : 0;
     }
     PyObject *s = PyObject_Str(obj);
     if (s == NULL)
-        return NULL;
-    json_t *r = to_json_at(s, path, depth);
+        return -1;
+    rc = text_at(b, s, path, depth);
     Py_DECREF(s);
-    return r;
+    return rc;
+}
+
+int
+pyc__py_json_text(pyc_buf_t *b, PyObject *obj)
+{
+    PyObject *path[MAX_JSON_DEPTH];
+    size_t start = b->len;
+    if (text_at(b, obj, path, 0) == 0)
+        return 0;
+    b->len = start;
+    if (b->data != NULL)
+        b->data[start] = '\0';
+    return -1;
 }
 
 json_t *
 pyc__py_to_json(PyObject *obj)
 {
-    PyObject *path[MAX_JSON_DEPTH];
-    return to_json_at(obj, path, 0);
+    pyc_buf_t b;
+    pyc_buf_init(&b, SIZE_MAX / 2);
+    if (pyc__py_json_text(&b, obj) < 0) {
+        pyc_buf_free(&b);
+        return NULL;
+    }
+    json_error_t e;
+    json_t *j = json_loadb(b.data, b.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+    pyc_buf_free(&b);
+    if (j == NULL)
+        PyErr_Format(PyExc_ValueError, "cannot read back the JSON of a value: %s", e.text);
+    return j;
 }
 
 PyObject *

@@ -25,10 +25,13 @@ typedef struct pyc_py_host {
     /* Publishes an iopub message for the current request; steals content.  Streams are flushed first so
      * that output stays in order. */
     void (*publish)(void *ctx, const char *msg_type, json_t *content);
-    /* Publishes with metadata (stolen, may be NULL) and binary buffers for the current request.  The
-     * buffers are taken over as pyc_io_t.send takes frames: copied, or lent until their releaser runs. */
-    void (*publish_ex)(void *ctx, const char *msg_type, json_t *content, json_t *metadata,
-                       pyc_outframe_t *buffers, size_t nbuf);
+    /* Publishes content, JSON text of len bytes (malloc'd, taken; NULL when it could not be made: dropped
+     * and logged), with metadata (JSON text, malloc'd and NUL-terminated, taken; may be NULL) and binary
+     * buffers for the current request.  plain (borrowed, may be NULL): the text/plain of a result or display,
+     * for the cell's event.  The buffers are taken over as pyc_io_t.send takes frames: copied, or lent until
+     * their releaser runs. */
+    void (*publish_text)(void *ctx, const char *msg_type, char *content, size_t len, char *metadata,
+                         const char *plain, size_t plain_len, pyc_outframe_t *buffers, size_t nbuf);
     /* Appends text to stdout (0) or stderr (1), and flushes both. */
     void (*stream_write)(void *ctx, int which, const char *data, size_t n);
     void (*stream_flush)(void *ctx);

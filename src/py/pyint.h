@@ -9,6 +9,7 @@
 #include <Python.h>
 #include <signal.h>
 
+#include "buf.h"
 #include "py.h"
 
 /* The kernel's callbacks, copied at init. */
@@ -88,10 +89,19 @@ bool pyc__py_debugging(void);
 /* Converts JSON to Python objects; a new reference or NULL with a Python error set. */
 PyObject *pyc__py_from_json(json_t *j);
 
-/* The MIME bundle of obj: data with at least text/plain, and metadata.  Both new references.  Returns 0; or
+/* The MIME bundle of obj as two dicts: data (MIME type -> value, at least text/plain; binary types as base64
+ * text) and metadata, both new references, their values written as JSON when the message is.  Returns 0; or
  * 1 when obj displayed itself (its _ipython_display_ ran, when self_display is true) and *data and *metadata
  * are NULL; or -1 with a Python error set. */
-int pyc__py_format(PyObject *obj, bool self_display, json_t **data, json_t **metadata);
+int pyc__py_format(PyObject *obj, bool self_display, PyObject **data, PyObject **metadata);
+
+/* The bundle of obj (never displaying itself) as JSON: data, and metadata in *metadata; NULL with a Python
+ * error set. */
+json_t *pyc__py_format_json(PyObject *obj, json_t **metadata);
+
+/* Appends obj as JSON text to b, by the rules of pyc__py_to_json.  Returns 0, or -1 with a Python error set
+ * and b as it was. */
+int pyc__py_json_text(pyc_buf_t *b, PyObject *obj);
 
 /* The function module.name of the kernel's Python package (pyc._shell.pre_cell, pyc._pretty.pretty, ...),
  * imported and looked up once (module and name must be string literals): a borrowed reference, or NULL with a
