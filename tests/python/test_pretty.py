@@ -3,6 +3,7 @@ comparison is skipped where IPython is not installed, the checks of pyc's own ou
 
 import collections
 import datetime
+import random
 import re
 import types
 
@@ -147,3 +148,66 @@ def test_printer_interface():
             p.text(str(i * 111))
     p.flush()
     assert p.getvalue() == "[0,\n 111,\n 222,\n 333,\n 444]"
+
+
+class Lines:
+    """An object whose repr has line breaks of every kind str.splitlines knows."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def __repr__(self):
+        return self.text
+
+
+class Margin:
+    """Lays out its children at the left margin (indent 0), between breakables of groups of its own."""
+
+    def __init__(self, kids, widths):
+        self.kids = kids
+        self.widths = widths
+
+    def _repr_pretty_(self, p, cycle):
+        with p.group(0):
+            p.text("M")
+            for kid, width in zip(self.kids, self.widths):
+                p.pretty(kid)
+                p.breakable()
+                p.text("z")
+                with p.group(0, "<", ">"):
+                    p.breakable("")
+                    p.text("w" * width)
+
+
+def margin_corpus(seed, count):
+    """Nested containers, _repr_pretty_ objects and multi-line reprs, many of them at the left margin, where
+    pyc's printer adds a long repr's lines in one piece (_pretty._repr)."""
+    rnd = random.Random(seed)
+
+    def text():
+        pieces = ["a", "bb ", "\n", "\r\n", "\u2028", "\x0b", "xyz" * 10, " "]
+        return "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 40)))
+
+    def obj(depth=0):
+        c = rnd.random()
+        if depth > 4 or c < 0.35:
+            return Lines(text())
+        n = rnd.randint(0, 3)
+        if c < 0.5:
+            return [obj(depth + 1) for _ in range(n + 1)]
+        if c < 0.6:
+            return {str(i): obj(depth + 1) for i in range(n)}
+        if c < 0.8:
+            return Pretty([obj(depth + 1) for _ in range(n)])
+        return Margin([obj(depth + 1) for _ in range(n)], [rnd.randint(0, 30) for _ in range(n)])
+
+    return [obj() for _ in range(count)]
+
+
+@pytest.mark.skipif(ipretty is None, reason="IPython is not installed")
+def test_multiline_reprs_are_laid_out_as_ipython_does():
+    """Each line break of a repr takes one forced break, which breaks one more enclosing group: the text
+    after a long repr at the left margin must break where IPython's does."""
+    for obj in margin_corpus(7, 3000):
+        for width in (79, 20):
+            assert pretty(obj, max_width=width) == ipretty.pretty(obj, max_width=width)
