@@ -12,8 +12,9 @@ The finder also
   * runs a pyc function right after some modules are imported (AFTER): the `comm` package (ipywidgets 8
     and friends) is pointed at pyc's comms, importing IPython makes the IPython shell bound to the kernel
     (pyc._ipython), which is how IPython comes to be there without ever being imported at start, and
-    importing asyncio makes the kernel's event loop (pyc._asyncio), and threads started once threading is
-    imported write to the cell that started them (pyc._threads);
+    importing asyncio makes the kernel's event loop (pyc._asyncio), threads started once threading is
+    imported write to the cell that started them (pyc._threads), and getpass.getpass asks the frontend
+    (getpass is not imported at start: with termios it cost about 1 ms and 200 KB of every start);
   * imports IPython, when it is installed, before modules that look for it in sys.modules instead of
     importing it (BEFORE: tqdm.auto chooses its notebook bar so);
   * serves pyc's own modules for ipykernel.comm and ipykernel.zmqshell (SERVED: ipywidgets 6 imports Comm
@@ -27,7 +28,8 @@ import sys as _sys
 
 
 AFTER = {"comm": ("pyc._comm", "hook_comm_package"), "IPython": ("pyc._ipython", "attach_after_import"),
-         "asyncio": ("pyc._asyncio", "install"), "threading": ("pyc._threads", "install")}
+         "asyncio": ("pyc._asyncio", "install"), "threading": ("pyc._threads", "install"),
+         "getpass": ("pyc", "_hook_getpass")}
 BEFORE = {"tqdm.autonotebook": "IPython"}
 SERVED = {"ipykernel.comm": "pyc/_ipykernel_comm.py", "ipykernel.zmqshell": "pyc/_ipykernel_zmqshell.py"}
 

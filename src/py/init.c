@@ -203,14 +203,22 @@ install_hooks(pyc_error_t *err)
         }
         Py_DECREF(f);
     }
-    /* getpass.getpass asks the frontend too (the module is small and imported by many libraries anyway). */
-    PyObject *gp = PyImport_ImportModule("getpass");
-    PyObject *f = gp != NULL ? PyObject_GetAttrString(mod, "getpass") : NULL;
-    int gp_rc = f != NULL ? PyObject_SetAttrString(gp, "getpass", f) : -1;
-    Py_XDECREF(f);
-    Py_XDECREF(gp);
-    if (gp_rc < 0)
+    /* getpass.getpass asks the frontend too.  The boot finder sets it when getpass is first imported
+     * (_pyc_boot.py, AFTER); here only when something imported getpass before the finder was installed (a
+     * sitecustomize), so that start-up does not import it (with termios, about 1 ms and 200 KB). */
+    PyObject *gp_name = PyUnicode_FromString("getpass");
+    PyObject *gp = gp_name != NULL ? PyImport_GetModule(gp_name) : NULL;
+    Py_XDECREF(gp_name);
+    if (gp != NULL) {
+        PyObject *f = PyObject_GetAttrString(mod, "getpass");
+        int gp_rc = f != NULL ? PyObject_SetAttrString(gp, "getpass", f) : -1;
+        Py_XDECREF(f);
+        Py_DECREF(gp);
+        if (gp_rc < 0)
+            goto out;
+    } else if (PyErr_Occurred()) {
         goto out;
+    }
     rc = 0;
 out:
     if (rc < 0) {

@@ -16,6 +16,14 @@ matplotlib backend) and are imported when first needed, so `import pyc` is cheap
 __all__ = ["display", "update_display", "clear_output", "DisplayHandle"]
 
 
+def _hook_getpass(module):
+    """Run by the boot finder right after getpass is first imported (and by the kernel at start when it
+    already was): getpass.getpass asks the frontend, over stdin, as input() does."""
+    import _pyc
+
+    module.getpass = _pyc.getpass
+
+
 def _new_display_id():
     import uuid
 

@@ -22,7 +22,6 @@ message of output they publish); it exists with or without IPython.
 
 import builtins
 import os
-import re
 import sys
 
 _ns = None               # the user namespace, __main__.__dict__
@@ -33,13 +32,20 @@ host = None              # pyc._ipython's shell once it exists: it then keeps th
 
 
 # The names the kernel binds in the user's namespace itself (here, and IPython's shell: get_ipython, exit,
-# quit): a whole-namespace pickle get and a fork-isolated cell's merge leave them alone.
-_KERNEL_NAME = re.compile(r"In|Out|_ih|_oh|_dh|get_ipython|exit|quit|_(i{1,3}|i?\d+)?|__|___")
+# quit): a whole-namespace pickle get and a fork-isolated cell's merge leave them alone.  Those below, and
+# _N and _iN for any decimal N.  (Written without re, which the kernel does not import at start.)
+_KERNEL_NAMES = frozenset(("In", "Out", "_ih", "_oh", "_dh", "get_ipython", "exit", "quit", "_", "__", "___",
+                           "_i", "_ii", "_iii"))
 
 
 def is_kernel_name(name):
     """True for In, Out, _, _N, _iN and the other names the kernel keeps itself."""
-    return _KERNEL_NAME.fullmatch(name) is not None
+    if name in _KERNEL_NAMES:
+        return True
+    if name[:1] != "_":
+        return False
+    digits = name[2:] if name[:2] == "_i" else name[1:]
+    return digits.isdecimal()
 
 
 def _namespace():
