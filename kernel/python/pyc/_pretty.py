@@ -286,17 +286,14 @@ def _repr(obj, p, cycle):
     with p.group():
         lines = repr(obj).splitlines()
         if len(lines) > 2 and p.indentation == 0:
-            # At the left margin, once the first break is taken nothing is left buffered, and each further
-            # break is a bare newline that marks one more enclosing group broken (as the loop below does, and
-            # IPython's): the rest is added in one piece.  The same layout as the loop, without its two calls
-            # a line (a 10,000-row DataFrame's repr: 9 ms of the 200 the repr takes).
+            # At the left margin, once the first break is taken nothing is left buffered and no group has a
+            # breakable: the second break (as the loop below takes it, and IPython's) only marks every group
+            # still queued broken, and each further one is a bare newline.  So the rest is added in one piece:
+            # the same layout as the loop, without its two calls a line (a 10,000-row DataFrame's repr: 9 ms
+            # of the 200 the repr takes).
             p.text(lines[0])
             p.break_()
-            for _ in range(len(lines) - 2):
-                group = p._next_to_break()
-                if group is None:
-                    break
-                p._emit_group(group)
+            p._next_to_break()
             p._out.append(p.newline.join(lines[1:]))
             p.output_width = len(lines[-1])
             return
