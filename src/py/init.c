@@ -209,13 +209,15 @@ install_hooks(pyc_error_t *err)
     PyObject *gp_name = PyUnicode_FromString("getpass");
     PyObject *gp = gp_name != NULL ? PyImport_GetModule(gp_name) : NULL;
     Py_XDECREF(gp_name);
-    if (gp != NULL) {
+    if (gp != NULL && gp != Py_None) {
         PyObject *f = PyObject_GetAttrString(mod, "getpass");
         int gp_rc = f != NULL ? PyObject_SetAttrString(gp, "getpass", f) : -1;
         Py_XDECREF(f);
         Py_DECREF(gp);
         if (gp_rc < 0)
             goto out;
+    } else if (gp != NULL) {
+        Py_DECREF(gp);           /* sys.modules["getpass"] = None: nothing to patch */
     } else if (PyErr_Occurred()) {
         goto out;
     }

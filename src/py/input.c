@@ -79,9 +79,11 @@ static PyObject *
 py_getpass(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
-    static char *kwlist[] = {"prompt", "stream", NULL};
-    PyObject *prompt = NULL, *stream = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:getpass", kwlist, &prompt, &stream))
+    /* Python 3.14's getpass.getpass also takes echo_char (what to show for each character typed): the
+     * frontend's password field shows what it shows, so it is accepted and not used, as stream is. */
+    static char *kwlist[] = {"prompt", "stream", "echo_char", NULL};
+    PyObject *prompt = NULL, *stream = NULL, *echo_char = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO$O:getpass", kwlist, &prompt, &stream, &echo_char))
         return NULL;
     if (prompt == NULL) {
         PyObject *p = PyUnicode_FromString("Password: ");

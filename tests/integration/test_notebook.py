@@ -143,6 +143,18 @@ def test_getpass_round_trip(kc):
     assert eval_value(kc, "secret") == "'s3cret'"
 
 
+@pytest.mark.skipif(not IS_PYC, reason="pyc's getpass; ipykernel's takes prompt and stream only")
+def test_getpass_takes_echo_char_and_is_set_when_first_imported(fresh_kernel):
+    """Python 3.14's getpass takes echo_char; pyc's asks the frontend whatever it is.  getpass is not imported
+    at start: the kernel's getpass is set when a cell first imports it, and again after a reload."""
+    kc = fresh_kernel.kc
+    assert eval_value(kc, "'getpass' in __import__('sys').modules") == "False"
+    code = "import getpass, importlib\nimportlib.reload(getpass)\nsecret = getpass.getpass('pw: ', echo_char='*')"
+    req, reply = run_with_input(kc, code, "s3cret", True)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert eval_value(kc, "secret") == "'s3cret'"
+
+
 def test_input_without_stdin_is_a_clear_error(kc):
     reply, msgs = execute(kc, "input('x')", allow_stdin=False)
     assert reply["content"]["status"] == "error"
