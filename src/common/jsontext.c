@@ -9,28 +9,17 @@
 #include <stdio.h>
 #include <string.h>
 
-int
-pyc_json_text_real(pyc_buf_t *b, double v)
+/* A real as the jansson the program runs with writes it: jansson 2.14 writes "%.17g" (0.1 is
+ * 0.10000000000000001), later versions the shortest text that reads back the same (0.1).  Reals are rare in
+ * the kernel's own messages, so jansson formats each (into a stack buffer: no allocation). */
+static int
+real_text(pyc_buf_t *b, const json_t *j)
 {
     char num[64];
-    if (!isfinite(v))
+    size_t n = json_dumpb(j, num, sizeof num, JSON_ENCODE_ANY);
+    if (n == 0 || n > sizeof num)
         return -1;
-    int n = snprintf(num, sizeof num, "%.17g", v);
-    if (n < 0 || (size_t)n >= sizeof num - 3)
-        return -1;
-    char *e = strchr(num, 'e');
-    if (e == NULL && strchr(num, '.') == NULL) {
-        memcpy(num + n, ".0", 3);
-        n += 2;
-    } else if (e != NULL) {
-        /* As jansson writes an exponent: no '+', no leading zeros ("1e+07" is "1e7", "1e-07" "1e-7"). */
-        char *d = e + 1 + (e[1] == '-'), *from = e + 1 + (e[1] == '-' || e[1] == '+');
-        while (*from == '0' && from[1] != '\0')
-            from++;
-        memmove(d, from, strlen(from) + 1);
-        n = (int)strlen(num);
-    }
-    return pyc_buf_add(b, num, (size_t)n);
+    return pyc_buf_add(b, num, n);
 }
 
 static int
@@ -71,7 +60,7 @@ text_at(pyc_buf_t *b, const json_t *j, int depth)
         n = snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(j));
         return pyc_buf_add(b, num, (size_t)n);
     case JSON_REAL:
-        return pyc_json_text_real(b, json_real_value(j));
+        return real_text(b, j);
     case JSON_TRUE:
         return pyc_buf_add(b, "true", 4);
     case JSON_FALSE:

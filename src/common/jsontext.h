@@ -9,8 +9,8 @@
  * moves large blocks by remapping them instead of copying.
  *
  * The text is jansson's, byte for byte, for everything a message holds: object members in insertion order,
- * no spaces, integers as JSON_INTEGER_FORMAT, reals as "%.17g" with ".0" added when that has neither a
- * point nor an exponent and an exponent without '+' or leading zeros, strings escaped with \" \\ \b \f \n
+ * no spaces, integers as JSON_INTEGER_FORMAT, reals as the linked jansson writes them (its own formatter),
+ * strings escaped with \" \\ \b \f \n
  * \r \t and \u00xx for other control characters (jansson writes those last four hex digits in upper case,
  * this in lower case: the same JSON value).
  * A tree nested deeper than PYC_JSON_TEXT_MAX_DEPTH is refused rather than walked (jansson's own parser
@@ -28,10 +28,6 @@
 /* Appends j as compact JSON text to b.  Returns 0, or -1 when b's cap or memory ran out or j is nested too
  * deeply or holds a real that is not finite; b is then left as it was. */
 int pyc_json_text(pyc_buf_t *b, const json_t *j);
-
-/* Appends the real v as jansson writes it.  Returns 0, or -1 when v is not finite (JSON has no form for NaN
- * and the infinities) or b's cap or memory ran out. */
-int pyc_json_text_real(pyc_buf_t *b, double v);
 
 /* j as a NUL-terminated malloc'd string (its length in *len when len is not NULL), or NULL as for
  * pyc_json_text.  A drop-in for json_dumps(j, JSON_COMPACT). */

@@ -2,7 +2,8 @@
  * json.c -- Python values to JSON and back, for message contents: display data, comm messages, replies.
  *
  * Python to JSON takes dicts (keys by str()), lists and tuples, str, int (beyond 64 bits as a float), float
- * (NaN and the infinities as null, as JSON.stringify writes them), bool and None, and anything else by str();
+ * (as its repr, as Python's json module writes it; NaN and the infinities as null, as JSON.stringify writes
+ * them), bool and None, and anything else by str();
  * a reference cycle or nesting deeper than MAX_JSON_DEPTH is a ValueError, never a crash.  It is written as
  * text, straight into the buffer a message is sent from (a 10 MB repr is copied once, escaped on the way);
  * a jansson tree, where one is wanted, is read back from that text, so that both follow the same rules.
@@ -10,6 +11,7 @@
  */
 #include "pyint.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -24,6 +26,24 @@
 /* Writes obj as JSON text to b; its containers on the way down from the top are path[0..depth): a container
  * that is already on the path is a reference cycle, which JSON cannot express.  Returns 0, or -1 with a
  * Python error set (b then holds part of the text: the caller cuts it back). */
+/* A float as Python's json.dumps writes it, and so ipykernel: its repr, the shortest text that reads back the
+ * same (0.1, 1e+300, -0.0), whatever jansson version the kernel runs with.  NaN and the infinities have no
+ * JSON form: null, as JSON.stringify writes them.  Returns 0 or -1 (memory). */
+static int
+real_text(pyc_buf_t *b, double v)
+{
+    if (!isfinite(v))
+        return pyc_buf_add(b, "null", 4);
+    char *s = PyOS_double_to_string(v, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (s == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    int rc = pyc_buf_adds(b, s);
+    PyMem_Free(s);
+    return rc;
+}
+
 static int
 text_at(pyc_buf_t *b, PyObject *obj, PyObject **path, int depth)
 {
@@ -41,13 +61,12 @@ text_at(pyc_buf_t *b, PyObject *obj, PyObject **path, int depth)
             PyErr_Clear();
             double d = PyLong_AsDouble(obj);      /* beyond 64 bits: as a float (inf past a double's range) */
             PyErr_Clear();
-            rc = pyc_json_text_real(b, d) < 0 ? pyc_buf_add(b, "null", 4) : 0;
+            rc = real_text(b, d);
         }
         return rc < 0 ? (PyErr_NoMemory(), -1) : 0;
     }
     if (PyFloat_Check(obj)) {
-        /* NaN and the infinities have no JSON form: null, as JSON.stringify writes them. */
-        rc = pyc_json_text_real(b, PyFloat_AS_DOUBLE(obj)) < 0 ? pyc_buf_add(b, "null", 4) : 0;
+        rc = real_text(b, PyFloat_AS_DOUBLE(obj));
         return rc < 0 ? (PyErr_NoMemory(), -1) : 0;
     }
     if (PyUnicode_Check(obj)) {

@@ -92,3 +92,37 @@ def test_the_journal_keeps_the_first_mib_of_a_big_output(kc):
     size = len(json.dumps(c["outputs"], ensure_ascii=False, separators=(",", ":")).encode())
     assert (1 << 20) - 4096 < size <= (1 << 20) + 16, size
     assert c["outputs_dropped"] >= 1
+
+
+def test_floats_are_written_as_python_writes_them(kc):
+    """A float in display data is written as Python's json module writes it (its repr: 0.1, not
+    0.10000000000000001), whatever jansson the kernel links; read from the raw iopub frame."""
+    import re
+
+    import zmq
+
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    try:
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        info = kc.get_connection_info()
+        sub.connect("%s://%s:%d" % (info["transport"], info["ip"], info["iopub_port"]))
+        values = [0.1, 1 / 3, 1e300, -0.0, 2.5e-8, 123456789.125, 1e16, float(2 ** 70)]
+        code = "display({'application/json': {'v': %r}}, raw=True)" % values if IS_PYC else \
+            "from IPython.display import display\ndisplay({'application/json': {'v': %r}}, raw=True)" % values
+        found = None
+        for _ in range(50):                  # until the subscription has taken and a display reaches it
+            reply, _ = execute(kc, code)
+            assert reply["content"]["status"] == "ok", reply["content"]
+            while found is None and sub.poll(500):
+                frames = sub.recv_multipart()
+                if b'"display_data"' in frames[-4]:     # the header, then parent, metadata, content
+                    found = frames[-1].decode()
+            if found is not None:
+                break
+        assert found is not None, "no display_data on iopub"
+        text = re.search(r'"v":\s*\[([^\]]*)\]', found).group(1)
+        assert [t.strip() for t in text.split(",")] == [json.dumps(v) for v in values]
+    finally:
+        sub.close(linger=0)
+        ctx.term()
