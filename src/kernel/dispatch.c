@@ -26,7 +26,8 @@ static const struct {
     handler_fn fn;
     bool control_thread;         /* answered in the control thread, without Python */
 } handlers[] = {
-    {"execute_request", pyc__on_execute, false},
+    /* Decoded first (pyc_execreq_decode, once per request): dispatch calls pyc__on_execute with it. */
+    {"execute_request", NULL, false},
     {"kernel_info_request", pyc__on_kernel_info, true},
     {"is_complete_request", pyc__on_is_complete, false},
     {"complete_request", pyc__on_complete, false},
@@ -78,14 +79,31 @@ pyc__reply_invalid(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     pyc__reply(k, chan, msg, type, md, content);
 }
 
-/* Handles one request between busy and idle, on the main thread. */
+/* The decoding of msg into *req when it is a readable execute_request (req, for the caller to pass on), else
+ * NULL. */
+static const pyc_execreq_t *
+decode_execute(pyc_kernel_t *k, const pyc_msg_t *msg, pyc_execreq_t *req)
+{
+    if (msg->invalid != NULL || strcmp(msg->msg_type, "execute_request") != 0)
+        return NULL;
+    pyc_execreq_decode(req, msg->content, msg->metadata, &k->limits);
+    return req;
+}
+
+/* Handles one request between busy and idle, on the main thread.  req: the request's decoding when it is an
+ * execute_request that the caller decoded already; NULL to have it decoded here. */
 static void
-dispatch(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
+dispatch(pyc_kernel_t *k, int chan, pyc_msg_t *msg, const pyc_execreq_t *req)
 {
     pyc__status(k, msg, "busy");
     handler_fn fn = find_handler(msg->msg_type, NULL);
+    pyc_execreq_t here;
+    if (req == NULL)
+        req = decode_execute(k, msg, &here);
     if (msg->invalid != NULL)
         pyc__reply_invalid(k, chan, msg);
+    else if (req != NULL)
+        pyc__on_execute(k, chan, msg, req);
     else if (fn != NULL)
         fn(k, chan, msg);
     else
@@ -116,7 +134,7 @@ pyc_kernel_control(void *ctx, pyc_msg_t *msg)
     if (msg->invalid == NULL && (fn == NULL || !in_control)) {
         /* An execute_request on control (`pyc fire`) waits in the main thread's inbox: the journal has it as
          * queued from now on, before the main thread can begin (or refuse) it.  Silent ones are not journaled. */
-        if (strcmp(msg->msg_type, "execute_request") == 0 && !json_is_true(json_object_get(msg->content, "silent")) &&
+        if (strcmp(msg->msg_type, "execute_request") == 0 && !pyc_execreq_silent(msg->content) &&
             pyc_journal_expect(k->journal, msg->msg_id) < 0)
             pyc_log("journal: out of memory: cell %s not recorded", msg->msg_id);
         return false;
@@ -167,14 +185,16 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
      * sockets may have; output published before they are back would be lost (handover.c). */
     if (k->await_until > 0)
         pyc__handover_await_subscribers(k);
-    if (chan == PYC_CHAN_SHELL && pyc__snapshot_before_cell(k, msg) == 1) {
+    pyc_execreq_t req;
+    const pyc_execreq_t *er = decode_execute(k, msg, &req);
+    if (chan == PYC_CHAN_SHELL && pyc__snapshot_before_cell(k, er) == 1) {
         /* This process is the snapshot taken before that cell, now restored: the cell was its restorer's. */
         pyc_fork_keep_inherited(msg);
         return;
     }
     pyc__set_parent(k, msg);
     k->current = msg;
-    dispatch(k, chan, msg);
+    dispatch(k, chan, msg, er);
     k->current = NULL;
     pyc_guard_activity(k->guard);
     if (k->just_forked) {
@@ -192,7 +212,7 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
         pyc_msg_t *next = k->queued[i];
         pyc__set_parent(k, next);
         k->current = next;
-        dispatch(k, PYC_CHAN_SHELL, next);
+        dispatch(k, PYC_CHAN_SHELL, next, NULL);
         k->current = NULL;
         if (k->just_forked) {
             /* A child made by a waiting request (pyc.fork, or a snapshot now restored): that request and the

@@ -22,21 +22,13 @@
 #include "jsontext.h"
 #include "log.h"
 
-static bool
-get_bool(json_t *obj, const char *key, bool dflt)
-{
-    json_t *v = json_object_get(obj, key);
-    return json_is_boolean(v) ? json_is_true(v) : dflt;
-}
-
 /* Tracebacks without color when the request's metadata says {"pyc": {"color": false}}, or the kernel runs
  * with NO_COLOR set (no-color.org); in color otherwise, as IPython sends them. */
 static bool
-plain_errors(const pyc_msg_t *msg)
+plain_errors(const pyc_execreq_t *req)
 {
-    json_t *color = json_object_get(json_object_get(msg->metadata, "pyc"), "color");
-    if (json_is_boolean(color))
-        return json_is_false(color);
+    if (req->color >= 0)
+        return req->color == 0;
     const char *no = getenv("NO_COLOR");
     return no != NULL && no[0] != '\0';
 }
@@ -242,24 +234,13 @@ publish_error_within_cap(pyc_kernel_t *k, const pyc_msg_t *msg, json_t *error)
 }
 
 void
-pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg, const pyc_execreq_t *req)
 {
-    json_t *c = msg->content;
-    json_t *code_v = json_object_get(c, "code");
-    pyc_cell_limits_t cl;
-    pyc_error_t lerr;
-    const char *bad = NULL, *code = json_string_value(code_v);
-    double iso_timeout = 0;
-    int isolated = 0;
-    if (!json_is_string(code_v))
-        bad = "execute_request content lacks a string 'code'";
-    else if (pyc_limits_for_cell(&k->limits, json_object_get(msg->metadata, "pyc"), &cl, &lerr) < 0 ||
-             (isolated = pyc__isolation_of(msg, &code, &iso_timeout, &lerr)) < 0)
-        bad = lerr.text;
-    else if (k->txn && isolated)
+    json_t *code_v = req->source_v;
+    const char *bad = req->refused, *code = req->code;
+    const pyc_cell_limits_t cl = req->limits;
+    if (bad == NULL && k->txn && req->isolated)
         bad = "a cell is either isolated or a transaction, not both (an isolated cell leaves the kernel as it was)";
-    if (code != NULL)
-        code = pyc__snapshot_strip_transaction(code);
     if (bad != NULL && k->txn)
         pyc__snapshot_after_cell(k, true);     /* nothing ran: the transaction's snapshot goes */
     pyc_cellclock_start(&k->cell.clock);
@@ -267,10 +248,8 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         reply_bad_request(k, chan, msg, bad);
         return;
     }
-    bool silent = get_bool(c, "silent", false);
-    bool store_history = silent ? false : get_bool(c, "store_history", true);
-    bool stop_on_error = get_bool(c, "stop_on_error", true);
-    json_t *uexpr = json_object_get(c, "user_expressions");
+    bool silent = req->silent, store_history = req->store_history, stop_on_error = req->stop_on_error;
+    bool isolated = req->isolated;
 
     if (k->aborting) {
         pyc__abort_reply(k, chan, msg);
@@ -291,10 +270,10 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     pyc_py_exec_opts_t opts = {
         .silent = silent,
         .store_history = store_history,
-        .allow_stdin = get_bool(c, "allow_stdin", true),
-        .plain_errors = plain_errors(msg),
+        .allow_stdin = req->allow_stdin,
+        .plain_errors = plain_errors(req),
         .execution_count = count,
-        .user_expressions = json_is_object(uexpr) ? uexpr : NULL,
+        .user_expressions = req->user_expressions,
     };
     pyc_py_exec_result_t res = {0};
     k->allow_stdin = opts.allow_stdin;
@@ -310,7 +289,7 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     k->cell.count = count;
     k->cell.silent = silent;
     k->cell.isolated = isolated;
-    k->cell.timeout = isolated ? pyc_limits_tighter(cl.timeout, iso_timeout) : cl.timeout;
+    k->cell.timeout = isolated ? pyc_limits_tighter(cl.timeout, req->isolate_timeout) : cl.timeout;
     k->cell.cpu = cl.cpu;
     pyc_outgate_set(&k->out, true, cl.output_bytes, cl.output_messages);
     pyc__memory_reserve(k, true);
@@ -425,7 +404,7 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     json_decref(iso_md);
     if (!silent) {
         pyc__lifelog_cell(k, msg, count, o.outcome, &o.output);
-        if (pyc__wants_pace(msg))
+        if (req->pace)
             pyc__pace_reply(atomic_load(&k->last_output_ns), o.output.msgs, o.output.bytes);
     }
     if (md_text != NULL) {

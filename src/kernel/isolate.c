@@ -308,33 +308,3 @@ out:
     json_decref(done);
     pyc_record_free(df, dn);
 }
-
-int
-pyc__isolation_of(const pyc_msg_t *msg, const char **code, double *timeout, pyc_error_t *err)
-{
-    json_t *iso = json_object_get(json_object_get(msg->metadata, "pyc"), "isolate");
-    *timeout = 0;
-    if (json_is_string(iso) && strcmp(json_string_value(iso), "fork") == 0)
-        return 1;
-    if (iso != NULL && !json_is_null(iso)) {
-        /* "Fork", true, 1, "yes": a client that asked for isolation and misspelt it must not get its cell
-         * run in the kernel itself, with an "ok" that reads as if it had been isolated. */
-        char *text = json_dumps(iso, JSON_COMPACT | JSON_ENCODE_ANY);
-        pyc_error_set(err, "metadata.pyc.isolate must be \"fork\" (or null, or absent: not isolated), not %.64s",
-                      text != NULL ? text : "that value");
-        free(text);
-        return -1;
-    }
-    if (strncmp(*code, "%%isolate", 9) == 0 && ((*code)[9] == '\n' || (*code)[9] == ' ' || (*code)[9] == '\0')) {
-        const char *p = *code + 9;
-        const char *nl = strchr(*code, '\n');
-        size_t n = nl != NULL ? (size_t)(nl - p) : strlen(p);
-        char arg[64];
-        snprintf(arg, sizeof arg, "%.*s", (int)(n < sizeof arg - 1 ? n : sizeof arg - 1), p);
-        if (strspn(arg, " ") != strlen(arg) && pyc_limits_parse_seconds(arg, timeout, err) < 0)
-            return -1;
-        *code = nl != NULL ? nl + 1 : "";
-        return 1;
-    }
-    return 0;
-}

@@ -29,6 +29,7 @@
 #include "checkpoint.h"
 #include "clock.h"
 #include "events.h"
+#include "execreq.h"
 #include "guard.h"
 #include "history.h"
 #include "journal.h"
@@ -229,9 +230,8 @@ enum { ISO_STOP_INTERRUPT = 1, ISO_STOP_DEADLINE = 2 };
  * nothing, and so does one with more than REPLY_PACE_MAX_BYTES of output: a relay cannot forward that within
  * any pace worth its cost (jupyter_server's rate limit drops much of it), and the pace is for a block's few
  * small outputs.  A client that reads iopub to the idle anyway (pyc's own) asks for no pace with metadata
- * {"pyc": {"pace": false}} (pyc__wants_pace). */
+ * {"pyc": {"pace": false}} (pyc_execreq_t.pace). */
 void pyc__pace_reply(uint64_t last_ns, size_t n_outputs, size_t output_bytes);
-bool pyc__wants_pace(const pyc_msg_t *msg);
 
 /* The header frame of a received message: the frame after the signature. */
 const pyc_frame_t *pyc__header_frame(const pyc_msg_t *msg);
@@ -307,7 +307,8 @@ void pyc__stream_publish(void *ctx, int which, const char *text, size_t n);
 
 /* ---- execute.c ------------------------------------------------------------------------------------------ */
 
-void pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+/* An execute_request on the main shell, decoded once by dispatch (req: its decoding, refusal included). */
+void pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg, const pyc_execreq_t *req);
 
 /* The guard's callbacks for this kernel (they run on the guard thread). */
 pyc_guard_callbacks_t pyc__guard_callbacks(pyc_kernel_t *k);
@@ -317,12 +318,6 @@ pyc_checkpoint_t *pyc__checkpoint(pyc_kernel_t *k);
 
 /* ---- isolate.c ------------------------------------------------------------------------------------------ */
 
-/* Reads the isolation a request asks for: metadata {"pyc": {"isolate": "fork"}}, or a first line
- * "%%isolate [S]" (removed from *code; S, a duration, goes into *timeout, else 0).  Returns 1 when the cell
- * is to run isolated, 0 when not, -1 with err for a bad duration or a metadata "isolate" other than "fork"
- * (null and absent mean not isolated; anything else, "Fork" or true included, is refused rather than run
- * unisolated). */
-int pyc__isolation_of(const pyc_msg_t *msg, const char **code, double *timeout, pyc_error_t *err);
 
 /* Runs a cell in a forked child (see isolate.c).  Fills res like pyc_py_execute, and *md_out with what
  * happened (merged into metadata.pyc of the reply, with its "outcome"). */
@@ -401,7 +396,7 @@ json_t *pyc__snapshot_usage(pyc_kernel_t *k);
  * a transaction's (metadata pyc.transaction, or a first line %%transaction), or an automatic one (when
  * PYC_SNAPSHOTS is set), then keeps the automatic ones within their bounds.  Returns 1 in the snapshot once
  * restored (the caller drops the request: it was the restorer's), else 0. */
-int pyc__snapshot_before_cell(pyc_kernel_t *k, const pyc_msg_t *msg);
+int pyc__snapshot_before_cell(pyc_kernel_t *k, const pyc_execreq_t *req);
 /* After a transaction's cell: drops its snapshot when the cell succeeded ("committed"), or asks for its
  * restore once the reply is out ("rolled_back"); NULL when the cell was no transaction. */
 const char *pyc__snapshot_after_cell(pyc_kernel_t *k, bool ok);
@@ -411,8 +406,6 @@ json_t *pyc__kernel_call(void *ctx, const char *op, json_t *args);
 /* After a request: takes the snapshot a cell asked for (%snapshot), then restores one (%restore, a rolled
  * back transaction).  Returns 1 in a snapshot taken here once it is restored (the caller returns). */
 int pyc__snapshot_after_request(pyc_kernel_t *k);
-/* code without a first line %%transaction. */
-const char *pyc__snapshot_strip_transaction(const char *code);
 
 /* ---- handlers.c ----------------------------------------------------------------------------------------- */
 

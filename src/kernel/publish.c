@@ -304,12 +304,6 @@ reply_pace_us(void)
     return us;
 }
 
-bool
-pyc__wants_pace(const pyc_msg_t *msg)
-{
-    return !json_is_false(json_object_get(json_object_get(msg->metadata, "pyc"), "pace"));
-}
-
 void
 pyc__pace_reply(uint64_t last_ns, size_t n_outputs, size_t output_bytes)
 {

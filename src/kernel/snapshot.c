@@ -451,43 +451,21 @@ bound_automatic(pyc_kernel_t *k)
     }
 }
 
-/* True when code's first line is the %%transaction magic. */
-static bool
-transaction_line(const char *code)
-{
-    return code != NULL && strncmp(code, "%%transaction", 13) == 0 &&
-           (code[13] == '\n' || code[13] == ' ' || code[13] == '\0' || code[13] == '\r');
-}
-
-const char *
-pyc__snapshot_strip_transaction(const char *code)
-{
-    if (!transaction_line(code))
-        return code;
-    const char *nl = strchr(code, '\n');
-    return nl != NULL ? nl + 1 : "";
-}
-
 int
-pyc__snapshot_before_cell(pyc_kernel_t *k, const pyc_msg_t *msg)
+pyc__snapshot_before_cell(pyc_kernel_t *k, const pyc_execreq_t *req)
 {
     k->txn = false;
-    if (k->snapshot_take == NULL || k->aborting || msg->invalid != NULL ||
-        strcmp(msg->msg_type, "execute_request") != 0)
+    /* Nothing for a request that will not run (refused: nothing to undo) or runs silently. */
+    if (k->snapshot_take == NULL || k->aborting || req == NULL || req->refused != NULL || req->silent)
         return 0;
-    json_t *c = msg->content;
-    if (json_is_true(json_object_get(c, "silent")))
-        return 0;
-    json_t *md = json_object_get(msg->metadata, "pyc");
-    json_t *snap = json_object_get(md, "snapshot");
-    bool txn = json_is_true(json_object_get(md, "transaction")) ||
-               transaction_line(json_string_value(json_object_get(c, "code")));
-    bool automatic = k->auto_snapshots > 0 && !json_is_false(json_object_get(c, "store_history"));
-    if (!txn && !automatic && !(json_is_true(snap) || json_is_string(snap)))
+    json_t *snap = req->snapshot;
+    bool txn = req->transaction;
+    bool automatic = k->auto_snapshots > 0 && req->store_history;
+    if (!txn && !automatic && snap == NULL)
         return 0;
     /* Automatic only when nothing else asked for it: a transaction's or the request's own is not dropped by
      * the automatic ones' bounds. */
-    bool is_auto = !txn && automatic && !json_is_true(snap) && !json_is_string(snap);
+    bool is_auto = !txn && automatic && snap == NULL;
     char name[256];
     if (txn)
         snprintf(name, sizeof name, "transaction-%d", k->execution_count + 1);

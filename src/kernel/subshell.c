@@ -133,34 +133,37 @@ static void
 execute(pyc__subshell_t *s, const pyc_msg_t *msg)
 {
     pyc_kernel_t *k = s->k;
-    json_t *c = msg->content;
-    json_t *code = json_object_get(c, "code");
-    if (!json_is_string(code)) {
-        json_t *content = pyc__bad_request("execute_request content lacks a string 'code'");
+    pyc_execreq_t req;
+    const char *bad = pyc_execreq_decode(&req, msg->content, msg->metadata, &k->limits) < 0 ? req.refused : NULL;
+    /* Isolation and transactions fork the whole kernel, which only its main shell does (the fork rules): a
+     * subshell cell that asks for either is refused rather than run without it. */
+    if (bad == NULL && req.isolated)
+        bad = "a subshell cannot run an isolated cell (only the main shell forks): send it without subshell_id";
+    else if (bad == NULL && (req.transaction || req.snapshot != NULL))
+        bad = "a subshell cannot take a snapshot or run a transaction (only the main shell forks): send it "
+              "without subshell_id";
+    if (bad != NULL) {
+        json_t *content = pyc__bad_request(bad);
         json_object_set_new(content, "execution_count", json_integer(s->execution_count));
         pyc__reply(k, PYC_CHAN_SHELL, msg, "execute_reply", pyc__reply_metadata("error"), content);
         return;
     }
-    bool silent = json_is_true(json_object_get(c, "silent"));
-    json_t *store = json_object_get(c, "store_history");
-    bool stop_on_error = !json_is_false(json_object_get(c, "stop_on_error"));
-    if (!silent && (store == NULL || json_is_true(store)))
+    bool silent = req.silent, stop_on_error = req.stop_on_error;
+    if (req.store_history)
         s->execution_count++;
-    s->allow_stdin = json_is_true(json_object_get(c, "allow_stdin"));
+    s->allow_stdin = req.allow_stdin;
     if (!silent) {
         pyc__publish(k, msg, "execute_input",
-                     json_pack("{s:O, s:i}", "code", code, "execution_count", s->execution_count));
+                     json_pack("{s:O, s:i}", "code", req.source_v, "execution_count", s->execution_count));
         pyc_journal_begin(k->journal, msg->msg_id, pyc__header_frame(msg)->data, pyc__header_frame(msg)->size,
                           s->execution_count);
     }
-    json_t *ue = json_object_get(c, "user_expressions");
     pyc_py_exec_opts_t opts = {.silent = silent, .store_history = false, .allow_stdin = s->allow_stdin,
-                               .execution_count = s->execution_count,
-                               .user_expressions = json_is_object(ue) ? ue : NULL};
+                               .execution_count = s->execution_count, .user_expressions = req.user_expressions};
     pyc_py_exec_result_t res;
     opts.cell_token = atomic_fetch_add(&next_cell_token, 1);
     atomic_store(&s->cell_token, opts.cell_token);
-    pyc_py_execute_subshell(json_string_value(code), &opts, &res);
+    pyc_py_execute_subshell(req.code, &opts, &res);
     atomic_store(&s->cell_token, 0);
     if (k->user_forked)
         pyc__user_fork_exit(k);  /* a child of os.fork() in the cell, back from it: not a subshell */

@@ -14,7 +14,7 @@ srcdir=${PYC_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 fuzzdir=${PYC_FUZZ_DIR:-tests/fuzz}
 status=0
 
-for target in wire connfile limit zmtp dap events lastline; do
+for target in wire connfile limit zmtp dap events lastline execreq; do
     bin=$fuzzdir/fuzz_$target
     corpus=$srcdir/tests/fuzz/corpus/$target
     if [ ! -x "$bin" ]; then

@@ -252,6 +252,47 @@ def test_input_on_a_subshell(fresh_kernel):
     assert replies(kc, [refused])[refused][0]["content"]["ename"] == "StdinNotImplementedError"
 
 
+@since_ipykernel_7
+def test_a_request_without_allow_stdin_is_read_alike_on_every_shell(fresh_kernel):
+    """One decoding of execute_request for every shell: a request that leaves allow_stdin out gets
+    ipykernel's default (False) on the main shell and on a subshell alike -- input() raises
+    StdinNotImplementedError at once instead of asking a client that may not read stdin."""
+    kc = fresh_kernel.kc
+    sub = create(kc)
+    for where in (None, sub):
+        msg = kc.session.msg("execute_request", {"code": "input('?')", "silent": False})
+        if where is not None:
+            msg["header"]["subshell_id"] = where
+        kc.shell_channel.send(msg)
+        mid = msg["header"]["msg_id"]
+        reply = replies(kc, [mid])[mid][0]["content"]
+        assert reply["status"] == "error" and reply["ename"] == "StdinNotImplementedError", (where, reply)
+    assert_alive(kc)
+
+
+@pytest.mark.skipif(not pyctest.IS_PYC, reason="isolation and transactions are pyc's own")
+@pytest.mark.parametrize("how", [{"code": "%%isolate\nran = 1"}, {"code": "%%transaction\nran = 1"},
+                                 {"code": "ran = 1", "metadata": {"isolate": "fork"}},
+                                 {"code": "ran = 1", "metadata": {"snapshot": True}}])
+def test_a_subshell_refuses_what_only_the_main_shell_can_do(fresh_kernel, how):
+    """Isolation, snapshots and transactions fork the whole kernel, which only the main shell does: a
+    subshell cell that asks for one is refused with a reply that says so, and does not run unisolated."""
+    kc = fresh_kernel.kc
+    sub = create(kc)
+    msg = kc.session.msg("execute_request", {"code": how["code"], "silent": False})
+    msg["header"]["subshell_id"] = sub
+    if "metadata" in how:
+        msg["metadata"]["pyc"] = how["metadata"]
+    kc.shell_channel.send(msg)
+    mid = msg["header"]["msg_id"]
+    reply = replies(kc, [mid])[mid][0]["content"]
+    assert reply["status"] == "error" and reply["ename"] == "BadRequest", reply
+    assert "main shell" in reply["evalue"]
+    check = execute(kc, "print('ran' in globals())", sub)
+    text = "".join(m["content"]["text"] for m in iopub_of(kc, check) if m["msg_type"] == "stream")
+    assert text == "False\n"
+
+
 # ipykernel 7.2 answers shutdown_request and then never ends while a subshell runs a cell (still running after
 # 40 s, either cell): the manager has to kill it.
 @ipykernel_falls_short
