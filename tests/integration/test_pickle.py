@@ -4,6 +4,7 @@ before anything is unpickled.  pyc-only."""
 
 import hashlib
 import os
+import time
 import secrets
 import sys
 import uuid
@@ -789,6 +790,24 @@ def test_at_most_16_transfers_wait_at_once(kc2):
                 pyc_client.request(kc2, {"op": "cancel", "ticket": t})
             except PycError:
                 pass
+    assert landings(kc2) == 0
+
+
+def test_a_cancel_ends_a_waiting_landing_at_once(kc2):
+    """A landing's thread waits in accept() for the sender; a cancel wakes it, and it ends with the cancel
+    (Linux wakes no accept on a listening Unix socket for its shutdown: the thread used to wait out the
+    listen's timeout, and every cancel its own one-second wait for that thread)."""
+    me = {"pid": os.getpid(), "uid": os.getuid()}
+    ticket = "%032x" % 0xdef001
+    pyc_client.request(kc2, {"op": "listen", "timeout": 60, "ticket": ticket, "sender": me})
+    landing_threads = "sum(t.name == 'pyc-pickle-landing' for t in __import__('threading').enumerate())"
+    assert eval_value(kc2, landing_threads) == "1"
+    reply, _ = pyc_client.request(kc2, {"op": "cancel", "ticket": ticket})
+    assert reply["landing_error"] is None, reply
+    deadline = time.monotonic() + 5
+    while eval_value(kc2, landing_threads) != "0" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert eval_value(kc2, landing_threads) == "0"
     assert landings(kc2) == 0
 
 

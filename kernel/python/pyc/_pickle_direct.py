@@ -284,12 +284,22 @@ class _Landing:
         """Stops the transfer where it is and drops what arrived."""
         self.cancelled = True
         self.claimed.set()
-        for s in (self.server, self.conn):
-            if s is not None:
-                try:
-                    s.shutdown(socket.SHUT_RDWR)   # wakes a blocked accept or recv
-                except OSError:
-                    pass
+        if self.conn is None:
+            # Linux wakes no accept on a listening Unix socket for its shutdown (which only refuses connections
+            # from then on): a connection does.  Ours is not the sender's (or, when it is, finds the transfer
+            # cancelled), so the thread ends now instead of at its deadline, and the cancel's wait for it
+            # (cancel(), 1 s) does not run out.
+            try:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as wake:
+                    wake.settimeout(1.0)
+                    wake.connect("\0" + self.address)
+            except OSError:
+                pass
+        if self.conn is not None:
+            try:
+                self.conn.shutdown(socket.SHUT_RDWR)   # wakes a blocked recv
+            except OSError:
+                pass
         if self.done.is_set():
             self.buffers = self.digests = None
 
@@ -362,6 +372,8 @@ def cancel(data):
     # sender failed): its thread ends at once once cancelled, so its error can be reported.
     landing.done.wait(1.0)
     error = landing.error if landing.done.is_set() else None
+    if error is not None and error[0] == "Cancelled":
+        error = None                 # this cancel's own doing, not a failure of the landing
     return {"status": "ok", "op": "cancel", "landing_error": list(error) if error else None}
 
 
