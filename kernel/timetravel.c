@@ -44,6 +44,7 @@
 
 #include "clock.h"
 #include "fork.h"
+#include "limit.h"
 #include "log.h"
 #include "msg.h"
 #include "proc.h"
@@ -52,8 +53,25 @@
 enum { SNAP_GO = 1, SNAP_DROP = 2, SNAP_READY = 3, SNAP_FAILED = 4, SNAP_PARKED = 5, KEEPER_ACTIVE = 6,
        KEEPER_ACK = 7 };
 
-/* How long a restore waits for the snapshot to serve, and for the ports the live kernel let go. */
-#define READY_TIMEOUT_MS 10000
+/* How long a restore waits for the snapshot to serve, and for the ports the live kernel let go: 10 s, or
+ * PYC_RESTORE_TIMEOUT (a duration, at least 100 ms: the tests' shorter wait for a snapshot that never answers). */
+#define READY_TIMEOUT_MS ready_timeout_ms()
+static int
+ready_timeout_ms(void)
+{
+    static int ms = 0;
+    if (ms == 0) {
+        double s = 10;
+        const char *v = getenv("PYC_RESTORE_TIMEOUT");
+        pyc_error_t err;
+        if (v != NULL && v[0] != '\0' && pyc_limits_parse_seconds(v, &s, &err) < 0) {
+            pyc_log("PYC_RESTORE_TIMEOUT: %s; 10 s it is", err.text);
+            s = 10;
+        }
+        ms = s < 0.1 ? 100 : s > 3600 ? 3600000 : (int)(s * 1000);
+    }
+    return ms;
+}
 #define BIND_RETRY_MS 3000
 
 /* The root process: the one Jupyter started, whose pid the kernel manager knows.  Set on the first snapshot
