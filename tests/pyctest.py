@@ -434,7 +434,7 @@ class Kernel:
     def _connect(self, ready_timeout):
         self.kc = self.km.client()
         self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=ready_timeout)
+        wait_ready(self.kc, ready_timeout, alive=self.km.is_alive)
 
     @property
     def pid(self):
@@ -498,6 +498,18 @@ class Kernel:
                 self.kc.stop_channels()
         except Exception:
             pass
+        proc = self.process
+        if now and proc is not None and proc.poll() is None:
+            # What shutdown_kernel(now=True) does (SIGKILL to the kernel's process group), then the wait for its
+            # end: jupyter_client's own wait looks at the process every 100 ms, and finds it alive the first time.
+            try:
+                os.killpg(os.getpgid(proc.pid), signal.SIGKILL)
+            except OSError:
+                proc.kill()
+            try:
+                proc.wait(timeout=5)
+            except Exception:
+                pass
         try:
             if self.km.has_kernel:
                 self.km.shutdown_kernel(now=now)
@@ -645,6 +657,43 @@ def execute(kc, code, timeout=TIMEOUT, check=True, **kw):
             break
         time.sleep(0.2)
     return reply, msgs
+
+
+def wait_ready(kc, timeout=30, alive=None):
+    """Returns once the kernel has answered a kernel_info_request on shell and its iopub has delivered that
+    request's idle: every message the kernel publishes from then on reaches this client.  It is what
+    jupyter_client's wait_for_ready establishes, without its last step (which waits for 0.2 s of silence on
+    iopub, 0.2 s for every kernel a test starts).  The iopub messages before that idle (status starting,
+    iopub_welcome, the busy) are consumed; replies to earlier rounds' requests are dropped."""
+    deadline = time.monotonic() + timeout
+    sent = []
+    while True:
+        if time.monotonic() > deadline:
+            raise RuntimeError("Kernel didn't respond in %d seconds" % timeout)
+        if alive is not None and not alive():
+            raise RuntimeError("Kernel died before replying to kernel_info")
+        sent.append(kc.kernel_info())
+        try:
+            reply = kc.get_shell_msg(timeout=1)
+        except Empty:
+            continue
+        if reply["parent_header"].get("msg_id") not in sent or reply["msg_type"] != "kernel_info_reply":
+            continue
+        # The idle of the last request sent: iopub keeps the order, so everything before it is consumed too.  A
+        # kernel slower to bind than the client to connect may have published it before iopub's subscription
+        # reached it: then it never comes, and the next round's will.
+        round_end = time.monotonic() + 1.0
+        while time.monotonic() < round_end:
+            try:
+                msg = kc.get_iopub_msg(timeout=max(0.0, round_end - time.monotonic()))
+            except Empty:
+                break
+            if (msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle"
+                    and msg["parent_header"].get("msg_id") == sent[-1]):
+                if len(sent) > 1:
+                    drain(kc, "shell", quiet=0.05)
+                kc._handle_kernel_info_reply(reply)
+                return
 
 
 def connect_client(connection_file, proc=None, timeout=30):
