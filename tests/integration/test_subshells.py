@@ -293,6 +293,70 @@ def test_a_subshell_refuses_what_only_the_main_shell_can_do(fresh_kernel, how):
     assert text == "False\n"
 
 
+def execute_with(kc, code, subshell_id, pyc_metadata):
+    """An execute_request with metadata.pyc, on a subshell (or the main shell: None)."""
+    msg = kc.session.msg("execute_request", {"code": code, "silent": False})
+    msg["header"]["subshell_id"] = subshell_id
+    msg["metadata"]["pyc"] = pyc_metadata
+    kc.shell_channel.send(msg)
+    return msg["header"]["msg_id"]
+
+
+#: What metadata.pyc says of how a cell ended, which a subshell's cell must say as the main shell's does.
+OUTCOME_KEYS = ("outcome", "interrupted", "timed_out", "limit", "memory_cap_hit", "state", "kernel_ending")
+
+
+@pytest.mark.skipif(not pyctest.IS_PYC, reason="metadata.pyc and the per-cell limits are pyc's own")
+def test_a_subshell_cell_has_the_limits_and_outcomes_of_a_main_shell_cell(fresh_kernel):
+    """One pipeline's rules on every shell: a subshell cell's reply carries metadata.pyc, and its deadline and
+    CPU time limit stop it with the error and the outcome a main-shell cell gets."""
+    kc = fresh_kernel.kc
+    sub = create(kc)
+    ok = execute(kc, "x_sub = 1", sub)
+    pmd = replies(kc, [ok])[ok][0]["metadata"]["pyc"]
+    assert pmd["outcome"] == "ok" and pmd["state"] == "intact" and pmd["wall_time"] >= 0, pmd
+    assert "output" not in pmd          # not counted on a subshell: no zeros that would say it printed nothing
+    for limit, ename in (({"timeout": 1}, "CellTimeout"), ({"cpu": 0.5}, "CellCPUTimeout")):
+        got = {}
+        for where in (None, sub):
+            mid = execute_with(kc, "while True:\n    pass", where, limit)
+            reply = replies(kc, [mid], timeout=30)[mid][0]
+            assert reply["content"]["status"] == "error" and reply["content"]["ename"] == ename, reply["content"]
+            got[where] = {key: reply["metadata"]["pyc"][key] for key in OUTCOME_KEYS}
+        assert got[sub] == got[None], got
+        assert got[sub]["outcome"] == "timeout" and got[sub]["timed_out"] and got[sub]["state"] == "intact"
+    assert_alive(kc)
+
+
+@pytest.mark.skipif(not pyctest.IS_PYC, reason="the per-cell deadline is pyc's own")
+def test_a_stuck_subshell_cell_is_answered_and_the_kernel_goes_on():
+    """The kernel's deadline holds on subshells too.  A subshell cell that does not stop after its interrupt
+    (time.sleep on a thread other than the main one is not cut short) is answered at the end of its grace with
+    the limit's error, and the kernel goes on -- unlike a stuck main-shell cell, whose thread is the kernel's
+    own; the subshell answers its next request once that cell has ended, and the cell's own result is never
+    sent."""
+    with pyctest.Kernel("pyc", env={"PYC_CELL_TIMEOUT": "1", "PYC_CELL_GRACE": "1"}) as k:
+        kc = k.kc
+        sub = create(kc)
+        stuck = execute(kc, "import time\ntime.sleep(4)\nprint('woke')", sub)
+        t0 = time.monotonic()
+        reply = replies(kc, [stuck], timeout=30)[stuck][0]
+        assert time.monotonic() - t0 < 3.5            # at the deadline and its grace, not when the sleep ends
+        content, pmd = reply["content"], reply["metadata"]["pyc"]
+        assert content["ename"] == "CellTimeout" and "goes on in the subshell" in content["evalue"], content
+        assert pmd["outcome"] == "timeout" and pmd["state"] == "intact" and not pmd["kernel_ending"], pmd
+        main = execute(kc, "print('main shell')")
+        assert replies(kc, [main])[main][0]["content"]["status"] == "ok"
+        after = execute(kc, "print('after')", sub)
+        seen, dl = [], Deadline(30)
+        while not seen or seen[-1]["parent_header"].get("msg_id") != after:
+            seen.append(kc.get_shell_msg(timeout=dl.left()))
+        assert seen[-1]["content"]["status"] == "ok"
+        # one reply for the stuck request, the one sent at its deadline: the cell's own result is dropped
+        assert [m for m in seen if m["parent_header"].get("msg_id") == stuck] == []
+        assert_alive(kc)
+
+
 # ipykernel 7.2 answers shutdown_request and then never ends while a subshell runs a cell (still running after
 # 40 s, either cell): the manager has to kill it.
 @ipykernel_falls_short
