@@ -741,6 +741,19 @@ def outputs(msgs, types=None):
     return [m for m in msgs if m["msg_type"] in types]
 
 
+def output_bytes(msgs):
+    """The bytes the output cap counts in msgs: stream text, the compact JSON content of displays, results
+    and errors (and their buffers)."""
+    total = 0
+    for m in msgs:
+        if m["msg_type"] == "stream":
+            total += len(m["content"]["text"].encode())
+        elif m["msg_type"] in ("display_data", "update_display_data", "execute_result", "error", "clear_output"):
+            total += len(json.dumps(m["content"], separators=(",", ":"), ensure_ascii=False).encode())
+            total += sum(len(b) for b in m.get("buffers") or [])
+    return total
+
+
 def stream_text(msgs, name="stdout"):
     return "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream" and m["content"]["name"] == name)
 

@@ -52,19 +52,30 @@ idle_notice(pyc_kernel_t *k)
         pyc__publish_current(k, "stream", content, strlen(content), NULL, NULL, 0);
 }
 
+/* The output gate that counts what this thread publishes: its subshell's cell's on a subshell's thread, else
+ * the kernel's (the main shell's cell, and the budget between cells); *main says which. */
+static pyc_outgate_t *
+gate_of(pyc_kernel_t *k, bool *main)
+{
+    pyc_outgate_t *g = pyc__subshell_gate();
+    *main = g == NULL;
+    return g != NULL ? g : &k->out;
+}
+
 /* Publishes stream text with parent (a header frame), or with the current parent when parent is NULL. */
 static void
 stream_publish_to(pyc_kernel_t *k, int which, const char *text, size_t n, const char *parent, size_t plen)
 {
     pyc_buf_t b;
-    /* The output cap is the main shell's cell's (README, "Subshells"): a subshell's output is not counted. */
-    bool gated = pyc__subshell_request() == NULL;
-    n = gated ? pyc_outgate_admit(&k->out, n, text) : n;
+    bool main;
+    pyc_outgate_t *gate = gate_of(k, &main);
+    n = pyc_outgate_admit(gate, n, text);
     if (n == 0) {
-        idle_notice(k);
+        if (main)
+            idle_notice(k);
         return;
     }
-    if (gated)
+    if (main)
         pyc_outgate_keep(&k->out, text, n);   /* the cell's head, for its event (README, "pyc events") */
     const char *head = which == PYC_STDOUT ? "{\"name\":\"stdout\",\"text\":" : "{\"name\":\"stderr\",\"text\":";
     pyc_buf_init(&b, SIZE_MAX / 2);
@@ -82,7 +93,7 @@ stream_publish_to(pyc_kernel_t *k, int which, const char *text, size_t n, const 
         pyc_frame_t topic = {"stream", 6};
         pyc__send_frames(k, PYC_CHAN_IOPUB, &topic, 1, "stream", parent, plen, NULL, content, len, true, NULL, 0);
     }
-    if (gated)
+    if (main)
         idle_notice(k);          /* after the part that still fitted */
 }
 
@@ -113,9 +124,11 @@ host_publish_text(void *ctx, const char *msg_type, char *content, size_t len, ch
     size_t total = len;
     for (size_t i = 0; i < nbuf; i++)
         total += buffers[i].size;
-    bool gated = pyc_outgate_counts(msg_type) && pyc__subshell_request() == NULL;
-    bool drop = content == NULL || (gated && pyc_outgate_admit(&k->out, total, NULL) == 0);
-    if (gated && !drop && pyc_outgate_wants_text(&k->out)) {
+    bool main;
+    pyc_outgate_t *gate = gate_of(k, &main);
+    bool counted = pyc_outgate_counts(msg_type);
+    bool drop = content == NULL || (counted && pyc_outgate_admit(gate, total, NULL) == 0);
+    if (counted && main && !drop && pyc_outgate_wants_text(&k->out)) {
         if (plain != NULL) {
             pyc_outgate_keep(&k->out, plain, plain_len);
             pyc_outgate_keep(&k->out, "\n", 1);      /* as pyc run prints a result: on a line of its own */
@@ -126,7 +139,8 @@ host_publish_text(void *ctx, const char *msg_type, char *content, size_t len, ch
         }
     }
     if (drop) {
-        idle_notice(k);
+        if (main)
+            idle_notice(k);
         if (content == NULL)
             pyc_log("could not encode the content of %s", msg_type);
         free(content);

@@ -531,6 +531,8 @@ void pyc__on_list_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
 /* The request the calling thread answers when it is a subshell's (NULL on every other thread), and whether
  * that request allows stdin. */
 const pyc_msg_t *pyc__subshell_request(void);
+/* The output gate of the subshell whose thread this is (its cells' output cap); NULL on every other thread. */
+pyc_outgate_t *pyc__subshell_gate(void);
 bool pyc__subshell_allow_stdin(void);
 
 /* Whether a shell request names a subshell (a subshell_id that is not null); and the error reply, between

@@ -16,12 +16,9 @@
  * subshell only.  history_request is the main shell's (its SQLite connection is the main thread's): a
  * subshell answers it with an error.
  *
- * An execute_request is decoded as on the main shell (execreq.h), and a cell keeps the same per-cell limits:
- * its deadline and CPU time are kept by a guard of the subshell's own (guard.h; its thread starts with the
- * first cell that has a limit), and its reply carries metadata.pyc (outcome.h) without the output counts,
- * which only the main shell keeps.  A cell that does not stop within the grace after its interrupt is answered
- * by that guard's thread and goes on in the subshell's (guard_stuck): the kernel is not ended for it, as it is
- * for the main shell's, whose thread is the kernel's.
+ * Its cells run in subcell.c, under the same per-cell limits as the main shell's: each subshell has a guard
+ * (guard.h; its thread starts with the first cell that has a limit) and an output gate (outgate.h: host.c
+ * counts what the subshell's thread publishes against it) of its own, made here with the subshell.
  *
  * Requests that are the kernel's rather than a shell's go to the main thread whatever subshell they name:
  * history_request (the history's SQLite connection is the main thread's), the comm_open of pyc.fork (a fork
@@ -36,7 +33,7 @@
  * thread between requests (pyc__reap_subshells), never by control.  The kernel's end gives each subshell a
  * second and leaves those that do not stop to the process's exit.
  */
-#include "kernelint.h"
+#include "subshellint.h"
 
 #include <poll.h>
 #include <stdlib.h>
@@ -45,42 +42,21 @@
 
 #include "clock.h"
 #include "log.h"
-#include "zqueue.h"
 
-struct pyc__subshell {
-    pyc__subshell_t *next;       /* in the kernel's list, under subshells_lock */
-    pyc_kernel_t *k;
-    char id[PYC_MSG_ID_LEN + 1];
-    pthread_t thread;
-    pyc_zqueue_t q;              /* its requests; the eventfd also wakes the thread to stop */
-    atomic_bool stop;
-    atomic_bool done;            /* its thread has returned: a join will not wait */
-    atomic_ulong cell_token;     /* the token of the cell it runs (pyc_py_interrupt_cells), else 0 */
-
-    /* The limits of its cells: the per-cell deadline and CPU time, kept by a guard of its own (its thread is
-     * started by the first cell with a limit).  Stuck past the grace, a subshell cell is answered by the
-     * guard's thread (guard_stuck), and goes on in the subshell's thread: see execute(). */
-    pyc_guard_t *guard;
-    atomic_bool stuck_answered;  /* guard_stuck has sent the reply and the idle of the running request */
-    pyc_cellclock_t clock;       /* the running cell's */
-    double cell_timeout, cell_cpu;
-
-    /* Its thread only. */
-    int execution_count;
-    const pyc_msg_t *current;    /* the request being answered */
-    bool allow_stdin;
-};
 
 /* The subshell whose thread this is; NULL on every other thread. */
 static _Thread_local pyc__subshell_t *here;
-
-/* The token of the next subshell cell (pyc_py_interrupt_cells); never 0. */
-static atomic_ulong next_cell_token = 1;
 
 const pyc_msg_t *
 pyc__subshell_request(void)
 {
     return here != NULL ? here->current : NULL;
+}
+
+pyc_outgate_t *
+pyc__subshell_gate(void)
+{
+    return here != NULL ? &here->out : NULL;
 }
 
 bool
@@ -116,208 +92,6 @@ next_request(pyc__subshell_t *s)
     }
 }
 
-static bool
-is_execute(const pyc_zqitem_t *it)
-{
-    return strcmp(it->msg->msg_type, "execute_request") == 0;
-}
-
-/* After an error with stop_on_error: the execute requests queued on this subshell when the cell failed are taken
- * out (abort_take, before the cell's reply: a request sent after the client saw that reply is not aborted),
- * then aborted, each with its busy and idle (abort_answer, after the reply); the others stay queued, in their
- * order. */
-static pyc_zqitem_t *
-abort_take(pyc__subshell_t *s)
-{
-    return pyc_zqueue_take_if(&s->q, is_execute);
-}
-
-static void
-abort_answer(pyc__subshell_t *s, pyc_zqitem_t *taken)
-{
-    for (pyc_zqitem_t *it = taken, *next; it != NULL; it = next) {
-        next = it->next;
-        pyc__status(s->k, it->msg, "busy");
-        pyc__abort_reply(s->k, PYC_CHAN_SHELL, it->msg);
-        pyc__status(s->k, it->msg, "idle");
-        pyc_zqueue_item_free(it);
-    }
-}
-
-/* The metadata of a subshell cell's execute_reply: status, and metadata.pyc as a main-shell cell's without
- * "output" and "output_dropped": a subshell's output is not counted (no output cap), and zeros would say
- * that it printed nothing. */
-static json_t *
-subshell_metadata(const char *status, const pyc_outcome_t *o)
-{
-    json_t *md = pyc__reply_metadata(status);
-    json_t *pmd = pyc_outcome_metadata(o);
-    json_object_del(pmd, "output");
-    json_object_del(pmd, "output_dropped");
-    json_object_set_new(md, "pyc", pmd);
-    return md;
-}
-
-/* ---- the subshell's guard (its thread) --------------------------------------------------------------------- */
-
-/* Starts a thread that raises KeyboardInterrupt in the given cells (idents: their cell tokens, a malloc'd array
- * ending in 0, taken over), so that the caller never waits for the GIL. */
-static void
-interrupt_idents(unsigned long *idents);
-
-/* The cell ran past its deadline or its CPU time: KeyboardInterrupt in it (twice, the guard's second half way
- * through the grace).  Called with the guard's lock held: it only starts the interrupter. */
-static void
-guard_interrupt(void *ctx, int why)
-{
-    pyc__subshell_t *s = ctx;
-    (void)why;
-    unsigned long *one = calloc(2, sizeof *one);
-    if (one != NULL && (one[0] = atomic_load(&s->cell_token)) != 0)
-        interrupt_idents(one);
-    else
-        free(one);
-}
-
-/* The interrupted cell did not stop within the grace: blocked in C (a subshell's time.sleep is not cut short
- * by an interrupt, which only the main thread's signal handler does) or ignoring KeyboardInterrupt.  The main
- * shell's stuck cell ends the kernel, whose main thread is the one stuck; here only this subshell is, so the
- * request is answered now -- the limit's error, outcome "timeout", the kernel intact -- and the cell goes on in
- * the subshell's thread, which answers its next requests once the cell ends (its result is dropped). */
-static void
-guard_stuck(void *ctx, int why)
-{
-    pyc__subshell_t *s = ctx;
-    pyc_kernel_t *k = s->k;
-    const pyc_msg_t *msg = s->current;
-    pyc_log("subshell %s: cell %d did not stop within %g s of being interrupted; answered, and left running in "
-            "its thread", s->id, s->execution_count, k->limits.cell_grace);
-    pyc_limit_stop_t stop = {.why = why, .cell_timeout = s->cell_timeout, .cell_cpu = s->cell_cpu,
-                             .lifetime = k->limits.lifetime, .grace = k->limits.cell_grace};
-    json_t *err = pyc_outcome_limit_error(&stop, NULL);     /* its ename; the evalue says more here */
-    json_t *ev = json_sprintf("the cell ran past its %s of %g s and did not stop within %g s of its interrupt "
-                              "(stuck in code that does not check for interrupts, such as time.sleep); it goes on "
-                              "in the subshell's thread, which answers its next requests once it ends, and the "
-                              "kernel goes on", why == PYC_GUARD_CPU ? "CPU time limit" : "deadline",
-                              why == PYC_GUARD_CPU ? s->cell_cpu : s->cell_timeout, k->limits.cell_grace);
-    json_object_set_new(err, "evalue", ev);
-    json_t *tb = json_array();
-    json_array_append_new(tb, json_sprintf("%s: %s", json_string_value(json_object_get(err, "ename")),
-                                           json_string_value(ev)));
-    json_object_set_new(err, "traceback", tb);
-    pyc__publish(k, msg, "error", json_deep_copy(err));
-    pyc_outcome_t o = {.outcome = pyc_outcome_of_limit(why), .interrupted = true, .why = why,
-                       .kernel_ending = atomic_load(&k->quit) != 0};
-    pyc_cellclock_read(&s->clock, &o.wall, &o.cpu);
-    pyc__reply(k, PYC_CHAN_SHELL, msg, "execute_reply", subshell_metadata("error", &o),
-               pyc__execute_error_content(err, s->execution_count, NULL, NULL));
-    json_decref(err);
-    pyc__status(k, msg, "idle");
-    atomic_store(&s->stuck_answered, true);
-}
-
-static void
-guard_none(void *ctx, int why)
-{
-    (void)ctx;
-    (void)why;              /* a subshell's guard keeps no idle timeout or lifetime: the kernel's guard does */
-}
-
-static void
-guard_no_overdue(void *ctx)
-{
-    (void)ctx;              /* nor the shutdown grace */
-}
-
-static void
-execute(pyc__subshell_t *s, const pyc_msg_t *msg)
-{
-    pyc_kernel_t *k = s->k;
-    pyc_execreq_t req;
-    const char *bad = pyc_execreq_decode(&req, msg->content, msg->metadata, &k->limits) < 0 ? req.refused : NULL;
-    /* Isolation and transactions fork the whole kernel, which only its main shell does (the fork rules): a
-     * subshell cell that asks for either is refused rather than run without it. */
-    if (bad == NULL && req.isolated)
-        bad = "a subshell cannot run an isolated cell (only the main shell forks): send it without subshell_id";
-    else if (bad == NULL && (req.transaction || req.snapshot != NULL))
-        bad = "a subshell cannot take a snapshot or run a transaction (only the main shell forks): send it "
-              "without subshell_id";
-    if (bad != NULL) {
-        json_t *content = pyc__bad_request(bad);
-        json_object_set_new(content, "execution_count", json_integer(s->execution_count));
-        pyc__reply(k, PYC_CHAN_SHELL, msg, "execute_reply", pyc__reply_metadata("error"), content);
-        return;
-    }
-    bool silent = req.silent, stop_on_error = req.stop_on_error;
-    if (req.store_history)
-        s->execution_count++;
-    s->allow_stdin = req.allow_stdin;
-    if (!silent) {
-        pyc__publish(k, msg, "execute_input",
-                     json_pack("{s:O, s:i}", "code", req.source_v, "execution_count", s->execution_count));
-        pyc_journal_begin(k->journal, msg->msg_id, pyc__header_frame(msg)->data, pyc__header_frame(msg)->size,
-                          s->execution_count);
-    }
-    pyc_py_exec_opts_t opts = {.silent = silent, .store_history = false, .allow_stdin = s->allow_stdin,
-                               .execution_count = s->execution_count, .user_expressions = req.user_expressions};
-    pyc_py_exec_result_t res;
-    opts.cell_token = atomic_fetch_add(&next_cell_token, 1);
-    s->cell_timeout = req.limits.timeout;
-    s->cell_cpu = req.limits.cpu;
-    pyc_cellclock_start(&s->clock);
-    atomic_store(&s->cell_token, opts.cell_token);
-    pyc_guard_cell_begin(s->guard, req.limits.timeout, req.limits.cpu);
-    pyc_py_execute_subshell(req.code, &opts, &res);
-    atomic_store(&s->cell_token, 0);
-    int why = PYC_GUARD_NONE;
-    if (!pyc_guard_cell_end(s->guard, &why)) {
-        /* The guard answered this request when the cell did not stop (guard_stuck): the result is dropped, and
-         * the subshell goes on with its next request once the guard is done with this one. */
-        while (!atomic_load(&s->stuck_answered))
-            nanosleep(&(struct timespec){0, 1000000}, NULL);
-        json_decref(res.error);
-        json_decref(res.user_expressions);
-        json_decref(res.payload);
-        return;
-    }
-    if (k->user_forked)
-        pyc__user_fork_exit(k);  /* a child of os.fork() in the cell, back from it: not a subshell */
-    /* An interrupt reached the cell: a limit's, or an interrupt_request's (the subshell's cell raised it). */
-    const char *ename = res.ok ? NULL : json_string_value(json_object_get(res.error, "ename"));
-    bool interrupted = why != PYC_GUARD_NONE || (ename != NULL && strcmp(ename, "KeyboardInterrupt") == 0);
-    const char *outcome = res.ok ? "ok" : interrupted ? "interrupted" : "error";
-    if (why != PYC_GUARD_NONE) {
-        /* As a main-shell cell: the limit's error, with where the cell was when it was interrupted. */
-        pyc_limit_stop_t stop = {.why = why, .cell_timeout = req.limits.timeout, .cell_cpu = req.limits.cpu,
-                                 .lifetime = k->limits.lifetime, .grace = k->limits.cell_grace};
-        json_t *e = pyc_outcome_limit_error(&stop, json_object_get(res.error, "traceback"));
-        json_decref(res.error);
-        res.error = e;
-        res.ok = false;
-        outcome = pyc_outcome_of_limit(why);
-    }
-    json_t *content;
-    if (res.ok) {
-        content = json_pack("{s:s, s:i, s:o, s:o}", "status", "ok", "execution_count", s->execution_count,
-                            "user_expressions", res.user_expressions, "payload", res.payload);
-    } else {
-        if (!silent)
-            pyc__publish(k, msg, "error", json_deep_copy(res.error));
-        content = pyc__execute_error_content(res.error, s->execution_count, res.user_expressions, res.payload);
-        json_decref(res.user_expressions);
-        json_decref(res.payload);
-    }
-    pyc_outcome_t o = {.outcome = outcome, .interrupted = interrupted, .why = why,
-                       .kernel_ending = atomic_load(&k->quit) != 0};
-    pyc_cellclock_read(&s->clock, &o.wall, &o.cpu);
-    pyc_py_thread_parent(NULL, 0);          /* the cell's last text leaves before its reply */
-    pyc_py_thread_parent(pyc__header_frame(msg)->data, pyc__header_frame(msg)->size);
-    pyc_zqitem_t *aborted = !res.ok && stop_on_error && !silent ? abort_take(s) : NULL;
-    pyc__reply(k, PYC_CHAN_SHELL, msg, "execute_reply", subshell_metadata(res.ok ? "ok" : "error", &o), content);
-    abort_answer(s, aborted);
-    json_decref(res.error);
-}
-
 static void
 answer(pyc__subshell_t *s, pyc_msg_t *msg)
 {
@@ -331,7 +105,7 @@ answer(pyc__subshell_t *s, pyc_msg_t *msg)
     if (msg->invalid != NULL)
         pyc__reply_invalid(k, PYC_CHAN_SHELL, msg);
     else if (strcmp(t, "execute_request") == 0)
-        execute(s, msg);
+        pyc__subcell_execute(s, msg);
     else if (strcmp(t, "complete_request") == 0)
         pyc__on_complete(k, PYC_CHAN_SHELL, msg);
     else if (strcmp(t, "inspect_request") == 0)
@@ -460,7 +234,23 @@ subshell_free(pyc__subshell_t *s)
 {
     pyc_zqueue_clear(&s->q);     /* requests still queued are dropped with it */
     pyc_guard_destroy(&s->guard);
+    pyc_outgate_destroy(&s->out);
     free(s);
+}
+
+/* Starts a thread that raises KeyboardInterrupt in the given cells (idents: their cell tokens, a malloc'd array
+ * ending in 0, taken over), so that the caller never waits for the GIL. */
+static void
+interrupt_idents(unsigned long *idents);
+
+void
+pyc__subshell_interrupt_cell(pyc__subshell_t *s)
+{
+    unsigned long *one = calloc(2, sizeof *one);
+    if (one != NULL && (one[0] = atomic_load(&s->cell_token)) != 0)
+        interrupt_idents(one);
+    else
+        free(one);
 }
 
 /* Asks a subshell to stop after its current request, interrupting that request if it is a cell. */
@@ -469,11 +259,7 @@ subshell_stop(pyc__subshell_t *s)
 {
     atomic_store(&s->stop, true);
     pyc_zqueue_signal(&s->q);
-    unsigned long *one = calloc(2, sizeof *one);
-    if (one != NULL && (one[0] = atomic_load(&s->cell_token)) != 0)
-        interrupt_idents(one);
-    else
-        free(one);
+    pyc__subshell_interrupt_cell(s);
 }
 
 static void
@@ -502,6 +288,7 @@ pyc__on_create_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         return;
     }
     s->k = k;
+    pyc_outgate_init(&s->out);
     pyc_msg_new_id(s->id);
     if (pyc_zqueue_init(&s->q) < 0) {
         subshell_free(s);
@@ -514,8 +301,7 @@ pyc__on_create_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     cell_only.idle_timeout = cell_only.lifetime = 0;
     cell_only.cell_timeout = cell_only.cell_cpu = 0;
     cell_only.open_files = 0;
-    pyc_guard_callbacks_t gcb = {guard_interrupt, guard_stuck, guard_none, guard_no_overdue, s, NULL, NULL, NULL,
-                                 NULL};
+    pyc_guard_callbacks_t gcb = pyc__subcell_guard_callbacks(s);
     s->guard = pyc_guard_new(&cell_only, &gcb, &err);
     if (s->guard == NULL) {
         subshell_free(s);

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from pyctest import (IS_PYC, NOT_PYC_REASON, PYC_KERNEL, UNDER_ASAN, Deadline, Kernel, eval_value, execute,
-                     get_reply, iopub_for, request, send, stream_text)
+                     get_reply, iopub_for, output_bytes, request, send, stream_text)
 
 pytestmark = pytest.mark.skipif(not IS_PYC, reason=NOT_PYC_REASON)
 
@@ -247,19 +247,6 @@ def test_cell_stuck_past_its_cpu_limit_ends_the_kernel(limited):
 
 
 # ---- output cap ----------------------------------------------------------------------------------------------
-
-def output_bytes(msgs):
-    """The bytes the output cap counts in msgs: stream text, the compact JSON content of displays, results
-    and errors (and their buffers)."""
-    total = 0
-    for m in msgs:
-        if m["msg_type"] == "stream":
-            total += len(m["content"]["text"].encode())
-        elif m["msg_type"] in ("display_data", "update_display_data", "execute_result", "error", "clear_output"):
-            total += len(json.dumps(m["content"], separators=(",", ":"), ensure_ascii=False).encode())
-            total += sum(len(b) for b in m.get("buffers") or [])
-    return total
-
 
 def test_a_kernel_started_by_jupyter_has_an_output_cap_and_no_deadline_by_default(limited):
     """Every kernel caps a cell's output at 32 MiB unless told otherwise (the browser's tab keeps every output),

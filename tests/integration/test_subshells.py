@@ -303,7 +303,8 @@ def execute_with(kc, code, subshell_id, pyc_metadata):
 
 
 #: What metadata.pyc says of how a cell ended, which a subshell's cell must say as the main shell's does.
-OUTCOME_KEYS = ("outcome", "interrupted", "timed_out", "limit", "memory_cap_hit", "state", "kernel_ending")
+OUTCOME_KEYS = ("outcome", "interrupted", "timed_out", "limit", "output_dropped", "output", "memory_cap_hit", "state",
+                "kernel_ending")
 
 
 @pytest.mark.skipif(not pyctest.IS_PYC, reason="metadata.pyc and the per-cell limits are pyc's own")
@@ -312,10 +313,10 @@ def test_a_subshell_cell_has_the_limits_and_outcomes_of_a_main_shell_cell(fresh_
     CPU time limit stop it with the error and the outcome a main-shell cell gets."""
     kc = fresh_kernel.kc
     sub = create(kc)
-    ok = execute(kc, "x_sub = 1", sub)
+    ok = execute(kc, "print('hi')", sub)
     pmd = replies(kc, [ok])[ok][0]["metadata"]["pyc"]
     assert pmd["outcome"] == "ok" and pmd["state"] == "intact" and pmd["wall_time"] >= 0, pmd
-    assert "output" not in pmd          # not counted on a subshell: no zeros that would say it printed nothing
+    assert pmd["output"] == {"bytes": 3, "messages": 1, "dropped_bytes": 0, "dropped_messages": 0}, pmd
     for limit, ename in (({"timeout": 1}, "CellTimeout"), ({"cpu": 0.5}, "CellCPUTimeout")):
         got = {}
         for where in (None, sub):
@@ -326,6 +327,35 @@ def test_a_subshell_cell_has_the_limits_and_outcomes_of_a_main_shell_cell(fresh_
         assert got[sub] == got[None], got
         assert got[sub]["outcome"] == "timeout" and got[sub]["timed_out"] and got[sub]["state"] == "intact"
     assert_alive(kc)
+
+
+@pytest.mark.skipif(not pyctest.IS_PYC, reason="the output cap is pyc's own")
+@pytest.mark.parametrize("limit", [300, 4096])
+def test_a_subshell_cells_output_is_capped_to_the_byte(fresh_kernel, limit):
+    """A subshell cell's output is capped as a main-shell cell's is: streams, displays and the error together,
+    the notice included, never exceed the cap, and metadata.pyc counts exactly what went out; a flood is
+    cut, and the next cell has its own budget."""
+    kc = fresh_kernel.kc
+    sub = create(kc)
+    code = ("import sys\n"
+            "from pyc import display\n"
+            "print('a' * 300)\n"
+            "display({'text/plain': 'b' * 300}, raw=True)\n"
+            "sys.stderr.write('c' * 300 + '\\n')\n"
+            "for i in range(2000):\n"
+            "    print('x' * 99)\n"
+            "raise ValueError('d' * 5000)\n")
+    mid = execute_with(kc, code, sub, {"output_limit": limit})
+    reply = replies(kc, [mid])[mid][0]
+    msgs = iopub_of(kc, mid)
+    assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "ValueError"
+    assert pyctest.output_bytes(msgs) <= limit, [(m["msg_type"], m["content"]) for m in msgs]
+    pmd = reply["metadata"]["pyc"]
+    assert pmd["output"]["bytes"] == pyctest.output_bytes(msgs) and pmd["output_dropped"] is True, pmd
+    assert "output limit reached" in pyctest.stream_text(msgs, "stderr")
+    again = execute_with(kc, "print('after')", sub, {"output_limit": limit})
+    assert replies(kc, [again])[again][0]["metadata"]["pyc"]["output"]["bytes"] == len("after\n")
+    assert pyctest.stream_text(iopub_of(kc, again)) == "after\n"
 
 
 @pytest.mark.skipif(not pyctest.IS_PYC, reason="the per-cell deadline is pyc's own")
