@@ -26,11 +26,6 @@
 #include "serverint.h"
 #include "zap.h"
 
-static const char *const chan_names[PYC_CHAN_COUNT] = {"shell", "iopub", "stdin", "control", "heartbeat"};
-
-/* Lines about dropped messages, which a peer without the key can cause at will, are rate-limited. */
-static pyc_log_limit_t dropped_log = PYC_LOG_LIMIT_INIT;
-
 /* Under iopub_lock: whether a subscription message waits on iopub.  Asking ZMQ_EVENTS also processes the
  * socket's pending commands, so the check cannot miss a subscription: a send processes the command that
  * announced it and thereby clears the socket's ZMQ_FD, which the control thread waits on; this check, made
@@ -86,7 +81,7 @@ io_send(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n)
     case PYC_CHAN_STDIN: {
         int rc = pyc_zqueue_item_send(srv->sock[chan], it);
         if (rc < 0)
-            pyc_log("%s: send failed: %s", chan_names[chan], zmq_strerror(zmq_errno()));
+            pyc_log("%s: send failed: %s", pyc__chan_names[chan], zmq_strerror(zmq_errno()));
         pyc_zqueue_item_free(it);
         return rc;
     }
@@ -96,116 +91,7 @@ io_send(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n)
     }
 }
 
-/* ---- receiving ------------------------------------------------------------------------------------- */
-
-/* Frees frame i's storage early (msg.h's frame_free); frameset_free then closes an empty message. */
-static void
-frameset_free_frame(void *p, size_t i)
-{
-    frameset_t *fs = p;
-    if (i < fs->n) {
-        zmq_msg_close(&fs->msgs[i]);
-        zmq_msg_init(&fs->msgs[i]);
-    }
-}
-
-static void
-frameset_free(void *p)
-{
-    frameset_t *fs = p;
-    for (size_t i = 0; i < fs->n; i++)
-        zmq_msg_close(&fs->msgs[i]);
-    free(fs);
-}
-
-pyc_msg_t *
-pyc__server_recv(pyc_server_t *srv, int chan, bool *nothing)
-{
-    void *sock = srv->sock[chan];
-    size_t cap = 8, n = 0, total_big = 0;  /* 8 frames cover a request with one identity */
-    frameset_t *fs = malloc(sizeof *fs + cap * sizeof(zmq_msg_t));
-    const char *why = NULL;
-    int more = 1;
-
-    if (fs == NULL)
-        return NULL;
-    fs->n = 0;
-    while (more) {
-        if (n == cap) {
-            if (cap >= PYC_WIRE_MAX_FRAMES) {
-                why = "too many frames";
-                zmq_msg_t skip;
-                zmq_msg_init(&skip);
-                /* Read and discard the rest of the message. */
-                while (zmq_msg_recv(&skip, sock, 0) >= 0 && zmq_msg_more(&skip))
-                    ;
-                zmq_msg_close(&skip);
-                break;
-            }
-            frameset_t *bigger = realloc(fs, sizeof *fs + cap * 2 * sizeof(zmq_msg_t));
-            if (bigger == NULL) {
-                why = "out of memory";
-                break;
-            }
-            fs = bigger;
-            cap *= 2;
-        }
-        zmq_msg_init(&fs->msgs[n]);
-        if (zmq_msg_recv(&fs->msgs[n], sock, n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
-            zmq_msg_close(&fs->msgs[n]);
-            if (n > 0)
-                why = "message ended early";
-            break;
-        }
-        more = zmq_msg_more(&fs->msgs[n]);
-        total_big += zmq_msg_size(&fs->msgs[n]);
-        n++;
-        fs->n = n;
-    }
-    if (nothing != NULL)
-        *nothing = n == 0 && why == NULL;
-    if (n == 0 && why == NULL) {
-        frameset_free(fs);
-        return NULL;
-    }
-
-    pyc_msg_t *msg = NULL;
-    if (why == NULL && total_big > PYC_SERVER_MAX_BUFFERS + 4 * PYC_SERVER_MAX_DICT)
-        why = "message larger than the limit";
-    pyc_frame_t *views = why == NULL ? malloc(n * sizeof *views) : NULL;
-    if (why == NULL && views == NULL)
-        why = "out of memory";
-    if (why == NULL) {
-        for (size_t i = 0; i < n; i++) {
-            views[i].data = zmq_msg_data(&fs->msgs[i]);
-            views[i].size = zmq_msg_size(&fs->msgs[i]);
-        }
-        pyc_error_t err;
-        /* The four JSON frames are bounded before the HMAC is computed over them. */
-        size_t d = 0;
-        while (d < n && !(views[d].size == PYC_WIRE_DELIM_LEN && memcmp(views[d].data, PYC_WIRE_DELIM,
-                                                                       PYC_WIRE_DELIM_LEN) == 0))
-            d++;
-        bool too_big = false;
-        for (size_t i = d + 2; i < n && i < d + 6; i++)
-            too_big = too_big || views[i].size > PYC_SERVER_MAX_DICT;
-        if (too_big)
-            pyc_log_limited(&dropped_log, "%s: dropped message: a JSON frame is larger than %zu MiB",
-                            chan_names[chan], PYC_SERVER_MAX_DICT >> 20);
-        else if (pyc_wire_decode_request(views, n, srv->auth, &msg, &err) < 0)
-            pyc_log_limited(&dropped_log, "%s: dropped message: %s", chan_names[chan], err.text);
-        free(views);
-    } else {
-        pyc_log_limited(&dropped_log, "%s: dropped message: %s", chan_names[chan], why);
-    }
-    if (msg == NULL) {
-        frameset_free(fs);
-        return NULL;
-    }
-    pyc_msg_set_owner(msg, fs, frameset_free);
-    pyc_msg_set_frame_free(msg, frameset_free_frame);
-    return msg;
-}
+/* ---- receiving (recv.c has the decoding of one message) ------------------------------------------- */
 
 static pyc_msg_t *
 io_recv_stdin(pyc_io_t *io, int timeout_ms)
@@ -329,10 +215,10 @@ bind_in_range(void *s, pyc_connfile_t *cf, int chan, pyc_error_t *err)
             return 0;
         }
         if (zmq_errno() != EADDRINUSE)
-            return pyc_error_set(err, "cannot bind the %s channel to %s: %s", chan_names[chan], ep,
+            return pyc_error_set(err, "cannot bind the %s channel to %s: %s", pyc__chan_names[chan], ep,
                                  zmq_strerror(zmq_errno()));
     }
-    return pyc_error_set(err, "cannot bind the %s channel: no free port in %d-%d", chan_names[chan], cf->port_min,
+    return pyc_error_set(err, "cannot bind the %s channel: no free port in %d-%d", pyc__chan_names[chan], cf->port_min,
                          cf->port_max);
 }
 
@@ -344,7 +230,7 @@ bind_channel(pyc_server_t *srv, pyc_connfile_t *cf, int chan, int type, int fd, 
     if (s == NULL) {
         if (fd >= 0)
             close(fd);
-        return pyc_error_set(err, "cannot create the %s socket: %s", chan_names[chan], zmq_strerror(zmq_errno()));
+        return pyc_error_set(err, "cannot create the %s socket: %s", pyc__chan_names[chan], zmq_strerror(zmq_errno()));
     }
     /* A listening socket that is bound already: ZeroMQ serves it (and closes it with the socket). */
     if (fd >= 0 && zmq_setsockopt(s, ZMQ_USE_FD, &fd, sizeof fd) < 0)
@@ -380,14 +266,14 @@ bind_channel(pyc_server_t *srv, pyc_connfile_t *cf, int chan, int type, int fd, 
         /* A reply to a client that went away is dropped, not an error for the next one. */
         zmq_setsockopt(s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
     }
-    if (pyc_connfile_curve(cf) && pyc_zap_secure(s, cf, chan_names[chan], err) < 0)
+    if (pyc_connfile_curve(cf) && pyc_zap_secure(s, cf, pyc__chan_names[chan], err) < 0)
         return -1;
     if (cf->ports[chan] == 0 && cf->port_min > 0 && strcmp(cf->transport, "tcp") == 0)
         return bind_in_range(s, cf, chan, err);
     if (pyc_connfile_endpoint(cf, chan, ep, sizeof ep) < 0)
-        return pyc_error_set(err, "%s endpoint is too long", chan_names[chan]);
+        return pyc_error_set(err, "%s endpoint is too long", pyc__chan_names[chan]);
     if (zmq_bind(s, ep) < 0)
-        return pyc_error_set(err, "cannot bind the %s channel to %s: %s", chan_names[chan], ep,
+        return pyc_error_set(err, "cannot bind the %s channel to %s: %s", pyc__chan_names[chan], ep,
                              zmq_strerror(zmq_errno()));
     if (cf->ports[chan] == 0 && strcmp(cf->transport, "tcp") == 0) {
         char last[512];

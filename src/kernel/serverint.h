@@ -1,6 +1,6 @@
 /*
- * serverint.h -- what server.c and shell.c share (never included outside them): the server's struct, and
- * the receiving of one message.
+ * serverint.h -- what server.c, shell.c and recv.c share (never included outside them): the server's
+ * struct, and the receiving of one message.
  */
 #ifndef PYC_SERVERINT_H
 #define PYC_SERVERINT_H
@@ -54,6 +54,11 @@ struct pyc_server {
     int iopub_hwm;               /* iopub messages queued for one subscriber at most (PYC_IOPUB_HWM) */
     struct pyc_zap *zap;         /* the CURVE allow-list's handler (zap.c), or NULL */
 };
+
+/* ---- recv.c ---- */
+
+/* The channels' names, for log lines, indexed by PYC_CHAN_*. */
+extern const char *const pyc__chan_names[PYC_CHAN_COUNT];
 
 /* Receives one whole multipart message on chan without waiting and decodes it.  Returns the message, or
  * NULL when nothing was waiting or the message was dropped (with a log line); *nothing (may be NULL) tells

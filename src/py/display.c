@@ -83,18 +83,6 @@ fail:
     return NULL;
 }
 
-void
-pyc__py_report(const char *what)
-{
-    json_t *e = pyc__py_error_content();
-    char line[512];
-    int n = snprintf(line, sizeof line, "pyc: %s failed: %s: %s\n", what,
-                     json_string_value(json_object_get(e, "ename")), json_string_value(json_object_get(e, "evalue")));
-    json_decref(e);
-    if (n > 0)
-        pyc__py_host.stream_write(pyc__py_host.ctx, 1, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-}
-
 static int
 is_binary_mime(const char *mime)
 {

@@ -5,9 +5,11 @@
  * cell awaits, are dropped), and is laid out and colored as IPython lays it out in a notebook by
  * pyc._traceback, which names a cell's frames "Cell In [N]" from the execution count that run_cell noted for
  * the cell's file name (pyc__py_note_cell).  If that layout fails, Python's own traceback module's stands in.
+ * Also pyc__py_report: a failed call of the kernel's own Python work, told on the cell's stdout.
  */
 #include "pyint.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* The execution count of each cell's file name (cellfile.h), for "Cell In [N]" in tracebacks. */
@@ -142,4 +144,16 @@ pyc__py_error_content(void)
     Py_XDECREF(value);
     Py_XDECREF(tb);
     return content;
+}
+
+void
+pyc__py_report(const char *what)
+{
+    json_t *e = pyc__py_error_content();
+    char line[512];
+    int n = snprintf(line, sizeof line, "pyc: %s failed: %s: %s\n", what,
+                     json_string_value(json_object_get(e, "ename")), json_string_value(json_object_get(e, "evalue")));
+    json_decref(e);
+    if (n > 0)
+        pyc__py_host.stream_write(pyc__py_host.ctx, 1, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }

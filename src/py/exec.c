@@ -20,31 +20,6 @@
 
 static unsigned long cell_serial;
 
-PyObject *
-pyc__py_support(const char *module, const char *name)
-{
-    /* The kernel calls a dozen functions of its package; each is looked up once, with the GIL held.  module
-     * and name are string literals, so the table keeps the pointers. */
-    static struct {
-        const char *module, *name;
-        PyObject *func;
-    } cache[32];
-    static size_t used;
-    for (size_t i = 0; i < used; i++) {
-        if (strcmp(cache[i].module, module) == 0 && strcmp(cache[i].name, name) == 0)
-            return cache[i].func;
-    }
-    PyObject *mod = PyImport_ImportModule(module);
-    PyObject *func = mod != NULL ? PyObject_GetAttrString(mod, name) : NULL;
-    Py_XDECREF(mod);
-    if (func != NULL && used < sizeof cache / sizeof cache[0]) {
-        cache[used].module = module;
-        cache[used].name = name;
-        cache[used++].func = func;
-    }
-    return func;              /* a reference the table keeps, or, past its size, one that is never freed */
-}
-
 json_t *
 pyc_py_support_call(const char *module, const char *name, json_t *args)
 {

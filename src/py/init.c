@@ -17,19 +17,12 @@
 #include <string.h>
 #include <unistd.h>
 
-pyc_py_host_t pyc__py_host;
-pyc__py_cell_t pyc__py_cell;
-_Thread_local pyc__py_cell_t *pyc__py_subcell;
-volatile sig_atomic_t pyc__py_interrupted;
-volatile sig_atomic_t pyc__py_executing;
 /* SIGINTs that reached a running cell (an interrupt_request, a signal from the client, a deadline). */
 static atomic_uint interrupt_count;
 
 static PyThreadState *main_ts;
 static pthread_t main_thread;     /* the thread pyc_py_init ran on */
-static unsigned long main_ident;  /* its Python ident */
 static char version[32];
-PyObject *pyc__py_finder;         /* the finder object below, kept for the after-cell hook */
 
 /* The boot code (kernel/python/_pyc_boot.py, compiled into the program with the package) installs the
  * finder that serves the `pyc` package; see that file for what else the finder does. */
@@ -99,13 +92,6 @@ on_sigint(int sig)
     }
 }
 
-void
-pyc__py_interrupt_reassert(void)
-{
-    if (pyc__py_executing && pyc__py_interrupted && PyThread_get_thread_ident() == main_ident)
-        PyErr_SetInterrupt();
-}
-
 unsigned
 pyc_py_interrupt_count(void)
 {
@@ -133,7 +119,7 @@ py_main_thread_ident(PyObject *self, PyObject *noargs)
 {
     (void)self;
     (void)noargs;
-    return PyLong_FromUnsignedLong(main_ident);
+    return PyLong_FromUnsignedLong(pyc__py_main_ident);
 }
 
 PyObject *
@@ -317,7 +303,7 @@ pyc_py_init(const pyc_py_config_t *cfg, const pyc_py_host_t *host, pyc_error_t *
     sigaction(SIGINT, &sa, NULL);
 
     main_thread = pthread_self();
-    main_ident = PyThread_get_thread_ident();
+    pyc__py_main_ident = PyThread_get_thread_ident();
     record_environment();
     main_ts = PyEval_SaveThread();
     return 0;

@@ -46,6 +46,8 @@ void pyc__py_interrupt_reassert(void);
 
 /* The finder of the embedded pyc package (init.c); its after_cell() runs after every cell. */
 extern PyObject *pyc__py_finder;
+/* The Python ident of the main thread (the one pyc_py_init ran on). */
+extern unsigned long pyc__py_main_ident;
 
 
 /* In the SIGINT handler: when a MemoryError was asked for (pyc_py_raise_memory_error), schedules it and
