@@ -161,7 +161,7 @@ int cli_session_end(const char *name, pyc_session_file_t *sf, cli_state_t state,
  * when it must be killed, the closed event written says "replaced" rather than "killed". */
 int cli_session_replace(const char *name, pyc_session_file_t *sf, cli_state_t state, int grace_ms);
 
-/* ---- the event log (events.c; events.h) ------------------------------------------------------------------ */
+/* ---- the event log (eventlog.c; events.h) ---------------------------------------------------------------- */
 
 /* Appends {"event": "closed", "reason": reason} for session NAME's kernel pid: killed, replaced, vanished.
  * A failure is a warning on stderr, never the command's failure. */
@@ -196,7 +196,7 @@ char *cli_checkpoint_newest(const char *name, long *cells);
 /* Prints "pyc: session NAME's cells are in its checkpoint PATH: pyc new NAME --replay brings them back". */
 void cli_checkpoint_hint(const char *name, const char *path);
 
-/* `pyc status` of a session that is not live: when it is stale, or gone with a checkpoint of its name left,
+/* (query.c) `pyc status` of a session that is not live: when it is stale, or gone with a checkpoint of its name left,
  * prints on stdout {name, pid, state: "stale" or "none", reason and signal (when the log knows how it ended),
  * checkpoint, replay: the command that brings it back}, and returns 1; else 0 (nothing printed). */
 int cli_status_ended(const char *name);
@@ -344,9 +344,13 @@ const cli_command_t *cli_command_find(const char *name);
 /* Prints `pyc CMD --help` on stdout: "usage: pyc SYNOPSIS", then the help. */
 void cli_command_help(const cli_command_t *cmd);
 
-/* Prints "pyc: CMD: usage: pyc SYNOPSIS" and returns PYC_EXIT_USAGE, for words that the counts of the table
- * cannot judge (kill takes names or --all, not both). */
+/* Prints "pyc: CMD: usage: pyc SYNOPSIS" and returns PYC_EXIT_USAGE. */
 int cli_usage_error(const char *name);
+
+/* What a command returns for words that the counts of the table cannot judge (kill takes names or --all, not
+ * both): the caller (main.c) prints the command's usage line and exits with PYC_EXIT_USAGE.  A command does
+ * not call cli_usage_error itself, so that no command depends on the table that names it. */
+#define CLI_BAD_USAGE (-PYC_EXIT_USAGE)
 
 /* The options of each command, as indexes into cli_args_t.value (its argument, "" for a flag given, NULL
  * when absent). */

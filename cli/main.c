@@ -89,7 +89,8 @@ run_command(const cli_command_t *cmd, int argc, char **argv, bool *one_cell)
     if (a.npos < cmd->min_pos || (cmd->max_pos >= 0 && a.npos > cmd->max_pos))
         return cli_usage_error(cmd->name);
     *one_cell = a.npos == cmd->max_pos;
-    return cmd->fn(&a);
+    int rc = cmd->fn(&a);
+    return rc == CLI_BAD_USAGE ? cli_usage_error(cmd->name) : rc;
 }
 
 int

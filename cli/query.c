@@ -532,3 +532,40 @@ cli_int(const cli_args_t *a)
     pyc_session_file_clear(&sf);
     return rc;
 }
+
+int
+cli_status_ended(const char *name)
+{
+    pyc_session_file_t sf;
+    cli_state_t st = cli_session_state(name, &sf, 0, NULL);
+    long pid = st == CLI_STALE ? sf.pid : 0;
+    pyc_session_file_clear(&sf);
+    if (st != CLI_STALE && st != CLI_MISSING)
+        return 0;
+    /* A stale session's own file; without one (no session file, or a session that ran no cell), the newest
+     * of its name, which pyc new NAME --replay takes. */
+    char *cp = pid > 0 ? cli_checkpoint_of(name, pid) : NULL;
+    if (cp == NULL)
+        cp = cli_checkpoint_newest(name, NULL);
+    if (st == CLI_MISSING && cp == NULL)
+        return 0;                /* nothing is left of it: no session, no checkpoint */
+    json_t *closed = pid > 0 ? cli_event_closing(name, pid) : NULL;
+    json_t *o = json_pack("{s:s, s:o, s:s}", "name", name, "pid", pid > 0 ? json_integer(pid) : json_null(), "state",
+                          st == CLI_STALE ? "stale" : "none");
+    if (o != NULL && closed != NULL) {
+        json_object_set(o, "reason", json_object_get(closed, "reason"));
+        if (json_object_get(closed, "signal") != NULL)
+            json_object_set(o, "signal", json_object_get(closed, "signal"));
+    }
+    char replay[128];
+    snprintf(replay, sizeof replay, "pyc new %s --replay", name);
+    if (o != NULL) {
+        json_object_set_new(o, "checkpoint", cp != NULL ? json_string(cp) : json_null());
+        json_object_set_new(o, "replay", cp != NULL ? json_string(replay) : json_null());
+        cli_print_json_line(o);
+    }
+    json_decref(o);
+    json_decref(closed);
+    free(cp);
+    return 1;
+}

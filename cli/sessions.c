@@ -158,7 +158,7 @@ cli_kill(const cli_args_t *a)
 {
     bool all = a->value[CLI_KILL_ALL] != NULL;
     if ((a->npos == 0) != all)
-        return cli_usage_error("kill");   /* names, or --all: one of the two */
+        return CLI_BAD_USAGE;           /* names, or --all: one of the two */
     int rc = PYC_EXIT_OK;
     if (all) {
         size_t n;

@@ -36,6 +36,10 @@ typedef struct pyc_app {
     sigset_t saved_mask;         /* the mask before pyc_app_bind */
     int *use_fds;                /* borrowed, NULL: listening sockets bound already that pyc_app_bind serves
                                   * (a restore; see pyc_server_new_on) */
+    /* pyc_app_bind and pyc_app_start, for timetravel.c, which binds and starts a restored kernel without
+     * depending on this file (app.c calls timetravel.c; the two would call each other in a circle). */
+    int (*bind)(struct pyc_app *a, pyc_error_t *err);
+    int (*start)(struct pyc_app *a, pyc_error_t *err);
 } pyc_app_t;
 
 /* Blocks SIGINT and SIGTERM, then makes the signer and binds the five sockets of a->cf (ports 0 are chosen

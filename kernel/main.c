@@ -355,6 +355,8 @@ run_kernel(const char *connection_file, const char *argv0, const run_opts_t *ro,
     int rc = 1;
 
     app.connection_file = connection_file;
+    app.bind = pyc_app_bind;
+    app.start = pyc_app_start;
     if (pyc_connfile_load(connection_file, &app.cf, &err) < 0) {
         pyc_log("%s: %s", connection_file, err.text);
         return 2;

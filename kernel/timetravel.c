@@ -262,7 +262,7 @@ serve(pyc_app_t *a, int *fds, pyc_error_t *err)
     uint64_t t0 = pyc_now_ns();
     for (;;) {
         a->use_fds = given ? fds : NULL;
-        int rc = pyc_app_bind(a, err);
+        int rc = a->bind(a, err);
         a->use_fds = NULL;
         if (rc == 0)
             return 0;
@@ -290,7 +290,7 @@ go_live(pyc_app_t *a, int *fds, pyc_error_t *err)
     sigaction(SIGHUP, &kernel_sighup, NULL);
     if (serve(a, fds, err) < 0 ||
         pyc_kernel_become_child(a->kernel, pyc_server_io(a->srv), a->auth, &a->cf, NULL, err) < 0 ||
-        pyc_app_start(a, err) < 0)
+        a->start(a, err) < 0)
         return -1;
     a->forked_session = true;    /* it ends as a fork does: with _exit, leak-checked in the root only */
     return 0;
@@ -523,7 +523,7 @@ pyc_tt_hand_over(pyc_app_t *a, pid_t to, json_t *state, pyc_error_t *err)
         a->auth = NULL;
         pyc_error_t berr;
         if (serve(a, NULL, &berr) < 0 || (pyc_kernel_rebind(a->kernel, pyc_server_io(a->srv), a->auth),
-                                    pyc_app_start(a, &berr) < 0)) {
+                                    a->start(a, &berr) < 0)) {
             pyc_log("restore: the ports cannot be bound again (%s): the kernel ends", berr.text);
             _exit(1);
         }

@@ -1,20 +1,19 @@
 """The layers of the build, checked from the objects themselves (`make check-layers`, and a test of `make check`).
 
-Reads every library of the build with nm, ties each object's undefined symbols to the object of the same
-library set that defines them, and fails on:
+Reads every library of the build and the objects of its two programs (pyc-kernel's kernel/, pyc's cli/)
+with nm, ties each object's undefined symbols to the object that defines them, and fails on:
 
 1. an edge between libraries against their order: libpyccrypto and libpycsha256 at the bottom, then
    libpyccommon, then libpycpidcache, libpycpy, libpycclient and libpycgateway (which use only those below
-   them, never each other), then libpyckernel;
-2. a circle between objects (a strongly connected component of more than one object) that is not the one
-   circle still known: tests/layers-known-circles.txt names its objects, and it may only shrink -- a new
-   circle, or a known one that takes in another object, fails; a known object that left its circle must be
-   taken off the list (so that the list stays true and cannot grow back silently).
+   them, never each other), then libpyckernel, then the programs (which no library uses);
+2. any circle between objects (a strongly connected component of more than one object): within a library or
+   a program, the files form a tree of layers, so that each can be read, tested and changed knowing only
+   what is below it.
 
 `getpid` is not an edge: libpycpidcache defines it for the kernel (libzmq's fork checks), and every object that
 calls getpid would otherwise seem to depend on it.
 
-Usage: check_layers.py BUILDDIR SRCDIR
+Usage: check_layers.py BUILDDIR
 """
 
 import collections
@@ -33,42 +32,63 @@ RANKS = {
     "libpycgateway.a": 2,
     "libpyckernel.a": 3,
 }
+#: The programs' objects (not libraries): each program's folder in the build, its rank above every library.
+PROGRAMS = {"kernel": 4, "cli": 4}
 NOT_EDGES = {"getpid"}
 
 
-def nm(args, lib):
-    out = subprocess.run(["nm", "-A"] + args + [lib], capture_output=True, text=True, check=True).stdout
+def nm(args, path):
+    out = subprocess.run(["nm", "-A"] + args + [path], capture_output=True, text=True, check=True).stdout
     for line in out.splitlines():
         parts = line.split()
         if len(parts) >= 2:
-            # "lib.a:object.o:address T symbol" (defined) or "lib.a:object.o: U symbol" (undefined)
-            yield parts[0].split(":")[1], parts[-1]
+            # "lib.a:object.o:address T symbol" or "dir/object.o:address T symbol" (defined), the same with
+            # " U symbol" (undefined)
+            names = parts[0].split(":")
+            obj = names[1] if path.endswith(".a") else os.path.basename(path)
+            yield obj, parts[-1]
 
 
 def object_name(lib, obj):
-    """libpyckernel_a-execute.o of libpyckernel.a -> kernel/execute.o"""
+    """libpyckernel_a-execute.o of libpyckernel.a -> kernel/execute.o; pyc_kernel-app.o of the program folder
+    kernel -> pyc-kernel/app.o"""
+    if lib in PROGRAMS:
+        program, _, short = obj.partition("-")
+        return "%s/%s" % (program.replace("_", "-"), short)
     prefix = lib[:-2].replace(".", "_") + "_a-"
     short = obj[len(prefix):] if obj.startswith(prefix) else obj
     return "%s/%s" % (lib[len("libpyc"):-2], short)
 
 
-def graph_of(builddir):
-    defined, uses = {}, collections.defaultdict(set)
-    for lib in RANKS:
+def inputs(builddir):
+    """(unit, paths, rank): each library, and each program folder's objects."""
+    for lib, rank in RANKS.items():
         path = os.path.join(builddir, lib)
-        if not os.path.exists(path):
-            continue
-        for obj, sym in nm(["--defined-only", "-g"], path):
-            defined.setdefault(sym, (lib, object_name(lib, obj)))
-        for obj, sym in nm(["-u"], path):
-            uses[(lib, object_name(lib, obj))].add(sym)
+        if os.path.exists(path):
+            yield lib, [path], rank
+    for folder, rank in PROGRAMS.items():
+        d = os.path.join(builddir, folder)
+        objs = sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".o")) if os.path.isdir(d) else []
+        if objs:
+            yield folder, objs, rank
+
+
+def graph_of(builddir):
+    defined, uses, ranks = {}, collections.defaultdict(set), {}
+    for unit, paths, rank in inputs(builddir):
+        ranks[unit] = rank
+        for path in paths:
+            for obj, sym in nm(["--defined-only", "-g"], path):
+                defined.setdefault(sym, (unit, object_name(unit, obj)))
+            for obj, sym in nm(["-u"], path):
+                uses[(unit, object_name(unit, obj))].add(sym)
     edges = collections.defaultdict(set)
     for node, syms in uses.items():
         for sym in syms - NOT_EDGES:
             target = defined.get(sym)
             if target is not None and target != node:
                 edges[node].add(target)
-    return edges
+    return edges, ranks
 
 
 def circles(edges):
@@ -112,39 +132,26 @@ def circles(edges):
     return found
 
 
-def main(builddir, srcdir):
-    edges = graph_of(builddir)
+def main(builddir):
+    edges, ranks = graph_of(builddir)
     if not edges:
         print("check-layers: no libraries in %s (build first)" % builddir)
         return 1
     problems = []
-    for (lib, obj), targets in sorted(edges.items()):
-        for tlib, tobj in sorted(targets):
-            if tlib != lib and RANKS[tlib] >= RANKS[lib]:
-                problems.append("%s uses %s: %s is not below %s" % (obj, tobj, tlib, lib))
-    known_path = os.path.join(srcdir, "tests", "layers-known-circles.txt")
-    known = set()
-    with open(known_path) as f:
-        for line in f:
-            line = line.split("#", 1)[0].strip()
-            if line:
-                known.add(line)
-    in_circles = set()
+    for (unit, obj), targets in sorted(edges.items()):
+        for tunit, tobj in sorted(targets):
+            if tunit != unit and ranks[tunit] >= ranks[unit]:
+                problems.append("%s uses %s: %s is not below %s" % (obj, tobj, tunit, unit))
     for comp in circles(edges):
-        names = {obj for _, obj in comp}
-        in_circles |= names
-        if not names <= known:
-            problems.append("a circle between objects: %s (new in it: %s)"
-                            % (" ".join(sorted(names)), " ".join(sorted(names - known))))
-    for name in sorted(known - in_circles):
-        problems.append("%s is in no circle any more: take it off %s" % (name, known_path))
+        problems.append("a circle between objects: " + " ".join(sorted(obj for _, obj in comp)))
     for p in problems:
         print("check-layers: " + p)
     n_edges = sum(len(t) for t in edges.values())
-    print("check-layers: %d objects, %d edges, %d objects in the known circle%s" %
-          (len(edges), n_edges, len(in_circles), "" if not problems else "; %d problems" % len(problems)))
+    nodes = set(edges) | {t for ts in edges.values() for t in ts}
+    print("check-layers: %d objects, %d edges, %s" % (len(nodes), n_edges,
+                                                       "%d problems" % len(problems) if problems else "no circle"))
     return 1 if problems else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(sys.argv[1]))

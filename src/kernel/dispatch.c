@@ -60,25 +60,6 @@ find_handler(const char *type, bool *control_thread)
     return NULL;
 }
 
-void
-pyc__reply_invalid(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
-{
-    char type[128], why[300];
-    pyc__reply_type(msg->msg_type, type, sizeof type);
-    snprintf(why, sizeof why, "the request could not be read: %s", msg->invalid);
-    pyc_log("%s: %s from session %s: %s", chan == PYC_CHAN_CONTROL ? "control" : "shell", msg->msg_type,
-            msg->session, msg->invalid);
-    json_t *content = pyc__bad_request(why), *md = NULL;
-    if (strcmp(msg->msg_type, "execute_request") == 0) {
-        json_object_set_new(content, "execution_count", json_integer(k->execution_count));
-        json_object_set_new(content, "user_expressions", json_object());
-        json_object_set_new(content, "payload", json_array());
-        md = pyc__reply_metadata("error");
-        json_object_set_new(md, "pyc", json_pack("{s:s, s:s}", "outcome", "bad_request", "state", "intact"));
-    }
-    pyc__reply(k, chan, msg, type, md, content);
-}
-
 /* The decoding of msg into *req when it is a readable execute_request (req, for the caller to pass on), else
  * NULL. */
 static const pyc_execreq_t *
@@ -147,23 +128,6 @@ pyc_kernel_control(void *ctx, pyc_msg_t *msg)
     pyc__status(k, msg, "idle");
     pyc_msg_destroy(&msg);
     return true;
-}
-
-void
-pyc__abort_queue(pyc_kernel_t *k)
-{
-    k->aborting = true;
-    pyc_msg_t *m;
-    while ((m = k->io->next_pending(k->io)) != NULL) {
-        pyc_msg_t **grown = realloc(k->queued, (k->n_queued + 1) * sizeof *grown);
-        if (grown == NULL) {
-            pyc_log("shell: dropped message: out of memory while aborting");
-            pyc_msg_destroy(&m);
-            continue;
-        }
-        k->queued = grown;
-        k->queued[k->n_queued++] = m;
-    }
 }
 
 void

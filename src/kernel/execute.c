@@ -33,40 +33,6 @@ plain_errors(const pyc_execreq_t *req)
     return no != NULL && no[0] != '\0';
 }
 
-pyc_checkpoint_t *
-pyc__checkpoint(pyc_kernel_t *k)
-{
-    /* Made on first use: the interpreter's version goes into the file's header. */
-    if (k->checkpoint == NULL && k->checkpoint_dir != NULL) {
-        pyc_error_t err;
-        /* The first one of a kernel also removes files old enough to go (PYC_CHECKPOINT_MAX_AGE). */
-        double age = PYC_CHECKPOINT_MAX_AGE;
-        const char *v = getenv("PYC_CHECKPOINT_MAX_AGE");
-        if (v != NULL && v[0] != '\0' && pyc_limits_parse_seconds(v, &age, &err) < 0)
-            pyc_log("PYC_CHECKPOINT_MAX_AGE: %s", err.text);
-        int gone = pyc_checkpoint_expire(k->checkpoint_dir, age, &err);
-        if (gone > 0)
-            pyc_log("removed %d checkpoint file%s older than %g days", gone, gone == 1 ? "" : "s", age / 86400);
-        k->checkpoint = pyc_checkpoint_new(k->checkpoint_dir, k->session_id, pyc_py_version(), &err);
-        if (k->checkpoint != NULL) {
-            size_t cell = PYC_CHECKPOINT_MAX_CELL, bytes = PYC_CHECKPOINT_MAX_BYTES;
-            v = getenv("PYC_CHECKPOINT_MAX_CELL");
-            if (v != NULL && v[0] != '\0' && pyc_limits_parse_bytes(v, &cell, &err) < 0)
-                pyc_log("PYC_CHECKPOINT_MAX_CELL: %s", err.text);
-            v = getenv("PYC_CHECKPOINT_MAX_BYTES");
-            if (v != NULL && v[0] != '\0' && pyc_limits_parse_bytes(v, &bytes, &err) < 0)
-                pyc_log("PYC_CHECKPOINT_MAX_BYTES: %s", err.text);
-            pyc_checkpoint_set_caps(k->checkpoint, cell, bytes);
-        }
-        if (k->checkpoint == NULL) {
-            pyc_log("%s; checkpoints are off", err.text);
-            free(k->checkpoint_dir);
-            k->checkpoint_dir = NULL;
-        }
-    }
-    return k->checkpoint;
-}
-
 /* Appends a successful cell to the session's checkpoint; a failure is logged once. */
 static void
 checkpoint_cell(pyc_kernel_t *k, int count, const char *code)

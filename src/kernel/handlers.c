@@ -214,34 +214,6 @@ pyc__on_connect(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 }
 
 void
-pyc__interrupt_main(pyc_kernel_t *k)
-{
-    if (atomic_load(&k->executing))
-        pyc__stop_cell(k, (pid_t)atomic_load(&k->iso_pid), ISO_STOP_INTERRUPT);
-}
-
-void
-pyc__stop_cell(pyc_kernel_t *k, pid_t iso, int why)
-{
-    if (iso > 0) {
-        int none = 0;
-        atomic_compare_exchange_strong(&k->iso_stop, &none, why);
-        kill(iso, SIGKILL);
-        return;
-    }
-    pthread_kill(k->main_thread, SIGINT);
-}
-
-void
-pyc__quit(pyc_kernel_t *k)
-{
-    atomic_store(&k->quit, 1);
-    pyc__interrupt_main(k);
-    if (k->wake_main != NULL)
-        k->wake_main(k->wake_ctx);
-}
-
-void
 pyc__on_shutdown(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
     json_t *restart = json_object_get(msg->content, "restart");

@@ -20,183 +20,6 @@
 /* How often an idle kernel looks for forked sessions that ended, for those it has no pidfd of. */
 #define CHILDREN_LOOK_MS 30000
 
-/* ---- fork safety ----------------------------------------------------------------------------------- */
-
-/* The kernel of this process, for the fork handlers (a process has one kernel). */
-static pyc_kernel_t *fork_kernel;
-/* True while pyc_kernel_fork forks (main thread only): the child is the kernel's own (an isolated cell, a
- * forked session), which sets itself up; any other fork is user code's (os.fork, multiprocessing). */
-static bool kernel_forking;
-/* The pid of the process that is the kernel: set when the kernel is made and in the kernel's own children.
- * A process with another pid is a child of user code.  Atomic: signal handlers read it. */
-static _Atomic pid_t kernel_pid;
-
-/* LLVM 14's AddressSanitizer does not take its own locks around fork(2) (the fork interceptor that does came
- * with LLVM 15): a fork while another thread -- libzmq's I/O thread, the stream flusher -- is inside malloc
- * left the child waiting for the allocator's lock for ever (seen with gdb: an isolated cell's child stuck in
- * the malloc of PyOS_AfterFork_Child, 1 run in 2).  In a clang AddressSanitizer build the fork handlers below
- * take the sanitizer's locks as that interceptor does, last before the fork and first after it.  Other builds
- * use glibc's malloc, which handles fork itself. */
-#if defined(__clang__) && defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PYC_ASAN_FORK_LOCKS 1
-#endif
-#endif
-#ifdef PYC_ASAN_FORK_LOCKS
-/* __lsan::LockThreadRegistry() and friends: C++ functions of the sanitizer runtime, linked statically. */
-void _ZN6__lsan18LockThreadRegistryEv(void);
-void _ZN6__lsan20UnlockThreadRegistryEv(void);
-void _ZN6__lsan13LockAllocatorEv(void);
-void _ZN6__lsan15UnlockAllocatorEv(void);
-void _ZN11__sanitizer17StackDepotLockAllEv(void);
-void _ZN11__sanitizer19StackDepotUnlockAllEv(void);
-
-static void
-sanitizer_lock(void)
-{
-    _ZN6__lsan18LockThreadRegistryEv();
-    _ZN6__lsan13LockAllocatorEv();
-    _ZN11__sanitizer17StackDepotLockAllEv();
-}
-
-static void
-sanitizer_unlock(void)
-{
-    _ZN11__sanitizer19StackDepotUnlockAllEv();
-    _ZN6__lsan15UnlockAllocatorEv();
-    _ZN6__lsan20UnlockThreadRegistryEv();
-}
-#else
-static void
-sanitizer_lock(void)
-{
-}
-
-static void
-sanitizer_unlock(void)
-{
-}
-#endif
-
-/* Before any fork(2) of this process, from whatever thread calls it: takes every lock of the kernel that
- * another thread may hold, in the order of kernel.h, so that the child inherits none of them taken by a
- * thread that does not exist in it.  (The GIL is held by the forking thread already when Python forks, and
- * by pyc_kernel_fork.)  The server's locks and the guard's belong to objects a child never uses: a forked
- * session makes its own, and a user's child leaves the kernel's sockets alone (atfork_child). */
-static void
-atfork_prepare(void)
-{
-    pyc_kernel_t *k = fork_kernel;
-    if (k == NULL)
-        return;
-    pyc_streams_lock(k->streams);
-    pthread_mutex_lock(&k->parent_lock);
-    pyc_journal_lock(k->journal);        /* after parent_lock, as the send path takes them */
-    pyc_outgate_lock(&k->out);
-    pthread_mutex_lock(&k->usage_lock);
-    pyc_persist_fork_prepare(k->persist);   /* the writer is not inside SQLite nor between buffer and file */
-    sanitizer_lock();
-}
-
-/* Gives back the locks of atfork_prepare before the writer's, in reverse order. */
-static void
-unlock_kernel(pyc_kernel_t *k)
-{
-    pthread_mutex_unlock(&k->usage_lock);
-    pyc_outgate_unlock(&k->out);
-    pyc_journal_unlock(k->journal);
-    pthread_mutex_unlock(&k->parent_lock);
-    pyc_streams_unlock(k->streams);
-}
-
-static void
-atfork_parent(void)
-{
-    pyc_kernel_t *k = fork_kernel;
-    if (k == NULL)
-        return;
-    sanitizer_unlock();
-    pyc_persist_fork_parent(k->persist);
-    unlock_kernel(k);
-}
-
-/* In the child.  A child of user code (a multiprocessing worker, os.fork in a cell) is not a kernel: its
- * output goes straight to the fds it inherited, which are the pipes the kernel drains, so that it reaches
- * the cell that made the child, as under ipykernel; it publishes nothing else (the kernel's sockets are the
- * parent's, and their threads do not exist here). */
-static void
-atfork_child(void)
-{
-    pyc_kernel_t *k = fork_kernel;
-    if (k == NULL)
-        return;
-    sanitizer_unlock();
-    pyc_persist_after_fork_child(k->persist);   /* its thread is the parent's: kicks do nothing here */
-    unlock_kernel(k);
-    if (kernel_forking) {
-        atomic_store(&kernel_pid, getpid());
-        return;
-    }
-    k->user_forked = true;
-    pyc_streams_set_passthrough(k->streams);
-    /* SIGTERM kills a user's child as it kills any Python process: multiprocessing.Pool ends its workers
-     * so, and the kernel's handler here would only have interrupted the worker (which then may go on
-     * waiting, and its pool's join with it: seen as a soak test's hang) and woken the parent's main loop
-     * through the inherited eventfd.  A SIGTERM that comes before this line is handled the same way by
-     * pyc_kernel_owns_process's caller. */
-    struct sigaction dfl = {.sa_handler = SIG_DFL};
-    sigemptyset(&dfl.sa_mask);
-    sigaction(SIGTERM, &dfl, NULL);
-}
-
-bool
-pyc_kernel_owns_process(void)
-{
-    return getpid() == atomic_load(&kernel_pid);
-}
-
-/* Registers the fork handlers once per process; fork_kernel says which kernel they guard. */
-static int
-atfork_install(pyc_kernel_t *k, pyc_error_t *err)
-{
-    static bool installed;
-    if (!installed) {
-        if (pthread_atfork(atfork_prepare, atfork_parent, atfork_child) != 0)
-            return pyc_error_set(err, "pthread_atfork failed");
-        installed = true;
-    }
-    fork_kernel = k;
-    atomic_store(&kernel_pid, getpid());
-    return 0;
-}
-
-pid_t
-pyc_kernel_fork(pyc_kernel_t *k, int *errno_out)
-{
-    /* The GIL first, then CPython's before-fork handlers (Python code: it may print, so none of our locks
-     * may be held yet), then fork(2), around which atfork_prepare takes the kernel's locks. */
-    (void)k;
-    pyc_py_enter();
-    pyc_py_fork_prepare();
-    kernel_forking = true;
-    pid_t pid = fork();
-    *errno_out = errno;
-    kernel_forking = false;
-    pyc_py_fork_done(pid);
-    pyc_py_leave();
-    return pid;
-}
-
-void
-pyc__user_fork_exit(pyc_kernel_t *k)
-{
-    /* A child of user code that came back from the cell (os.fork() without os._exit): it must not go on as a
-     * second kernel on its parent's sockets.  What it printed has reached the cell already. */
-    (void)k;
-    fflush(NULL);
-    _exit(0);
-}
-
 pyc_kernel_t *
 pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
 {
@@ -286,7 +109,7 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     k->username_json = json_dumps(u, JSON_ENCODE_ANY);
     json_decref(u);
     k->streams = pyc_streams_new(pyc__stream_publish, k, err);
-    if (k->username_json == NULL || k->streams == NULL || atfork_install(k, err) < 0) {
+    if (k->username_json == NULL || k->streams == NULL || pyc__procfork_install(k, err) < 0) {
         if (k->username_json == NULL)
             pyc_error_code(err, PYC_ENOMEM, "out of memory");
         pyc_kernel_destroy(&k);
@@ -301,8 +124,7 @@ pyc_kernel_destroy(pyc_kernel_t **k_p)
     if (k_p == NULL || *k_p == NULL)
         return;
     pyc_kernel_t *k = *k_p;
-    if (fork_kernel == k)
-        fork_kernel = NULL;
+    pyc__procfork_forget(k);
     pyc_guard_destroy(&k->guard);
     pyc_streams_destroy(&k->streams);
     pyc_kernel_idle(k);
@@ -337,39 +159,6 @@ pyc_streams_t *
 pyc_kernel_streams(pyc_kernel_t *k)
 {
     return k->streams;
-}
-
-void
-pyc_kernel_starting(pyc_kernel_t *k)
-{
-    char banner[256];
-    snprintf(banner, sizeof banner, "Python %s (pyc %s) -- a Jupyter kernel for Python, written in C",
-             pyc_py_version(), PACKAGE_VERSION);
-    json_t *info = json_pack(
-        "{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:i}, s:s}, s:s, s:[{s:s, s:s}], s:b}",
-        "status", "ok", "protocol_version", PYC_PROTOCOL_VERSION, "implementation", "pyc",
-        "implementation_version", PACKAGE_VERSION, "language_info", "name", "python", "version",
-        pyc_py_version(), "mimetype", "text/x-python", "file_extension", ".py", "pygments_lexer", "ipython3",
-        "codemirror_mode", "name", "ipython", "version", 3, "nbconvert_exporter", "python", "banner", banner,
-        "help_links", "text", "Python Reference", "url", "https://docs.python.org/3/", "debugger",
-        pyc_py_debugger_available());
-    json_t *features = json_array();
-    if (pyc_py_debugger_available())
-        json_array_append_new(features, json_string("debugger"));
-    if (k->io->route_shell != NULL)
-        json_array_append_new(features, json_string("kernel subshells"));
-    json_object_set_new(info, "supported_features", features);
-    pyc_checkpoint_t *cp = pyc__checkpoint(k);
-    json_t *pyc = json_pack("{s:o, s:o, s:o, s:o}", "limits", pyc_limits_to_json(&k->limits), "checkpoint",
-                            cp != NULL ? json_string(pyc_checkpoint_path(cp)) : json_null(), "memory_enforcement",
-                            pyc__memory_enforcement(k), "environment", pyc_py_environment());
-    if (k->replayed != NULL)
-        json_object_set(pyc, "replayed", k->replayed);
-    json_object_set_new(info, "pyc", pyc);
-    free(k->kernel_info);        /* a forked child makes it again */
-    k->kernel_info = json_dumps(info, JSON_COMPACT);
-    json_decref(info);
-    pyc__status(k, NULL, "starting");
 }
 
 int
@@ -441,24 +230,6 @@ pyc_kernel_rebind(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth)
     atomic_store(&k->subscriptions, 0);
 }
 
-pyc_history_t *
-pyc__history(pyc_kernel_t *k)
-{
-    /* Opened on first use: SQLite costs a kernel 1.2 MB of resident memory and some start-up time once a
-     * database is open, which a kernel that never runs a cell should not pay. */
-    if (!k->history_tried) {
-        pyc_error_t herr;
-        k->history_tried = true;
-        k->history = pyc_history_open_default(&herr);
-        if (k->history == NULL)
-            pyc_log("history is off: %s", herr.text);
-        else if (k->history_continue > 0 && pyc_history_continue(k->history, k->history_continue, &herr) < 0)
-            pyc_log("%s", herr.text);
-        pyc_persist_attach(k->persist, k->history);
-    }
-    return k->history;
-}
-
 int
 pyc_kernel_idle(pyc_kernel_t *k)
 {
@@ -486,23 +257,6 @@ int
 pyc_kernel_wait_fd(const pyc_kernel_t *k)
 {
     return pyc__children_fd(k);
-}
-
-void
-pyc__history_kick(pyc_kernel_t *k, bool idle)
-{
-    if (k->history_unkicked == 0)
-        return;
-    if (k->history_unkicked < PYC__HISTORY_BATCH_CELLS) {
-        pyc_persist_kick_lazy(k->persist);
-        /* Going idle, the rows are asked for: the next requests need not ask again (a request that runs no
-         * cell must not wake the writer).  Within a burst the count goes on, for the batch of 100. */
-        if (idle)
-            k->history_unkicked = 0;
-        return;
-    }
-    k->history_unkicked = 0;
-    pyc_persist_kick(k->persist);
 }
 
 bool

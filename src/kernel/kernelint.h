@@ -300,6 +300,10 @@ json_t *pyc__bad_request(const char *what);
 /* Answers a request with status "aborted" (after an earlier error with stop_on_error). */
 void pyc__abort_reply(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
 
+/* A signed request that could not be read (msg->invalid: bad JSON or UTF-8 in its content, say): an error
+ * reply of its own type, so that its client is not left waiting.  Needs no Python. */
+void pyc__reply_invalid(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
+
 /* ---- host.c --------------------------------------------------------------------------------------------- */
 
 /* The streams' publish callback (stream.h): stream text of the current parent, through the output cap. */
@@ -313,11 +317,7 @@ void pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg, const pyc_
 /* The guard's callbacks for this kernel (they run on the guard thread). */
 pyc_guard_callbacks_t pyc__guard_callbacks(pyc_kernel_t *k);
 
-/* The session's checkpoint, made on first use; NULL when checkpoints are off or it could not be made. */
-pyc_checkpoint_t *pyc__checkpoint(pyc_kernel_t *k);
-
 /* ---- isolate.c ------------------------------------------------------------------------------------------ */
-
 
 /* Runs a cell in a forked child (see isolate.c).  Fills res like pyc_py_execute, and *md_out with what
  * happened (merged into metadata.pyc of the reply, with its "outcome"). */
@@ -423,27 +423,6 @@ void pyc__on_usage(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
 /* journal_request (control): records announced cells ("expect") and reports the journal (journal.h). */
 void pyc__on_journal(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
 
-/* Asks the main thread to stop the running cell, if any (SIGINT), or kills a running isolated cell's process
- * (iso_stop says why).  Any thread. */
-void pyc__interrupt_main(pyc_kernel_t *k);
-
-/* Stops the running cell: iso (a k->iso_pid reading), when positive, is an isolated cell's process, which is
- * killed whatever SIGINT handlers Python code set in it, with why (ISO_STOP_*) kept in iso_stop unless a
- * reason came first; otherwise the main thread gets SIGINT.  Any thread. */
-void pyc__stop_cell(pyc_kernel_t *k, pid_t iso, int why);
-
-/* Asks the kernel to shut down: sets quit, interrupts a running cell and wakes the main loop.  Any thread. */
-void pyc__quit(pyc_kernel_t *k);
-
-/* ---- dispatch.c ----------------------------------------------------------------------------------------- */
-
-/* A signed request that could not be read (msg->invalid: bad JSON or UTF-8 in its content, say): an error
- * reply of its own type, so that its client is not left waiting.  Needs no Python. */
-void pyc__reply_invalid(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
-
-/* After a cell failed with stop_on_error: takes the requests already waiting on shell, so that they are
- * aborted (execute) or answered (the rest) after this request, in order. */
-void pyc__abort_queue(pyc_kernel_t *k);
 
 /* ---- host.c (the head of a cell's output) ---- */
 
@@ -528,13 +507,6 @@ void pyc__on_create_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
 void pyc__on_delete_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
 void pyc__on_list_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg);
 
-/* The request the calling thread answers when it is a subshell's (NULL on every other thread), and whether
- * that request allows stdin. */
-const pyc_msg_t *pyc__subshell_request(void);
-/* The output gate of the subshell whose thread this is (its cells' output cap); NULL on every other thread. */
-pyc_outgate_t *pyc__subshell_gate(void);
-bool pyc__subshell_allow_stdin(void);
-
 /* Whether a shell request names a subshell (a subshell_id that is not null); and the error reply, between
  * busy and idle, to one whose subshell does not exist (why: NULL for that reason, else another). */
 bool pyc__subshell_named(const pyc_msg_t *msg);
@@ -543,21 +515,47 @@ bool pyc__subshell_named(const pyc_msg_t *msg);
  * sent on shell): the main thread answers it, whatever subshell it names. */
 bool pyc__subshell_kernel_level(const pyc_msg_t *msg);
 
-/* On a subshell's thread: whether that subshell is being deleted or the kernel is ending. */
-bool pyc__subshell_stopping(void);
-
 /* Main thread, between requests: joins and frees deleted subshells whose threads have returned. */
 void pyc__reap_subshells(pyc_kernel_t *k);
 void pyc__subshell_refuse(pyc_kernel_t *k, const pyc_msg_t *msg, const char *why);
-
-/* Any thread: raises KeyboardInterrupt in the subshells busy in a cell, from a thread of its own. */
-void pyc__interrupt_subshells(pyc_kernel_t *k);
 
 /* The kernel is closing: stops every subshell (after its current request, a second at most each) and
  * starts no new one.  Returns how many threads are still running (left to the process's end). */
 int pyc__end_subshells(pyc_kernel_t *k);
 
-/* ---- kernel.c ------------------------------------------------------------------------------------------- */
+/* ---- thisshell.c (which shell the calling thread serves) ----------------------------------------------- */
+
+/* The request the calling thread answers when it is a subshell's (NULL on every other thread), and whether
+ * that request allows stdin. */
+const pyc_msg_t *pyc__subshell_request(void);
+bool pyc__subshell_allow_stdin(void);
+/* The output gate of the subshell whose thread this is (its cells' output cap); NULL on every other thread. */
+pyc_outgate_t *pyc__subshell_gate(void);
+/* On a subshell's thread: whether that subshell is being deleted or the kernel is ending. */
+bool pyc__subshell_stopping(void);
+
+/* ---- control.c ------------------------------------------------------------------------------------------ */
+
+/* Asks the main thread to stop the running cell, if any (SIGINT), or kills a running isolated cell's process
+ * (iso_stop says why).  Any thread. */
+void pyc__interrupt_main(pyc_kernel_t *k);
+
+/* Stops the running cell: iso (a k->iso_pid reading), when positive, is an isolated cell's process, which is
+ * killed whatever SIGINT handlers Python code set in it, with why (ISO_STOP_*) kept in iso_stop unless a
+ * reason came first; otherwise the main thread gets SIGINT.  Any thread. */
+void pyc__stop_cell(pyc_kernel_t *k, pid_t iso, int why);
+
+/* Asks the kernel to shut down: sets quit, interrupts a running cell and wakes the main loop.  Any thread. */
+void pyc__quit(pyc_kernel_t *k);
+
+/* Any thread: raises KeyboardInterrupt in the subshells busy in a cell, from a thread of its own. */
+void pyc__interrupt_subshells(pyc_kernel_t *k);
+
+/* After a cell failed with stop_on_error: takes the requests already waiting on shell, so that they are
+ * aborted (execute) or answered (the rest) after this request, in order. */
+void pyc__abort_queue(pyc_kernel_t *k);
+
+/* ---- storage.c ------------------------------------------------------------------------------------------ */
 
 /* The history, opened on first use; NULL when it is off. */
 pyc_history_t *pyc__history(pyc_kernel_t *k);
@@ -568,6 +566,17 @@ pyc_history_t *pyc__history(pyc_kernel_t *k);
  * request comes and when the kernel goes idle (`idle`: the rows counted so far are then asked for). */
 #define PYC__HISTORY_BATCH_CELLS 100
 void pyc__history_kick(pyc_kernel_t *k, bool idle);
+
+/* The session's checkpoint, made on first use; NULL when checkpoints are off or it could not be made. */
+pyc_checkpoint_t *pyc__checkpoint(pyc_kernel_t *k);
+
+/* ---- procfork.c ----------------------------------------------------------------------------------------- */
+
+/* Registers the fork handlers once per process (pthread_atfork) for kernel k, the process's one kernel, whose
+ * pid is the kernel's from now on.  Returns 0, or -1 with err. */
+int pyc__procfork_install(pyc_kernel_t *k, pyc_error_t *err);
+/* Kernel k is being destroyed: the fork handlers guard it no more. */
+void pyc__procfork_forget(pyc_kernel_t *k);
 
 /* In a child of user code that returned from the cell: ends the process (it must not act as a kernel). */
 void pyc__user_fork_exit(pyc_kernel_t *k);

@@ -14,6 +14,7 @@
 #include "kernelint.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -320,4 +321,23 @@ pyc__pace_reply(uint64_t last_ns, size_t n_outputs, size_t output_bytes)
     struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
         ;
+}
+
+void
+pyc__reply_invalid(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
+{
+    char type[128], why[300];
+    pyc__reply_type(msg->msg_type, type, sizeof type);
+    snprintf(why, sizeof why, "the request could not be read: %s", msg->invalid);
+    pyc_log("%s: %s from session %s: %s", chan == PYC_CHAN_CONTROL ? "control" : "shell", msg->msg_type,
+            msg->session, msg->invalid);
+    json_t *content = pyc__bad_request(why), *md = NULL;
+    if (strcmp(msg->msg_type, "execute_request") == 0) {
+        json_object_set_new(content, "execution_count", json_integer(k->execution_count));
+        json_object_set_new(content, "user_expressions", json_object());
+        json_object_set_new(content, "payload", json_array());
+        md = pyc__reply_metadata("error");
+        json_object_set_new(md, "pyc", json_pack("{s:s, s:s}", "outcome", "bad_request", "state", "intact"));
+    }
+    pyc__reply(k, chan, msg, type, md, content);
 }

@@ -44,33 +44,6 @@
 #include "log.h"
 
 
-/* The subshell whose thread this is; NULL on every other thread. */
-static _Thread_local pyc__subshell_t *here;
-
-const pyc_msg_t *
-pyc__subshell_request(void)
-{
-    return here != NULL ? here->current : NULL;
-}
-
-pyc_outgate_t *
-pyc__subshell_gate(void)
-{
-    return here != NULL ? &here->out : NULL;
-}
-
-bool
-pyc__subshell_stopping(void)
-{
-    return here != NULL && atomic_load(&here->stop);
-}
-
-bool
-pyc__subshell_allow_stdin(void)
-{
-    return here != NULL && here->allow_stdin;
-}
-
 /* ---- the subshell's thread -------------------------------------------------------------------------------- */
 
 /* The next request (taken over), waiting for one; NULL when the subshell is to stop. */
@@ -133,7 +106,7 @@ static void *
 subshell_main(void *arg)
 {
     pyc__subshell_t *s = arg;
-    here = s;
+    pyc__subshell_bind_thread(s);
     pyc_py_thread_t *py = pyc_py_thread_begin();
     pyc_msg_t *msg;
     while ((msg = next_request(s)) != NULL) {
@@ -236,21 +209,6 @@ subshell_free(pyc__subshell_t *s)
     pyc_guard_destroy(&s->guard);
     pyc_outgate_destroy(&s->out);
     free(s);
-}
-
-/* Starts a thread that raises KeyboardInterrupt in the given cells (idents: their cell tokens, a malloc'd array
- * ending in 0, taken over), so that the caller never waits for the GIL. */
-static void
-interrupt_idents(unsigned long *idents);
-
-void
-pyc__subshell_interrupt_cell(pyc__subshell_t *s)
-{
-    unsigned long *one = calloc(2, sizeof *one);
-    if (one != NULL && (one[0] = atomic_load(&s->cell_token)) != 0)
-        interrupt_idents(one);
-    else
-        free(one);
 }
 
 /* Asks a subshell to stop after its current request, interrupting that request if it is a cell. */
@@ -379,61 +337,6 @@ pyc__on_list_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
         json_array_insert_new(ids, 0, json_string(s->id));   /* in the order they were made */
     pthread_mutex_unlock(&k->subshells_lock);
     pyc__reply(k, chan, msg, "list_subshell_reply", NULL, json_pack("{s:s, s:o}", "status", "ok", "subshell_id", ids));
-}
-
-/* The interrupter: raises KeyboardInterrupt in the given cells (those still running when it has the GIL: py.h),
- * then ends. */
-static void *
-interrupter(void *arg)
-{
-    unsigned long *idents = arg;
-    size_t n = 0;
-    while (idents[n] != 0)
-        n++;
-    pyc_py_interrupt_cells(idents, n);
-    free(idents);
-    return NULL;
-}
-
-static void
-interrupt_idents(unsigned long *idents)
-{
-    pthread_t th;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&th, &attr, interrupter, idents) != 0)
-        free(idents);
-    pthread_attr_destroy(&attr);
-}
-
-void
-pyc__interrupt_subshells(pyc_kernel_t *k)
-{
-    size_t n = 0, cap = 0;
-    unsigned long *idents = NULL;
-    pthread_mutex_lock(&k->subshells_lock);
-    for (pyc__subshell_t *s = k->subshells; s != NULL; s = s->next) {
-        unsigned long id = atomic_load(&s->cell_token);
-        if (id == 0)
-            continue;
-        if (n + 1 >= cap) {
-            size_t c = cap == 0 ? 8 : cap * 2;
-            unsigned long *grown = realloc(idents, c * sizeof *grown);
-            if (grown == NULL)
-                break;
-            idents = grown;
-            cap = c;
-        }
-        idents[n++] = id;
-    }
-    pthread_mutex_unlock(&k->subshells_lock);
-    if (n == 0) {
-        free(idents);
-        return;
-    }
-    idents[n] = 0;
-    interrupt_idents(idents);
 }
 
 void

@@ -1,6 +1,7 @@
 /*
- * subshellint.h -- what subshell.c (a subshell's thread, routing, control requests) and subcell.c (its
- * cells) share: the subshell object and the calls between the two files.  Nothing else includes it.
+ * subshellint.h -- what subshell.c (a subshell's thread, routing, control requests), subcell.c (its cells),
+ * thisshell.c (which shell a thread serves) and control.c (interrupts) share: the subshell object and the
+ * calls between those files.  Nothing else includes it.
  */
 #ifndef PYC_SUBSHELLINT_H
 #define PYC_SUBSHELLINT_H
@@ -41,7 +42,10 @@ void pyc__subcell_execute(pyc__subshell_t *s, const pyc_msg_t *msg);
 pyc_guard_callbacks_t pyc__subcell_guard_callbacks(pyc__subshell_t *s);
 
 /* Raises KeyboardInterrupt in the subshell's running cell, if one runs, from a short-lived thread: the caller
- * never waits for the GIL. */
+ * never waits for the GIL (control.c). */
 void pyc__subshell_interrupt_cell(pyc__subshell_t *s);
+
+/* Binds the calling thread to subshell s (thisshell.c): its requests, output gate and stdin are s's. */
+void pyc__subshell_bind_thread(pyc__subshell_t *s);
 
 #endif
