@@ -27,41 +27,41 @@ pyc__reap_children(pyc_kernel_t *k)
 {
     int live = 0;
     bool unwatched = false;
-    for (int i = 0; i < k->n_children; i++) {
+    for (int i = 0; i < k->children.n; i++) {
         /* Looked at without reaping first (WNOWAIT): a child that ended by a signal could not remove its
          * connection file, and that file goes before the pid does, so that whoever sees the child gone never
          * finds its stale connection file (a reaped pid vanishes from /proc at once). */
         siginfo_t si = {0};
-        if (waitid(P_PID, (id_t)k->children[i].pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0) {
-            unwatched = unwatched || k->children[i].pidfd < 0;
-            k->children[live++] = k->children[i];
+        if (waitid(P_PID, (id_t)k->children.list[i].pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0) {
+            unwatched = unwatched || k->children.list[i].pidfd < 0;
+            k->children.list[live++] = k->children.list[i];
         } else {
-            unlink(k->children[i].file);
-            waitpid(k->children[i].pid, NULL, WNOHANG);
-            free(k->children[i].file);
-            if (k->children[i].pidfd >= 0)
-                close(k->children[i].pidfd);     /* which also takes it out of the epoll set */
+            unlink(k->children.list[i].file);
+            waitpid(k->children.list[i].pid, NULL, WNOHANG);
+            free(k->children.list[i].file);
+            if (k->children.list[i].pidfd >= 0)
+                close(k->children.list[i].pidfd);     /* which also takes it out of the epoll set */
         }
     }
-    k->n_children = live;
+    k->children.n = live;
     return unwatched;
 }
 
 int
 pyc__children_fd(const pyc_kernel_t *k)
 {
-    return k->n_children > 0 ? k->children_epfd : -1;
+    return k->children.n > 0 ? k->children.epfd : -1;
 }
 
 /* A pidfd for a new child, in the epoll set (made on first use); -1 when either cannot be had. */
 static int
 watch_child(pyc_kernel_t *k, pid_t pid)
 {
-    if (k->children_epfd < 0)
-        k->children_epfd = epoll_create1(EPOLL_CLOEXEC);
-    int fd = k->children_epfd >= 0 ? pyc_proc_pidfd(pid) : -1;
+    if (k->children.epfd < 0)
+        k->children.epfd = epoll_create1(EPOLL_CLOEXEC);
+    int fd = k->children.epfd >= 0 ? pyc_proc_pidfd(pid) : -1;
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
-    if (fd >= 0 && epoll_ctl(k->children_epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+    if (fd >= 0 && epoll_ctl(k->children.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
         close(fd);
         fd = -1;
     }
@@ -73,41 +73,41 @@ static void
 add_child(pyc_kernel_t *k, pid_t pid, const char *file, bool outlive)
 {
     char *f = strdup(file != NULL ? file : "");
-    pyc__child_t *grown = f != NULL ? realloc(k->children, (size_t)(k->n_children + 1) * sizeof *grown) : NULL;
+    pyc__child_t *grown = f != NULL ? realloc(k->children.list, (size_t)(k->children.n + 1) * sizeof *grown) : NULL;
     if (grown == NULL) {
         free(f);
         pyc_log("fork: out of memory: child %ld will not be reaped", (long)pid);
         return;
     }
-    k->children = grown;
-    k->children[k->n_children++] = (pyc__child_t){pid, f, outlive, watch_child(k, pid)};
+    k->children.list = grown;
+    k->children.list[k->children.n++] = (pyc__child_t){pid, f, outlive, watch_child(k, pid)};
 }
 
 void
 pyc__end_children(pyc_kernel_t *k)
 {
-    for (int i = 0; i < k->n_children; i++) {
-        if (k->children[i].outlive)
+    for (int i = 0; i < k->children.n; i++) {
+        if (k->children.list[i].outlive)
             continue;
-        kill(k->children[i].pid, SIGKILL);
-        unlink(k->children[i].file);
+        kill(k->children.list[i].pid, SIGKILL);
+        unlink(k->children.list[i].file);
     }
 }
 
 void
 pyc__forget_children(pyc_kernel_t *k)
 {
-    for (int i = 0; i < k->n_children; i++) {
-        free(k->children[i].file);
-        if (k->children[i].pidfd >= 0)
-            close(k->children[i].pidfd);
+    for (int i = 0; i < k->children.n; i++) {
+        free(k->children.list[i].file);
+        if (k->children.list[i].pidfd >= 0)
+            close(k->children.list[i].pidfd);
     }
-    if (k->children_epfd >= 0)
-        close(k->children_epfd);
-    k->children_epfd = -1;
-    free(k->children);
-    k->children = NULL;
-    k->n_children = 0;
+    if (k->children.epfd >= 0)
+        close(k->children.epfd);
+    k->children.epfd = -1;
+    free(k->children.list);
+    k->children.list = NULL;
+    k->children.n = 0;
 }
 
 /* In a new child of a session that writes the event log: the child writes under the name the request gave
@@ -168,14 +168,14 @@ pyc__on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
         pyc_log("pyc.fork: comm_open without a comm_id");
         return;
     }
-    int room = k->max_children - k->n_children;
+    int room = k->children.max - k->children.n;
     if (k->fork_children == NULL) {
         result = json_pack("{s:s, s:s, s:s}", "status", "error", "ename", "ForkError", "evalue",
                            "this kernel cannot fork");
     } else if (n < 1 || n > room) {
         result = json_pack("{s:s, s:s, s:o}", "status", "error", "ename", "ForkError", "evalue",
                            json_sprintf("n must be a whole number from 1 to %d (at most %d live children; "
-                                        "PYC_MAX_CHILDREN sets it)", room, k->max_children));
+                                        "PYC_MAX_CHILDREN sets it)", room, k->children.max));
     } else {
         json_t *reports = NULL;
         int index = 0;

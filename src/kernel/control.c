@@ -84,8 +84,8 @@ pyc__interrupt_subshells(pyc_kernel_t *k)
 {
     size_t n = 0, cap = 0;
     unsigned long *idents = NULL;
-    pthread_mutex_lock(&k->subshells_lock);
-    for (pyc__subshell_t *s = k->subshells; s != NULL; s = s->next) {
+    pthread_mutex_lock(&k->shells.lock);
+    for (pyc__subshell_t *s = k->shells.live; s != NULL; s = s->next) {
         unsigned long id = atomic_load(&s->cell_token);
         if (id == 0)
             continue;
@@ -99,7 +99,7 @@ pyc__interrupt_subshells(pyc_kernel_t *k)
         }
         idents[n++] = id;
     }
-    pthread_mutex_unlock(&k->subshells_lock);
+    pthread_mutex_unlock(&k->shells.lock);
     if (n == 0) {
         free(idents);
         return;

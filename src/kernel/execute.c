@@ -33,22 +33,6 @@ plain_errors(const pyc_execreq_t *req)
     return no != NULL && no[0] != '\0';
 }
 
-/* Appends a successful cell to the session's checkpoint; a failure is logged once. */
-static void
-checkpoint_cell(pyc_kernel_t *k, int count, const char *code)
-{
-    pyc_error_t err;
-    if (pyc__checkpoint(k) == NULL)
-        return;
-    if (pyc_checkpoint_add(k->checkpoint, count, code, &err) < 0) {
-        if (!k->checkpoint_failed)
-            pyc_log("%s (checkpoints are off until it works)", err.text);
-        k->checkpoint_failed = true;
-    } else {
-        k->checkpoint_failed = false;
-    }
-}
-
 /* Runs code as the cell described by k->cell, in the kernel or (isolated) in a forked child, between the
  * guard's begin and end.  Returns the limit that stopped it (PYC_GUARD_NONE when none did).  Never returns
  * when the guard has taken the cell's end over: the process is about to end, and the channels are its. */
@@ -94,21 +78,6 @@ reply_bad_request(pyc_kernel_t *k, int chan, const pyc_msg_t *msg, const char *w
     json_object_set_new(md, "pyc", pyc_outcome_metadata(&o));
     pyc__reply(k, chan, msg, "execute_reply", md, pyc__execute_error_content(error, k->execution_count, NULL, NULL));
     json_decref(error);
-}
-
-/* Records the cell in the history: queued in memory now, committed by the writer thread after the reply
- * (persist.h), so that no database work is on the request path and no lock is held while the cell runs. */
-static void
-history_add(pyc_kernel_t *k, int count, const char *code)
-{
-    pyc_error_t err;
-    if (pyc__history(k) == NULL)
-        return;
-    if (pyc_history_queue(k->history, count, code, &err) < 0) {
-        pyc_log("%s", err.text);
-        return;
-    }
-    k->history_unkicked++;
 }
 
 /* Publishes execute_input: {"code", "execution_count"}, written as text (code_v is a jansson string, valid
@@ -225,7 +194,7 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg, const pyc_execr
         k->execution_count++;
     int count = k->execution_count;
     if (store_history)
-        history_add(k, count, json_string_value(code_v));
+        pyc__history_add(k, count, json_string_value(code_v));
     if (!silent) {
         publish_execute_input(k, msg, code_v, count);
         pyc_journal_begin(k->journal, msg->msg_id, pyc__header_frame(msg)->data, pyc__header_frame(msg)->size,
@@ -309,7 +278,7 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg, const pyc_execr
     if (!silent && pyc_outgate_notice(&k->out, notice, sizeof notice) > 0)
         pyc__publish(k, msg, "stream", json_pack("{s:s, s:s}", "name", "stderr", "text", notice));
     if (res.ok && !silent && store_history)
-        checkpoint_cell(k, count, code);   /* without a %%isolate line: replay runs it in the kernel */
+        pyc__checkpoint_cell(k, count, code);   /* without a %%isolate line: replay runs it in the kernel */
     const char *txn = pyc__snapshot_after_cell(k, res.ok && why == PYC_GUARD_NONE);
     if (txn != NULL) {
         if (iso_md == NULL)
@@ -413,7 +382,7 @@ pyc_kernel_replay(pyc_kernel_t *k, const char *path, pyc_error_t *err)
             failure = json_pack("{s:I, s:s, s:s}", "cell", (json_int_t)(done + 1), "ename", en != NULL ? en : "",
                                 "evalue", ev != NULL ? ev : "");
         } else {
-            checkpoint_cell(k, (int)done + 1, cells[done]);
+            pyc__checkpoint_cell(k, (int)done + 1, cells[done]);
         }
         json_decref(res.error);
         json_decref(res.user_expressions);

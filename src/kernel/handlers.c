@@ -192,16 +192,7 @@ pyc__on_comm_info(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 void
 pyc__on_history(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
-    /* The answer includes the cells still queued: the client asked, so a lock is worth waiting for.  The
-     * writer thread is held off meanwhile: the connection is one thread's at a time. */
-    pyc_error_t err;
-    pyc_history_t *h = pyc__history(k);
-    pyc_persist_hold(k->persist);
-    if (pyc_history_flush(h, 200, &err) < 0)
-        pyc_log("%s", err.text);
-    json_t *content = pyc_history_request(h, msg->content);
-    pyc_persist_release(k->persist);
-    pyc__reply(k, chan, msg, "history_reply", NULL, content);
+    pyc__reply(k, chan, msg, "history_reply", NULL, pyc__history_answer(k, msg->content));
 }
 
 void
@@ -273,8 +264,8 @@ pyc__on_usage(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     json_object_set_new(p, "open_files_max", files_max >= 0 ? json_integer(files_max) : json_null());
     /* The checkpoint is made before the kernel answers its first request (kernel_info_reply names it), and
      * changed only in a forked child before its control thread starts: reading it here needs no lock. */
-    json_object_set_new(p, "checkpoint",
-                        k->checkpoint != NULL ? json_string(pyc_checkpoint_path(k->checkpoint)) : json_null());
+    const char *cp = pyc__checkpoint_path_if_made(k);
+    json_object_set_new(p, "checkpoint", cp != NULL ? json_string(cp) : json_null());
     json_object_set_new(p, "environment", pyc_py_environment());
     json_object_set_new(p, "snapshots", pyc__snapshot_usage(k));
     json_object_set_new(r, "status", json_string("ok"));

@@ -28,7 +28,7 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
         pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
     }
-    k->children_epfd = -1;
+    k->children.epfd = -1;
     k->io = cfg->io;
     k->auth = cfg->auth;
     k->cf = *cfg->cf;
@@ -57,15 +57,15 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
         pyc_log("PYC_SNAPSHOT_MEMORY: %s; the automatic snapshots have no memory budget", uerr.text);
     k->snapshot_budget = budget;
     k->fork_ctx = cfg->fork_ctx;
-    k->max_children = cfg->max_children > 0 ? cfg->max_children : PYC_MAX_CHILDREN_DEFAULT;
-    k->max_subshells = cfg->max_subshells > 0 ? cfg->max_subshells : PYC_MAX_SUBSHELLS_DEFAULT;
+    k->children.max = cfg->max_children > 0 ? cfg->max_children : PYC_MAX_CHILDREN_DEFAULT;
+    k->shells.max = cfg->max_subshells > 0 ? cfg->max_subshells : PYC_MAX_SUBSHELLS_DEFAULT;
     k->max_snapshots = cfg->max_snapshots > 0 ? cfg->max_snapshots : PYC_MAX_SNAPSHOTS_DEFAULT;
     k->main_thread = pthread_self();
     pthread_mutex_init(&k->parent_lock, NULL);
     pyc_outgate_init(&k->out);
     pthread_mutex_init(&k->usage_lock, NULL);
     pthread_mutex_init(&k->debugger_lock, NULL);
-    pthread_mutex_init(&k->subshells_lock, NULL);
+    pthread_mutex_init(&k->shells.lock, NULL);
     pthread_mutex_init(&k->stdin_lock, NULL);
     if (cfg->limits != NULL)
         k->limits = *cfg->limits;
@@ -84,15 +84,15 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     pyc_guard_callbacks_t gcb = pyc__guard_callbacks(k);
     k->guard = pyc_guard_new(&k->limits, &gcb, err);
     if (k->guard != NULL)
-        k->persist = pyc_persist_new(err);
-    if (k->guard == NULL || k->persist == NULL) {
+        k->store.persist = pyc_persist_new(err);
+    if (k->guard == NULL || k->store.persist == NULL) {
         pyc_kernel_destroy(&k);
         return NULL;
     }
     if (cfg->checkpoint_dir != NULL && cfg->session_id != NULL) {
-        k->checkpoint_dir = strdup(cfg->checkpoint_dir);
-        k->session_id = strdup(cfg->session_id);
-        if (k->checkpoint_dir == NULL || k->session_id == NULL) {
+        k->store.checkpoint_dir = strdup(cfg->checkpoint_dir);
+        k->store.session_id = strdup(cfg->session_id);
+        if (k->store.checkpoint_dir == NULL || k->store.session_id == NULL) {
             pyc_error_code(err, PYC_ENOMEM, "out of memory");
             pyc_kernel_destroy(&k);
             return NULL;
@@ -128,17 +128,17 @@ pyc_kernel_destroy(pyc_kernel_t **k_p)
     pyc_guard_destroy(&k->guard);
     pyc_streams_destroy(&k->streams);
     pyc_kernel_idle(k);
-    pyc_persist_destroy(&k->persist);   /* its last batch first: it writes into the two below */
-    pyc_history_close(&k->history);
+    pyc_persist_destroy(&k->store.persist);   /* its last batch first: it writes into the two below */
+    pyc_history_close(&k->store.history);
     pyc__end_children(k);
     pyc__forget_children(k);
     pyc__snapshots_end(k);
     free(k->parent);
     free(k->username_json);
     free(k->kernel_info);
-    pyc_checkpoint_destroy(&k->checkpoint);
-    free(k->checkpoint_dir);
-    free(k->session_id);
+    pyc_checkpoint_destroy(&k->store.checkpoint);
+    free(k->store.checkpoint_dir);
+    free(k->store.session_id);
     json_decref(k->replayed);
     pyc__lifelog_destroy(k);
     pyc__memory_reserve(k, false);
@@ -148,7 +148,7 @@ pyc_kernel_destroy(pyc_kernel_t **k_p)
     pyc__debugger_destroy(&k->debugger);
     pthread_mutex_destroy(&k->debugger_lock);
     pyc__end_subshells(k);
-    pthread_mutex_destroy(&k->subshells_lock);
+    pthread_mutex_destroy(&k->shells.lock);
     pthread_mutex_destroy(&k->stdin_lock);
     pyc_journal_free(&k->journal);
     free(k);
@@ -185,31 +185,32 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     pyc__debugger_forget(k->debugger);
     k->debugger = NULL;
     pthread_mutex_init(&k->debugger_lock, NULL);
-    k->subshells = k->leaving = NULL;   /* their threads are the parent's */
-    pthread_mutex_init(&k->subshells_lock, NULL);
+    k->shells.live = k->shells.leaving = NULL;   /* their threads are the parent's */
+    pthread_mutex_init(&k->shells.lock, NULL);
     pthread_mutex_init(&k->stdin_lock, NULL);
     pyc_journal_after_fork(k->journal);   /* it keeps the parent's done cells, which this session also ran */
     /* The SQLite connection must not cross fork(): forget it and start a session of our own.  The writer's
      * thread is the parent's (what it had not written yet is the parent's to write); this session has its own. */
-    pyc_fork_keep_inherited(k->history);
-    k->history = NULL;
-    k->history_tried = false;
-    pyc_fork_keep_inherited(k->persist);
-    k->history_unkicked = 0;     /* those rows are the parent's */
-    k->persist = pyc_persist_new(err);
-    if (k->persist == NULL)
+    pyc_fork_keep_inherited(k->store.history);
+    k->store.history = NULL;
+    k->store.history_tried = false;
+    pyc_fork_keep_inherited(k->store.persist);
+    k->store.history_unkicked = 0;     /* those rows are the parent's */
+    k->store.persist = pyc_persist_new(err);
+    if (k->store.persist == NULL)
         return -1;
     if (pyc_guard_restart_in_child(k->guard, err) < 0)
         return -1;
     /* A forked session checkpoints on its own, starting from every cell of its parent's. */
-    if (k->checkpoint_dir != NULL && id != NULL) {
+    if (k->store.checkpoint_dir != NULL && id != NULL) {
         pyc_error_t cerr;
         char *nid = strdup(id);
         if (nid != NULL) {
-            free(k->session_id);
-            k->session_id = nid;
+            free(k->store.session_id);
+            k->store.session_id = nid;
         }
-        if (k->checkpoint != NULL && pyc_checkpoint_fork(k->checkpoint, k->checkpoint_dir, id, &cerr) < 0)
+        if (k->store.checkpoint != NULL &&
+            pyc_checkpoint_fork(k->store.checkpoint, k->store.checkpoint_dir, id, &cerr) < 0)
             pyc_log("%s", cerr.text);
     }
     pyc_streams_abandon(&k->streams);
@@ -234,7 +235,7 @@ int
 pyc_kernel_idle(pyc_kernel_t *k)
 {
     int again_ms = -1;
-    if (k->n_children > 0 && pyc__reap_children(k))
+    if (k->children.n > 0 && pyc__reap_children(k))
         again_ms = CHILDREN_LOOK_MS;
     pyc__reap_subshells(k);
     pyc__history_kick(k, true);   /* the writer thread retries a locked history file by itself */
@@ -292,7 +293,7 @@ pyc_kernel_closing(pyc_kernel_t *k)
     /* Threads still waiting for input() or a reply end their wait. */
     atomic_store(&k->quit, 1);
     pyc__interrupt_subshells(k);
-    k->threads_left = pyc__end_subshells(k);
+    k->shells.threads_left = pyc__end_subshells(k);
     pthread_mutex_lock(&k->debugger_lock);
     k->debugger_closed = true;
     pyc__debugger_destroy(&k->debugger);
@@ -302,5 +303,5 @@ pyc_kernel_closing(pyc_kernel_t *k)
 int
 pyc_kernel_threads_left(const pyc_kernel_t *k)
 {
-    return k->threads_left;
+    return k->shells.threads_left;
 }

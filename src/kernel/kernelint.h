@@ -89,6 +89,49 @@ typedef struct pyc__cell {
     pyc_cellclock_t clock;
 } pyc__cell_t;
 
+/* The kernel's stores (storage.c; kernel.c makes and ends them; execute.c counts the rows it queues and
+ * checkpoints cells): the history and its writer, the session's checkpoint.  Main thread. */
+typedef struct pyc__store {
+    pyc_history_t *history;      /* owned; opened on first use (pyc__history); NULL when it could not be */
+    bool history_tried;
+    int history_continue;        /* the history session to write on (a restored kernel's), 0: a new one */
+    pyc_persist_t *persist;      /* owned: the thread that commits the history (persist.h) */
+    int history_unkicked;        /* rows queued since the writer was last kicked now (pyc__history_kick) */
+    pyc_checkpoint_t *checkpoint;/* owned; made on first use (pyc__checkpoint); NULL when off */
+    char *checkpoint_dir;        /* owned; NULL when checkpoints are off */
+    char *session_id;            /* owned: the checkpoint's name */
+    bool checkpoint_failed;      /* logged once */
+} pyc__store_t;
+
+/* The event log (lifelog.c; kernel.c frees it): set up by pyc_kernel_events before the first request (and
+ * again in a forked session, by its main thread), then only written through; NULL when this kernel writes
+ * none. */
+typedef struct pyc__lifelog {
+    pyc_events_t *events;        /* owned */
+    char *session;               /* owned: the session's name */
+    bool failed;                 /* a failed write was logged */
+    atomic_int close_why;        /* PYC__CLOSE_*: the first cause of the end */
+    atomic_int closed_written;   /* the closed event went out (once per process) */
+} pyc__lifelog_t;
+
+/* The subshells (subshell.c, and control.c, which interrupts their cells; kernel.c sets them up). */
+typedef struct pyc__shells {
+    pthread_mutex_t lock;        /* guards live and closed (control and shell threads) */
+    pyc__subshell_t *live;       /* owned: the live subshells, newest first */
+    pyc__subshell_t *leaving;    /* owned: deleted subshells whose threads the main thread has yet to join */
+    int threads_left;            /* subshell threads still running after the kernel's end (pyc_kernel_closing) */
+    atomic_bool closed;          /* the kernel is closing: no subshell starts any more */
+    int max;                     /* alive at once (PYC_MAX_SUBSHELLS) */
+} pyc__shells_t;
+
+/* The forked sessions (children.c; kernel.c sets them up and ends them). */
+typedef struct pyc__children {
+    pyc__child_t *list;          /* owned: live forked sessions, reaped when idle */
+    int n;
+    int epfd;                    /* owned: an epoll set of the children's pidfds (-1 until the first) */
+    int max;                     /* alive at once (PYC_MAX_CHILDREN) */
+} pyc__children_t;
+
 struct pyc_kernel {
     /* Set at creation (and again in a forked child); read by every thread. */
     pyc_io_t *io;                /* borrowed */
@@ -102,8 +145,6 @@ struct pyc_kernel {
     pthread_t main_thread;
     int (*fork_children)(void *ctx, int n, bool outlive, json_t **reports, int *index);
     void *fork_ctx;
-    int max_children;
-    int max_subshells, max_snapshots;
     int (*snapshot_take)(void *ctx, pid_t *pid, json_t **state, pyc_error_t *err);
     int (*snapshot_hand_over)(void *ctx, pid_t to, json_t *state, pyc_error_t *err);
     int (*snapshot_drop)(pid_t pid);
@@ -127,17 +168,9 @@ struct pyc_kernel {
     const pyc_msg_t *current;    /* borrowed: the request being handled (also read by the guard thread) */
     bool allow_stdin;
     char *kernel_info;           /* owned: the kernel_info_reply content, made by pyc_kernel_starting */
-    pyc_history_t *history;      /* owned; opened on first use (pyc__history); NULL when it could not be */
-    bool history_tried;
     int complete_warm;           /* 0: no complete_request yet, 1: the completer to warm when idle, 2: done */
     uint64_t complete_warm_since;/* pyc_now_ns of the last request while complete_warm is 1 */
     int complete_warm_quiet_ms;  /* the pause in the requests the warm-up waits for */
-    int history_continue;        /* the history session to write on (a restored kernel's), 0: a new one */
-    pyc_persist_t *persist;      /* owned: the thread that commits the history (persist.h) */
-    int history_unkicked;        /* rows queued since the writer was last kicked now (pyc__history_kick) */
-    pyc__child_t *children;      /* owned: live forked sessions, reaped when idle */
-    int n_children;
-    int children_epfd;           /* owned: an epoll set of the children's pidfds (-1 until the first) */
     bool just_forked;            /* this process is a child that has not finished the fork request */
     pyc__snapshot_t *snaps;      /* owned: the snapshots this kernel may restore, oldest first (snapshot.c);
                                   * changed by the main thread under usage_lock, which usage_request reads it
@@ -166,10 +199,6 @@ struct pyc_kernel {
     bool user_forked;            /* this process is a child of user code (os.fork): not a kernel */
     pyc__cell_t cell;
     void *mem_reserve;           /* address space kept back for the kernel's own C work under a memory cap */
-    pyc_checkpoint_t *checkpoint;/* owned; made on first use (pyc__checkpoint); NULL when off */
-    char *checkpoint_dir;        /* owned; NULL when checkpoints are off */
-    char *session_id;            /* owned: the checkpoint's name */
-    bool checkpoint_failed;      /* logged once */
     json_t *replayed;            /* owned: what --replay did, for kernel_info; NULL when nothing was */
 
     /* Shared between threads, each guarded as its comment says. */
@@ -187,22 +216,18 @@ struct pyc_kernel {
     pthread_mutex_t debugger_lock; /* guards debugger and debugger_closed */
     pyc__debugger_t *debugger;   /* owned; made by the control thread at the first debug_request */
     bool debugger_closed;        /* the kernel is closing: no debugger starts any more */
-    pthread_mutex_t subshells_lock; /* guards subshells and subshells_closed (control and shell threads) */
-    pyc__subshell_t *subshells;  /* owned: the live subshells, newest first */
-    pyc__subshell_t *leaving;    /* owned: deleted subshells whose threads the main thread has yet to join */
-    int threads_left;            /* subshell threads still running after the kernel's end (pyc_kernel_closing) */
-    atomic_bool subshells_closed; /* the kernel is closing: no subshell starts any more */
     pthread_mutex_t stdin_lock;  /* held through one input() exchange: one at a time on the stdin channel */
     pyc_journal_t *journal;      /* owned: recent cells for journal_request; its own lock; NULL when off */
     atomic_ullong last_output_ns; /* pyc_now_ns when the last output (pyc_outgate_counts) was sent on iopub */
 
-    /* The event log (lifelog.c): set up by pyc_kernel_events before the first request (and again in a forked
-     * session, by its main thread), then only written through; NULL when this kernel writes none. */
-    pyc_events_t *events;        /* owned */
-    char *event_session;         /* owned: the session's name */
-    bool events_failed;          /* a failed write was logged */
-    atomic_int close_why;        /* PYC__CLOSE_*: the first cause of the end */
-    atomic_int closed_written;   /* the closed event went out (once per process) */
+
+    /* Each feature's own state, read and written by the files named in its type's comment only (others go
+     * through their functions; tests/check-style.sh keeps the rule). */
+    pyc__store_t store;
+    pyc__lifelog_t lifelog;
+    pyc__shells_t shells;
+    pyc__children_t children;
+    int max_snapshots;
 };
 
 /* Why an isolated cell's process was killed by the kernel (iso_stop). */
@@ -569,6 +594,29 @@ void pyc__history_kick(pyc_kernel_t *k, bool idle);
 
 /* The session's checkpoint, made on first use; NULL when checkpoints are off or it could not be made. */
 pyc_checkpoint_t *pyc__checkpoint(pyc_kernel_t *k);
+
+/* Records a cell in the history: queued in memory now, committed by the writer thread after the reply
+ * (persist.h), so that no database work is on the request path and no lock is held while the cell runs. */
+void pyc__history_add(pyc_kernel_t *k, int count, const char *code);
+/* Appends a successful cell to the session's checkpoint; a failure is logged once. */
+void pyc__checkpoint_cell(pyc_kernel_t *k, int count, const char *code);
+/* history_request's content: the rows asked for, the ones still queued included (written out first, with
+ * the writer held off). */
+json_t *pyc__history_answer(pyc_kernel_t *k, json_t *request);
+/* Writes the queued rows now (a restore follows: they must be in the file before the ports move). */
+void pyc__history_write_out(pyc_kernel_t *k);
+/* The history session this kernel writes on (the restored one's, before the history is opened). */
+int pyc__history_session_of(pyc_kernel_t *k);
+/* The checkpoint's path when it was made (none is made here), else NULL; and whether it holds a cell. */
+const char *pyc__checkpoint_path_if_made(pyc_kernel_t *k);
+bool pyc__checkpoint_has_cells(pyc_kernel_t *k);
+/* In a restored kernel: writes on the replaced kernel's history session, and takes its checkpoint over
+ * (checkpoint: its path; held: the cells this snapshot holds). */
+void pyc__store_resumed(pyc_kernel_t *k, int history_session, const char *checkpoint, int held);
+/* The history writer around fork(2) (procfork.c): held before it, released after it in the parent, made
+ * inert in the child (its thread is the parent's). */
+enum { PYC__FORK_PREPARE, PYC__FORK_PARENT, PYC__FORK_CHILD };
+void pyc__store_fork(pyc_kernel_t *k, int phase);
 
 /* ---- procfork.c ----------------------------------------------------------------------------------------- */
 

@@ -70,10 +70,10 @@ pyc_kernel_events(pyc_kernel_t *k, const char *session, const char *dir, pyc_err
         free(name);
         return -1;
     }
-    pyc_events_destroy(&k->events);
-    free(k->event_session);
-    k->events = ev;
-    k->event_session = name;
+    pyc_events_destroy(&k->lifelog.events);
+    free(k->lifelog.session);
+    k->lifelog.events = ev;
+    k->lifelog.session = name;
     /* The head of each cell's output goes into its cell_done event when the session asked for it. */
     pyc_outgate_set_head(&k->out, k->limits.event_output);
     return 0;
@@ -84,9 +84,10 @@ static void
 emit(pyc_kernel_t *k, const char *event, json_t *fields)
 {
     pyc_error_t err;
-    if (pyc_events_append(k->events, k->event_session, (long)getpid(), event, fields, EVENT_LOCK_MS, &err) < 0 &&
-        !k->events_failed) {
-        k->events_failed = true;
+    if (pyc_events_append(k->lifelog.events, k->lifelog.session, (long)getpid(), event, fields, EVENT_LOCK_MS,
+                          &err) < 0 &&
+        !k->lifelog.failed) {
+        k->lifelog.failed = true;
         pyc_log("event log: %s (this is said once)", err.text);
     }
 }
@@ -96,15 +97,15 @@ emit(pyc_kernel_t *k, const char *event, json_t *fields)
 static void
 add_checkpoint(pyc_kernel_t *k, json_t *f, bool only_with_cells)
 {
-    pyc_checkpoint_t *cp = k->checkpoint;
-    if (f != NULL && cp != NULL && (!only_with_cells || pyc_checkpoint_has_cells(cp)))
-        json_object_set_new(f, "checkpoint", json_string(pyc_checkpoint_path(cp)));
+    const char *cp = pyc__checkpoint_path_if_made(k);
+    if (f != NULL && cp != NULL && (!only_with_cells || pyc__checkpoint_has_cells(k)))
+        json_object_set_new(f, "checkpoint", json_string(cp));
 }
 
 void
 pyc_kernel_ready(pyc_kernel_t *k)
 {
-    if (k->events == NULL)
+    if (k->lifelog.events == NULL)
         return;
     pyc__checkpoint(k);          /* made now if it was not (kernel_info_reply names it from now on anyway) */
     json_t *f = json_object();
@@ -125,7 +126,7 @@ void
 pyc__lifelog_cell(pyc_kernel_t *k, const pyc_msg_t *msg, int count, const char *outcome,
                   const pyc_outgate_stats_t *output)
 {
-    if (k->events == NULL)
+    if (k->lifelog.events == NULL)
         return;
     json_t *f = outcome == NULL ? json_pack("{s:s, s:i}", "id", msg_id(msg), "count", count)
                                 : json_pack("{s:s, s:i, s:s}", "id", msg_id(msg), "count", count, "outcome", outcome);
@@ -151,14 +152,14 @@ void
 pyc__lifelog_close_reason(pyc_kernel_t *k, int why)
 {
     int none = PYC__CLOSE_NONE;
-    atomic_compare_exchange_strong(&k->close_why, &none, why);
+    atomic_compare_exchange_strong(&k->lifelog.close_why, &none, why);
 }
 
 /* Writes the closed event with fields (borrowed; its "reason" first), once per process. */
 static void
 emit_closed(pyc_kernel_t *k, json_t *fields)
 {
-    if (k->events == NULL || atomic_exchange(&k->closed_written, 1) != 0)
+    if (k->lifelog.events == NULL || atomic_exchange(&k->lifelog.closed_written, 1) != 0)
         return;
     /* The cell that was running, if one was: what an agent needs to tie the end to its request. */
     const pyc_msg_t *cur = k->current;
@@ -171,9 +172,9 @@ emit_closed(pyc_kernel_t *k, json_t *fields)
 void
 pyc__lifelog_closed(pyc_kernel_t *k)
 {
-    if (k->events == NULL)
+    if (k->lifelog.events == NULL)
         return;
-    int why = atomic_load(&k->close_why);
+    int why = atomic_load(&k->lifelog.close_why);
     json_t *f = json_pack("{s:s}", "reason", close_names[why == PYC__CLOSE_NONE ? PYC__CLOSE_SHUTDOWN : why]);
     emit_closed(k, f);
     json_decref(f);
@@ -182,7 +183,7 @@ pyc__lifelog_closed(pyc_kernel_t *k)
 void
 pyc__lifelog_crashed(pyc_kernel_t *k, int sig, const char *traceback)
 {
-    if (k->events == NULL)
+    if (k->lifelog.events == NULL)
         return;
     char buf[32];
     const char *tb = traceback != NULL ? traceback : "";
@@ -208,22 +209,22 @@ void
 pyc__lifelog_forked(pyc_kernel_t *k, const char *name, const char *parent)
 {
     pyc_error_t err;
-    if (k->events == NULL)
+    if (k->lifelog.events == NULL)
         return;
     char *own = name_ok(name) ? strdup(name) : NULL;
     /* The parent's open file (and its lock) is shared with us: the child opens its own. */
-    if (own == NULL || pyc_events_reopen(k->events, &err) < 0) {
+    if (own == NULL || pyc_events_reopen(k->lifelog.events, &err) < 0) {
         if (own != NULL)
             pyc_log("event log: %s; this session writes no events", err.text);
         free(own);
-        pyc_events_destroy(&k->events);
+        pyc_events_destroy(&k->lifelog.events);
         return;
     }
-    free(k->event_session);
-    k->event_session = own;
-    atomic_store(&k->closed_written, 0);
-    atomic_store(&k->close_why, PYC__CLOSE_NONE);
-    k->events_failed = false;
+    free(k->lifelog.session);
+    k->lifelog.session = own;
+    atomic_store(&k->lifelog.closed_written, 0);
+    atomic_store(&k->lifelog.close_why, PYC__CLOSE_NONE);
+    k->lifelog.failed = false;
     json_t *f = json_pack("{s:s}", "forked_from", parent);
     add_checkpoint(k, f, false);
     emit(k, "ready", f);
@@ -233,13 +234,13 @@ pyc__lifelog_forked(pyc_kernel_t *k, const char *name, const char *parent)
 const char *
 pyc__lifelog_session(const pyc_kernel_t *k)
 {
-    return k->events != NULL ? k->event_session : NULL;
+    return k->lifelog.events != NULL ? k->lifelog.session : NULL;
 }
 
 void
 pyc__lifelog_destroy(pyc_kernel_t *k)
 {
-    pyc_events_destroy(&k->events);
-    free(k->event_session);
-    k->event_session = NULL;
+    pyc_events_destroy(&k->lifelog.events);
+    free(k->lifelog.session);
+    k->lifelog.session = NULL;
 }

@@ -84,7 +84,7 @@ atfork_prepare(void)
     pyc_journal_lock(k->journal);        /* after parent_lock, as the send path takes them */
     pyc_outgate_lock(&k->out);
     pthread_mutex_lock(&k->usage_lock);
-    pyc_persist_fork_prepare(k->persist);   /* the writer is not inside SQLite nor between buffer and file */
+    pyc__store_fork(k, PYC__FORK_PREPARE);
     sanitizer_lock();
 }
 
@@ -106,7 +106,7 @@ atfork_parent(void)
     if (k == NULL)
         return;
     sanitizer_unlock();
-    pyc_persist_fork_parent(k->persist);
+    pyc__store_fork(k, PYC__FORK_PARENT);
     unlock_kernel(k);
 }
 
@@ -121,7 +121,7 @@ atfork_child(void)
     if (k == NULL)
         return;
     sanitizer_unlock();
-    pyc_persist_after_fork_child(k->persist);   /* its thread is the parent's: kicks do nothing here */
+    pyc__store_fork(k, PYC__FORK_CHILD);
     unlock_kernel(k);
     if (kernel_forking) {
         atomic_store(&kernel_pid, getpid());

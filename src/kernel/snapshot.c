@@ -271,24 +271,16 @@ pyc__snapshot_restore_now(pyc_kernel_t *k)
     json_t *table = json_array();
     for (int i = 0; i < k->n_snaps; i++)
         json_array_append_new(table, record_json(&k->snaps[i], false));
-    const char *cp = k->checkpoint != NULL ? pyc_checkpoint_path(k->checkpoint) : NULL;
+    const char *cp = pyc__checkpoint_path_if_made(k);
     json_t *state = json_pack("{s:i, s:o, s:o, s:s, s:i, s:b, s:i, s:s?}", "execution_count", k->execution_count,
                               "inputs", inputs_since(s->execution_count), "snapshots", table, "name", s->name,
                               "from", (int)getpid(), "used_up", k->restore_drop, "history_session",
-                              k->history != NULL ? pyc_history_session(k->history) : k->history_continue,
+                              pyc__history_session_of(k),
                               "checkpoint", cp);
     json_object_set_new(state, "subscribers", json_integer(atomic_load(&k->subscriptions)));
     json_object_set_new(state, "held", k->held != NULL ? json_incref(k->held) : json_array());
     k->restore_drop = false;
-    pyc_history_t *h = k->history;
-    if (h != NULL) {
-        /* The cells run here stay in the history: written before the ports change hands. */
-        pyc_error_t herr;
-        pyc_persist_hold(k->persist);
-        if (pyc_history_flush(h, 1000, &herr) < 0)
-            pyc_log("%s", herr.text);
-        pyc_persist_release(k->persist);
-    }
+    pyc__history_write_out(k);     /* the cells run here stay in the history: written before the ports move */
     pyc_error_t err;
     pyc_log("restoring snapshot %s (process %ld, cell %d; %d iopub subscribers)", s->name, (long)s->pid,
             s->execution_count, atomic_load(&k->subscriptions));
@@ -333,12 +325,8 @@ pyc__snapshot_resumed(pyc_kernel_t *k, json_t *state, pid_t copy)
             lost = json_object_get(r, "not_carried");
     }
     k->execution_count = (int)json_integer_value(json_object_get(state, "execution_count"));
-    k->history_continue = (int)json_integer_value(json_object_get(state, "history_session"));
-    pyc_error_t cerr;
-    if (pyc__checkpoint(k) != NULL &&
-        pyc_checkpoint_restored(k->checkpoint, json_string_value(json_object_get(state, "checkpoint")), held,
-                                &cerr) < 0)
-        pyc_log("%s", cerr.text);
+    pyc__store_resumed(k, (int)json_integer_value(json_object_get(state, "history_session")),
+                       json_string_value(json_object_get(state, "checkpoint")), held);
     json_t *args = json_pack("[i, O]", held, json_object_get(state, "inputs"));
     json_decref(pyc_py_support_call("pyc._shell", "resume", args));
     json_decref(args);

@@ -118,8 +118,8 @@ subshell_main(void *arg)
      * the kernel's end the closer drops the queue instead.) */
     pyc_zqitem_t *it;
     pyc_kernel_t *k = s->k;
-    bool deleted = !k->subshells_closed;
-    while (!k->subshells_closed && (it = pyc_zqueue_pop(&s->q)) != NULL) {
+    bool deleted = !k->shells.closed;
+    while (!k->shells.closed && (it = pyc_zqueue_pop(&s->q)) != NULL) {
         pyc__subshell_refuse(k, it->msg, "the subshell was deleted before it answered");
         pyc_zqueue_item_free(it);
     }
@@ -142,13 +142,13 @@ take(void *ctx, pyc_msg_t *msg)
     if (!pyc__subshell_named(msg) || pyc__subshell_kernel_level(msg))
         return false;
     json_t *id = json_object_get(msg->header, "subshell_id");
-    pthread_mutex_lock(&k->subshells_lock);
-    pyc__subshell_t *s = k->subshells;
+    pthread_mutex_lock(&k->shells.lock);
+    pyc__subshell_t *s = k->shells.live;
     while (s != NULL && !(json_is_string(id) && strcmp(s->id, json_string_value(id)) == 0))
         s = s->next;
     if (s != NULL)
         pyc_zqueue_push_msg(&s->q, PYC_CHAN_SHELL, msg, "shell");
-    pthread_mutex_unlock(&k->subshells_lock);
+    pthread_mutex_unlock(&k->shells.lock);
     if (s == NULL) {
         pyc__subshell_refuse(k, msg, NULL);
         pyc_msg_destroy(&msg);
@@ -231,7 +231,7 @@ void
 pyc__on_create_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
     pyc_error_t err;
-    if (k->subshells_closed) {
+    if (k->shells.closed) {
         reply_error(k, chan, msg, "create_subshell_reply", "SubshellError", "the kernel is shutting down");
         return;
     }
@@ -268,17 +268,17 @@ pyc__on_create_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     }
     /* Made by the control thread, which blocks SIGINT and SIGTERM (app.c): the new thread inherits that, and
      * the signals stay the main thread's. */
-    pthread_mutex_lock(&k->subshells_lock);
+    pthread_mutex_lock(&k->shells.lock);
     int alive = 0;
-    for (pyc__subshell_t *o = k->subshells; o != NULL; o = o->next)
+    for (pyc__subshell_t *o = k->shells.live; o != NULL; o = o->next)
         alive++;
-    int rc = k->subshells_closed ? -1 : alive >= k->max_subshells ? -2
+    int rc = k->shells.closed ? -1 : alive >= k->shells.max ? -2
                                       : pthread_create(&s->thread, NULL, subshell_main, s);
     if (rc == 0) {
-        s->next = k->subshells;
-        k->subshells = s;
+        s->next = k->shells.live;
+        k->shells.live = s;
     }
-    pthread_mutex_unlock(&k->subshells_lock);
+    pthread_mutex_unlock(&k->shells.lock);
     if (rc == -2) {
         subshell_free(s);
         char why[160];
@@ -302,15 +302,15 @@ pyc__on_delete_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
     json_t *id = json_object_get(msg->content, "subshell_id");
     pyc__subshell_t *found = NULL;
-    pthread_mutex_lock(&k->subshells_lock);
-    for (pyc__subshell_t **p = &k->subshells; json_is_string(id) && *p != NULL; p = &(*p)->next) {
+    pthread_mutex_lock(&k->shells.lock);
+    for (pyc__subshell_t **p = &k->shells.live; json_is_string(id) && *p != NULL; p = &(*p)->next) {
         if (strcmp((*p)->id, json_string_value(id)) == 0) {
             found = *p;
             *p = found->next;
             break;
         }
     }
-    pthread_mutex_unlock(&k->subshells_lock);
+    pthread_mutex_unlock(&k->shells.lock);
     if (found == NULL) {
         char why[160];
         snprintf(why, sizeof why, "no subshell has the id %.60s", json_is_string(id) ? json_string_value(id)
@@ -321,10 +321,10 @@ pyc__on_delete_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
     /* Not joined here: control must not wait for a cell, an input() or the GIL.  The main thread joins it
      * once it has returned (pyc__reap_subshells). */
     subshell_stop(found);
-    pthread_mutex_lock(&k->subshells_lock);
-    found->next = k->leaving;
-    k->leaving = found;
-    pthread_mutex_unlock(&k->subshells_lock);
+    pthread_mutex_lock(&k->shells.lock);
+    found->next = k->shells.leaving;
+    k->shells.leaving = found;
+    pthread_mutex_unlock(&k->shells.lock);
     pyc__reply(k, chan, msg, "delete_subshell_reply", NULL, json_pack("{s:s}", "status", "ok"));
 }
 
@@ -332,18 +332,18 @@ void
 pyc__on_list_subshell(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
     json_t *ids = json_array();
-    pthread_mutex_lock(&k->subshells_lock);
-    for (pyc__subshell_t *s = k->subshells; s != NULL; s = s->next)
+    pthread_mutex_lock(&k->shells.lock);
+    for (pyc__subshell_t *s = k->shells.live; s != NULL; s = s->next)
         json_array_insert_new(ids, 0, json_string(s->id));   /* in the order they were made */
-    pthread_mutex_unlock(&k->subshells_lock);
+    pthread_mutex_unlock(&k->shells.lock);
     pyc__reply(k, chan, msg, "list_subshell_reply", NULL, json_pack("{s:s, s:o}", "status", "ok", "subshell_id", ids));
 }
 
 void
 pyc__reap_subshells(pyc_kernel_t *k)
 {
-    pthread_mutex_lock(&k->subshells_lock);
-    for (pyc__subshell_t **p = &k->leaving; *p != NULL;) {
+    pthread_mutex_lock(&k->shells.lock);
+    for (pyc__subshell_t **p = &k->shells.leaving; *p != NULL;) {
         pyc__subshell_t *s = *p;
         if (atomic_load(&s->done)) {
             *p = s->next;
@@ -353,17 +353,17 @@ pyc__reap_subshells(pyc_kernel_t *k)
             p = &s->next;
         }
     }
-    pthread_mutex_unlock(&k->subshells_lock);
+    pthread_mutex_unlock(&k->shells.lock);
 }
 
 int
 pyc__end_subshells(pyc_kernel_t *k)
 {
-    pthread_mutex_lock(&k->subshells_lock);
-    pyc__subshell_t *all = k->subshells, *leaving = k->leaving;
-    k->subshells = k->leaving = NULL;
-    k->subshells_closed = true;
-    pthread_mutex_unlock(&k->subshells_lock);
+    pthread_mutex_lock(&k->shells.lock);
+    pyc__subshell_t *all = k->shells.live, *leaving = k->shells.leaving;
+    k->shells.live = k->shells.leaving = NULL;
+    k->shells.closed = true;
+    pthread_mutex_unlock(&k->shells.lock);
     /* Each gets a second to finish its request (interrupted just before, pyc_kernel_closing): a cell blocked
      * in C (time.sleep(100)) sees no interrupt until the call returns, and the kernel does not wait for that.
      * Such a thread is left running, with its memory; the caller then ends the process without freeing what
