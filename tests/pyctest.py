@@ -503,7 +503,11 @@ class Kernel:
             # What shutdown_kernel(now=True) does (SIGKILL to the kernel's process group), then the wait for its
             # end: jupyter_client's own wait looks at the process every 100 ms, and finds it alive the first time.
             try:
-                os.killpg(os.getpgid(proc.pid), signal.SIGKILL)
+                pgid = os.getpgid(proc.pid)
+                if pgid == os.getpgid(0):
+                    proc.kill()          # a kernel in our own process group (not jupyter_client's launch)
+                else:
+                    os.killpg(pgid, signal.SIGKILL)
             except OSError:
                 proc.kill()
             try:
