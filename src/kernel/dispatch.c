@@ -147,8 +147,7 @@ pyc_kernel_handle(pyc_kernel_t *k, int chan, pyc_msg_t *msg)
     }
     /* Just after a restore: the clients' iopub sockets reconnect by themselves, a little after their shell
      * sockets may have; output published before they are back would be lost (handover.c). */
-    if (k->await_until > 0)
-        pyc__handover_await_subscribers(k);
+    pyc__handover_await_subscribers(k);
     pyc_execreq_t req;
     const pyc_execreq_t *er = decode_execute(k, msg, &req);
     if (chan == PYC_CHAN_SHELL && pyc__snapshot_before_cell(k, er) == 1) {

@@ -174,9 +174,10 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg, const pyc_execr
     json_t *code_v = req->source_v;
     const char *bad = req->refused, *code = req->code;
     const pyc_cell_limits_t cl = req->limits;
-    if (bad == NULL && k->txn && req->isolated)
+    bool in_txn = pyc__snapshot_in_transaction(k);
+    if (bad == NULL && in_txn && req->isolated)
         bad = "a cell is either isolated or a transaction, not both (an isolated cell leaves the kernel as it was)";
-    if (bad != NULL && k->txn)
+    if (bad != NULL && in_txn)
         pyc__snapshot_after_cell(k, true);     /* nothing ran: the transaction's snapshot goes */
     pyc_cellclock_start(&k->cell.clock);
     if (bad != NULL) {

@@ -90,12 +90,12 @@ bool
 pyc__handover_holds(pyc_kernel_t *k, int chan, const char *msg_type, const pyc_frame_t *idents, size_t n_idents)
 {
     /* The main thread's fields: read by it alone. */
-    if (!pthread_equal(pthread_self(), k->main_thread) || (k->restore_to <= 0 && !k->holding))
+    if (!pthread_equal(pthread_self(), k->main_thread) || (k->tt.restore_to <= 0 && !k->tt.holding))
         return false;
-    if (!k->holding) {
+    if (!k->tt.holding) {
         if (chan != PYC_CHAN_SHELL && strcmp(msg_type, "status") != 0)
             return false;        /* the request's own output, before its answer: sent as usual */
-        k->holding = true;
+        k->tt.holding = true;
     }
     return !(chan == PYC_CHAN_SHELL && n_idents > 0 && idents[0].size == 5 &&
              ((const unsigned char *)idents[0].data)[0] == 0);
@@ -111,11 +111,11 @@ pyc__handover_hold(pyc_kernel_t *k, int chan, pyc_outframe_t *f, size_t n)
             rc = -1;
         pyc_outframe_drop(&f[i]);
     }
-    if (k->held == NULL)
-        k->held = json_array();
+    if (k->tt.held == NULL)
+        k->tt.held = json_array();
     json_t *item = rc == 0 ? json_pack("{s:i, s:O}", "chan", chan, "frames", frames) : NULL;
     json_decref(frames);
-    if (item != NULL && json_array_append_new(k->held, item) == 0)
+    if (item != NULL && json_array_append_new(k->tt.held, item) == 0)
         return 0;
     pyc_log("restore: a message of the held answer could not be kept (out of memory); dropped");
     return -1;
@@ -125,10 +125,10 @@ pyc__handover_hold(pyc_kernel_t *k, int chan, pyc_outframe_t *f, size_t n)
 static bool
 subscribers_back(pyc_kernel_t *k)
 {
-    if (k->await_until <= 0)
+    if (k->tt.await_until <= 0)
         return true;
-    if (atomic_load(&k->subscriptions) >= k->await_subscribers || pyc_now_s() >= k->await_until) {
-        k->await_until = 0;
+    if (atomic_load(&k->subscriptions) >= k->tt.await_subscribers || pyc_now_s() >= k->tt.await_until) {
+        k->tt.await_until = 0;
         return true;
     }
     return false;
@@ -143,14 +143,14 @@ pyc__handover_await_subscribers(pyc_kernel_t *k)
     }
 }
 
-/* Sends the held answer (k->held): in a restored kernel to clients that are coming back (an iopub message
+/* Sends the held answer (k->tt.held): in a restored kernel to clients that are coming back (an iopub message
  * once the subscribers are, a reply once its client is, each within its bound), or at once where no restore
  * happened. */
 void
 pyc__handover_send_held(pyc_kernel_t *k, bool returning)
 {
-    json_t *held = k->held;
-    k->held = NULL;
+    json_t *held = k->tt.held;
+    k->tt.held = NULL;
     size_t i;
     json_t *item;
     json_array_foreach(held, i, item) {
@@ -170,7 +170,7 @@ pyc__handover_send_held(pyc_kernel_t *k, bool returning)
         if (returning && chan == PYC_CHAN_IOPUB)
             pyc__handover_await_subscribers(k);
         if (returning && chan == PYC_CHAN_SHELL && k->io->send_to_returning != NULL) {
-            double left = k->return_until - pyc_now_s();
+            double left = k->tt.return_until - pyc_now_s();
             k->io->send_to_returning(k->io, chan, out, n, left > 0 ? (int)(left * 1000) : 0);
         } else {
             k->io->send(k->io, chan, out, n);
@@ -222,20 +222,20 @@ pyc_kernel_take_pending(pyc_kernel_t *k)
 pyc_msg_t *
 pyc_kernel_next_forwarded(pyc_kernel_t *k)
 {
-    if (k->held != NULL)
+    if (k->tt.held != NULL)
         pyc__handover_send_held(k, true);
-    if (json_array_size(k->forwarded) > 0) {
+    if (json_array_size(k->tt.forwarded) > 0) {
         /* Their senders reconnect by themselves, within 0.1-0.2 s (ZeroMQ's reconnect interval and its
          * jitter): a reply sent before would find no one to go to. */
-        double wait = k->forward_after - pyc_now_s();
+        double wait = k->tt.forward_after - pyc_now_s();
         if (wait > 0) {
             struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
             nanosleep(&ts, NULL);
         }
     }
-    while (json_array_size(k->forwarded) > 0) {
-        json_t *frames = json_incref(json_array_get(k->forwarded, 0));
-        json_array_remove(k->forwarded, 0);
+    while (json_array_size(k->tt.forwarded) > 0) {
+        json_t *frames = json_incref(json_array_get(k->tt.forwarded, 0));
+        json_array_remove(k->tt.forwarded, 0);
         pyc_frame_t *f = NULL;
         size_t n = 0;
         unsigned char *block = unhex_frames(frames, &f, &n);
@@ -257,22 +257,22 @@ pyc_kernel_next_forwarded(pyc_kernel_t *k)
 void
 pyc__handover_resumed(pyc_kernel_t *k, json_t *state)
 {
-    json_decref(k->forwarded);
-    k->forwarded = json_incref(json_object_get(state, "forwarded"));
-    k->forward_after = pyc_now_s() + 0.3;
+    json_decref(k->tt.forwarded);
+    k->tt.forwarded = json_incref(json_object_get(state, "forwarded"));
+    k->tt.forward_after = pyc_now_s() + 0.3;
     /* The clients reconnect by themselves (ZeroMQ, within about 0.1-0.2 s; a SUB socket subscribes again
      * once its owner next polls it, which a frontend's event loop does at once): iopub messages wait, up to
      * SUBSCRIBERS_WAIT_S, until as many iopub subscribers as the replaced kernel had are back, so that none is
      * published before they listen again (subscriptions were counted from zero when the server started).
      * Only a client that went away for good makes the wait last. */
-    k->await_subscribers = (int)json_integer_value(json_object_get(state, "subscribers"));
-    k->await_until = pyc_now_s() + SUBSCRIBERS_WAIT_S;
-    k->return_until = pyc_now_s() + RETURN_WAIT_S;
+    k->tt.await_subscribers = (int)json_integer_value(json_object_get(state, "subscribers"));
+    k->tt.await_until = pyc_now_s() + SUBSCRIBERS_WAIT_S;
+    k->tt.return_until = pyc_now_s() + RETURN_WAIT_S;
     /* The answer the replaced kernel held back goes first (pyc_kernel_next_forwarded).  What this process
      * held when it was forked (a snapshot taken by a request that then asked for a restore) is not its. */
-    json_decref(k->held);
-    k->held = json_incref(json_object_get(state, "held"));
-    k->holding = false;
+    json_decref(k->tt.held);
+    k->tt.held = json_incref(json_object_get(state, "held"));
+    k->tt.holding = false;
 }
 
 void
@@ -287,9 +287,9 @@ pyc__handover_failed(pyc_kernel_t *k, json_t *state)
 void
 pyc__handover_end(pyc_kernel_t *k)
 {
-    json_decref(k->forwarded);
-    k->forwarded = NULL;
-    json_decref(k->held);
-    k->held = NULL;
-    k->holding = false;
+    json_decref(k->tt.forwarded);
+    k->tt.forwarded = NULL;
+    json_decref(k->tt.held);
+    k->tt.held = NULL;
+    k->tt.holding = false;
 }

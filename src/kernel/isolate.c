@@ -90,7 +90,7 @@ iso_child(pyc_kernel_t *k, int fd, const char *code, const pyc_py_exec_opts_t *o
     iso.fd = fd;
     k->io = &iso.io;
     k->journal = NULL;           /* the parent journals what it relays; its lock may be held at the fork */
-    k->snapshot_take = NULL;     /* a snapshot is the kernel's, never an isolated cell's (%snapshot refuses) */
+    pyc__snapshots_off(k);       /* a snapshot is the kernel's, never an isolated cell's (%snapshot refuses) */
     k->allow_stdin = false;
     /* The parent counts what it relays (relay_admitted): no cap here, not even the session's budget of
      * output between cells, which the child's copy would otherwise apply to the cell's displays. */

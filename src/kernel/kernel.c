@@ -37,10 +37,10 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     k->wake_main = cfg->wake_main;
     k->wake_ctx = cfg->wake_ctx;
     k->fork_children = cfg->fork_children;
-    k->snapshot_take = cfg->snapshot_take;
-    k->snapshot_hand_over = cfg->snapshot_hand_over;
-    k->snapshot_drop = cfg->snapshot_drop;
-    k->snapshot_ctx = cfg->snapshot_ctx;
+    k->tt.snapshot_take = cfg->snapshot_take;
+    k->tt.snapshot_hand_over = cfg->snapshot_hand_over;
+    k->tt.snapshot_drop = cfg->snapshot_drop;
+    k->tt.snapshot_ctx = cfg->snapshot_ctx;
     /* Automatic snapshots before each cell (README, "Time travel"): how many are kept, and how much memory
      * they may hold together.  Bad values are logged and leave them off (or without a budget). */
     const char *v = getenv("PYC_SNAPSHOTS");
@@ -49,17 +49,17 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     if (v != NULL && v[0] != '\0' && (end == NULL || *end != '\0' || n < 0 || n > 1000))
         pyc_log("PYC_SNAPSHOTS=%s: not a count from 0 to 1000; automatic snapshots are off", v);
     else
-        k->auto_snapshots = (int)n;
+        k->tt.auto_snapshots = (int)n;
     v = getenv("PYC_SNAPSHOT_MEMORY");
     size_t budget = 0;
     pyc_error_t uerr;
     if (v != NULL && v[0] != '\0' && pyc_units_bytes(v, &budget, &uerr) < 0)
         pyc_log("PYC_SNAPSHOT_MEMORY: %s; the automatic snapshots have no memory budget", uerr.text);
-    k->snapshot_budget = budget;
+    k->tt.snapshot_budget = budget;
     k->fork_ctx = cfg->fork_ctx;
     k->children.max = cfg->max_children > 0 ? cfg->max_children : PYC_MAX_CHILDREN_DEFAULT;
     k->shells.max = cfg->max_subshells > 0 ? cfg->max_subshells : PYC_MAX_SUBSHELLS_DEFAULT;
-    k->max_snapshots = cfg->max_snapshots > 0 ? cfg->max_snapshots : PYC_MAX_SNAPSHOTS_DEFAULT;
+    k->tt.max_snapshots = cfg->max_snapshots > 0 ? cfg->max_snapshots : PYC_MAX_SNAPSHOTS_DEFAULT;
     k->main_thread = pthread_self();
     pthread_mutex_init(&k->parent_lock, NULL);
     pyc_outgate_init(&k->out);
@@ -73,8 +73,8 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
         pyc_limits_init(&k->limits);
     pyc_outgate_set_session_caps(&k->out, k->limits.output_bytes, k->limits.output_messages);
     /* Under a memory cap, the automatic snapshots' own pages are bounded by it unless a budget is given. */
-    if (k->snapshot_budget == 0 && k->limits.memory > 0)
-        k->snapshot_budget = (unsigned long long)k->limits.memory;
+    if (k->tt.snapshot_budget == 0 && k->limits.memory > 0)
+        k->tt.snapshot_budget = (unsigned long long)k->limits.memory;
     k->hard_exit = cfg->hard_exit;
     k->hard_exit_ctx = cfg->hard_exit_ctx;
     k->flush_io = cfg->flush_io;
@@ -178,8 +178,8 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     pyc__forget_children(k);
     /* The parent's snapshots are its own (a restored snapshot gets its table from the restorer). */
     pyc__snapshots_end(k);
-    k->restore_to = 0;
-    k->txn = false;     /* the parent's children are not ours */
+    k->tt.restore_to = 0;
+    k->tt.txn = false;     /* the parent's children are not ours */
     /* The parent's debugger thread does not exist here (its memory is left as it is); the control thread of
      * the parent may have held the lock at the fork. */
     pyc__debugger_forget(k->debugger);

@@ -132,6 +132,39 @@ typedef struct pyc__children {
     int max;                     /* alive at once (PYC_MAX_CHILDREN) */
 } pyc__children_t;
 
+/* Time travel: the snapshots, restores, transactions and the hand-over of a restore (snapshot.c and
+ * handover.c; kernel.c sets it up and ends it).  Main thread, but for snaps as its comment says. */
+typedef struct pyc__tt {
+    /* The program's (kernel.h's pyc_kernel_config_t): NULL take when snapshots are off. */
+    int (*snapshot_take)(void *ctx, pid_t *pid, json_t **state, pyc_error_t *err);
+    int (*snapshot_hand_over)(void *ctx, pid_t to, json_t *state, pyc_error_t *err);
+    int (*snapshot_drop)(pid_t pid);
+    void *snapshot_ctx;
+    int max_snapshots;
+    pyc__snapshot_t *snaps;      /* owned: the snapshots this kernel may restore, oldest first (snapshot.c);
+                                  * changed by the main thread under usage_lock, which usage_request reads it
+                                  * under */
+    int n_snaps;
+    int snap_seq;                /* numbers the snapshots taken without a name */
+    int restore_to;              /* 1 + the entry to restore once the request being handled ends; 0 */
+    pid_t restore_pid;           /* its process, which finds it again then (entries may have moved) */
+    char *restore_error;         /* owned: why the last restore failed, for the list; NULL */
+    json_t *restored;            /* owned: which snapshot this kernel was restored from, and when; NULL */
+    int await_subscribers;       /* after a restore: the subscribers the replaced kernel had, which requests */
+    double await_until;          /* wait for (pyc_now_s() clock) until they are back or this time is past */
+    double return_until;         /* after a restore: until when a held reply waits for its client's return */
+    bool holding;                /* a restore follows: the main thread's messages wait in held (handover.c) */
+    json_t *held;                /* owned: the answer held back, [{"chan", "frames" (hex)}], or NULL */
+    int auto_snapshots;          /* automatic snapshots before each cell kept at most (PYC_SNAPSHOTS; 0: off) */
+    unsigned long long snapshot_budget; /* bytes the automatic ones may hold together (PYC_SNAPSHOT_MEMORY) */
+    bool txn;                    /* the cell being run is a transaction, whose snapshot is txn_name */
+    char txn_name[256];
+    bool restore_drop;           /* the snapshot being restored is used up (a transaction's): no copy kept */
+    char *take_after;            /* owned: the name of a snapshot to take once the request is answered; NULL */
+    json_t *forwarded;           /* owned: shell requests the replaced kernel got during a restore, as frames */
+    double forward_after;        /* pyc_now_s() time before which they are not answered */
+} pyc__tt_t;
+
 struct pyc_kernel {
     /* Set at creation (and again in a forked child); read by every thread. */
     pyc_io_t *io;                /* borrowed */
@@ -145,10 +178,6 @@ struct pyc_kernel {
     pthread_t main_thread;
     int (*fork_children)(void *ctx, int n, bool outlive, json_t **reports, int *index);
     void *fork_ctx;
-    int (*snapshot_take)(void *ctx, pid_t *pid, json_t **state, pyc_error_t *err);
-    int (*snapshot_hand_over)(void *ctx, pid_t to, json_t *state, pyc_error_t *err);
-    int (*snapshot_drop)(pid_t pid);
-    void *snapshot_ctx;
     pyc_limits_t limits;
     void (*hard_exit)(void *ctx, int code);
     void *hard_exit_ctx;
@@ -172,28 +201,6 @@ struct pyc_kernel {
     uint64_t complete_warm_since;/* pyc_now_ns of the last request while complete_warm is 1 */
     int complete_warm_quiet_ms;  /* the pause in the requests the warm-up waits for */
     bool just_forked;            /* this process is a child that has not finished the fork request */
-    pyc__snapshot_t *snaps;      /* owned: the snapshots this kernel may restore, oldest first (snapshot.c);
-                                  * changed by the main thread under usage_lock, which usage_request reads it
-                                  * under */
-    int n_snaps;
-    int snap_seq;                /* numbers the snapshots taken without a name */
-    int restore_to;              /* 1 + the entry to restore once the request being handled ends; 0 */
-    pid_t restore_pid;           /* its process, which finds it again then (entries may have moved) */
-    char *restore_error;         /* owned: why the last restore failed, for the list; NULL */
-    json_t *restored;            /* owned: which snapshot this kernel was restored from, and when; NULL */
-    int await_subscribers;       /* after a restore: the subscribers the replaced kernel had, which requests */
-    double await_until;          /* wait for (pyc_now_s() clock) until they are back or this time is past */
-    double return_until;         /* after a restore: until when a held reply waits for its client's return */
-    bool holding;                /* a restore follows: the main thread's messages wait in held (handover.c) */
-    json_t *held;                /* owned: the answer held back, [{"chan", "frames" (hex)}], or NULL */
-    int auto_snapshots;          /* automatic snapshots before each cell kept at most (PYC_SNAPSHOTS; 0: off) */
-    unsigned long long snapshot_budget; /* bytes the automatic ones may hold together (PYC_SNAPSHOT_MEMORY) */
-    bool txn;                    /* the cell being run is a transaction, whose snapshot is txn_name */
-    char txn_name[256];
-    bool restore_drop;           /* the snapshot being restored is used up (a transaction's): no copy kept */
-    char *take_after;            /* owned: the name of a snapshot to take once the request is answered; NULL */
-    json_t *forwarded;           /* owned: shell requests the replaced kernel got during a restore, as frames */
-    double forward_after;        /* pyc_now_s() time before which they are not answered */
     bool flushed_at_end;         /* the handler published the output streams after the last user code it
                                   * ran (execute): the flush before idle is not needed */
     bool user_forked;            /* this process is a child of user code (os.fork): not a kernel */
@@ -227,7 +234,7 @@ struct pyc_kernel {
     pyc__lifelog_t lifelog;
     pyc__shells_t shells;
     pyc__children_t children;
-    int max_snapshots;
+    pyc__tt_t tt;
 };
 
 /* Why an isolated cell's process was killed by the kernel (iso_stop). */
@@ -422,6 +429,10 @@ json_t *pyc__snapshot_usage(pyc_kernel_t *k);
  * PYC_SNAPSHOTS is set), then keeps the automatic ones within their bounds.  Returns 1 in the snapshot once
  * restored (the caller drops the request: it was the restorer's), else 0. */
 int pyc__snapshot_before_cell(pyc_kernel_t *k, const pyc_execreq_t *req);
+/* Whether the cell being run is a transaction (pyc__snapshot_before_cell took its snapshot). */
+bool pyc__snapshot_in_transaction(const pyc_kernel_t *k);
+/* In an isolated cell's process: no snapshot may be taken there (they are the kernel's). */
+void pyc__snapshots_off(pyc_kernel_t *k);
 /* After a transaction's cell: drops its snapshot when the cell succeeded ("committed"), or asks for its
  * restore once the reply is out ("rolled_back"); NULL when the cell was no transaction. */
 const char *pyc__snapshot_after_cell(pyc_kernel_t *k, bool ok);

@@ -33,8 +33,8 @@
 static int
 find(const pyc_kernel_t *k, const char *name)
 {
-    for (int i = 0; i < k->n_snaps; i++) {
-        if (strcmp(k->snaps[i].name, name) == 0)
+    for (int i = 0; i < k->tt.n_snaps; i++) {
+        if (strcmp(k->tt.snaps[i].name, name) == 0)
             return i;
     }
     return -1;
@@ -45,10 +45,10 @@ static void
 forget(pyc_kernel_t *k, int i)
 {
     pthread_mutex_lock(&k->usage_lock);
-    free(k->snaps[i].name);
-    json_decref(k->snaps[i].not_carried);
-    memmove(&k->snaps[i], &k->snaps[i + 1], (size_t)(k->n_snaps - i - 1) * sizeof k->snaps[0]);
-    k->n_snaps--;
+    free(k->tt.snaps[i].name);
+    json_decref(k->tt.snaps[i].not_carried);
+    memmove(&k->tt.snaps[i], &k->tt.snaps[i + 1], (size_t)(k->tt.n_snaps - i - 1) * sizeof k->tt.snaps[0]);
+    k->tt.n_snaps--;
     pthread_mutex_unlock(&k->usage_lock);
 }
 
@@ -58,10 +58,10 @@ add(pyc_kernel_t *k, const char *name, pid_t pid, int count, double taken, bool 
 {
     char *n = strdup(name);
     pthread_mutex_lock(&k->usage_lock);
-    pyc__snapshot_t *grown = n != NULL ? realloc(k->snaps, (size_t)(k->n_snaps + 1) * sizeof *grown) : NULL;
+    pyc__snapshot_t *grown = n != NULL ? realloc(k->tt.snaps, (size_t)(k->tt.n_snaps + 1) * sizeof *grown) : NULL;
     if (grown != NULL) {
-        k->snaps = grown;
-        k->snaps[k->n_snaps++] = (pyc__snapshot_t){n, pid, count, taken, automatic,
+        k->tt.snaps = grown;
+        k->tt.snaps[k->tt.n_snaps++] = (pyc__snapshot_t){n, pid, count, taken, automatic,
                                                    not_carried != NULL ? not_carried : json_array()};
     }
     pthread_mutex_unlock(&k->usage_lock);
@@ -78,8 +78,8 @@ static unsigned long long
 held_bytes(const pyc_kernel_t *k)
 {
     unsigned long long total = 0, uss;
-    for (int i = 0; i < k->n_snaps; i++) {
-        if (pyc_proc_private(k->snaps[i].pid, &uss) == 0)
+    for (int i = 0; i < k->tt.n_snaps; i++) {
+        if (pyc_proc_private(k->tt.snaps[i].pid, &uss) == 0)
             total += uss;
     }
     return total;
@@ -89,7 +89,7 @@ json_t *
 pyc__snapshot_usage(pyc_kernel_t *k)
 {
     pthread_mutex_lock(&k->usage_lock);
-    int n = k->n_snaps;
+    int n = k->tt.n_snaps;
     unsigned long long total = held_bytes(k);
     pthread_mutex_unlock(&k->usage_lock);
     return json_pack("{s:i, s:I}", "count", n, "bytes", (json_int_t)total);
@@ -112,8 +112,8 @@ record_json(const pyc__snapshot_t *s, bool with_memory)
 static void
 prune(pyc_kernel_t *k)
 {
-    for (int i = 0; i < k->n_snaps;) {
-        if (kill(k->snaps[i].pid, 0) < 0 || pyc_proc_start(k->snaps[i].pid) == 0)
+    for (int i = 0; i < k->tt.n_snaps;) {
+        if (kill(k->tt.snaps[i].pid, 0) < 0 || pyc_proc_start(k->tt.snaps[i].pid) == 0)
             forget(k, i);
         else
             i++;
@@ -125,8 +125,8 @@ pyc__snapshot_list(pyc_kernel_t *k)
 {
     prune(k);
     json_t *a = json_array();
-    for (int i = 0; i < k->n_snaps; i++)
-        json_array_append_new(a, record_json(&k->snaps[i], true));
+    for (int i = 0; i < k->tt.n_snaps; i++)
+        json_array_append_new(a, record_json(&k->tt.snaps[i], true));
     return a;
 }
 
@@ -136,8 +136,8 @@ pyc__snapshot_drop(pyc_kernel_t *k, const char *name)
     int i = find(k, name);
     if (i < 0)
         return -1;
-    if (k->snapshot_drop != NULL)
-        k->snapshot_drop(k->snaps[i].pid);
+    if (k->tt.snapshot_drop != NULL)
+        k->tt.snapshot_drop(k->tt.snaps[i].pid);
     forget(k, i);
     return 0;
 }
@@ -158,7 +158,7 @@ static const char *
 snapshot_name(pyc_kernel_t *k, const char *name, bool automatic, char *buf, size_t cap, pyc_error_t *err)
 {
     if (name == NULL || name[0] == '\0') {
-        snprintf(buf, cap, "%s%d", automatic ? "auto-" : "snapshot-", ++k->snap_seq);
+        snprintf(buf, cap, "%s%d", automatic ? "auto-" : "snapshot-", ++k->tt.snap_seq);
         return buf;
     }
     if (strlen(name) > 200) {
@@ -174,9 +174,9 @@ static int
 named_room(pyc_kernel_t *k, const char *name, pyc_error_t *err)
 {
     int named = 0;
-    for (int i = 0; i < k->n_snaps; i++)
-        named += !k->snaps[i].automatic;
-    if (find(k, name) >= 0 || named < k->max_snapshots)
+    for (int i = 0; i < k->tt.n_snaps; i++)
+        named += !k->tt.snaps[i].automatic;
+    if (find(k, name) >= 0 || named < k->tt.max_snapshots)
         return 0;
     return pyc_error_code(err, PYC_EINVAL, "%d snapshots taken by name are held, the most this kernel keeps "
                           "(PYC_MAX_SNAPSHOTS): drop one first (%%snapshot -d NAME, or the pyc.snapshot comm's "
@@ -187,7 +187,7 @@ int
 pyc__snapshot_take(pyc_kernel_t *k, const char *name, bool automatic, json_t **answer, pyc_error_t *err)
 {
     *answer = NULL;
-    if (k->snapshot_take == NULL)
+    if (k->tt.snapshot_take == NULL)
         return pyc_error_code(err, PYC_EINVAL, "this kernel cannot take snapshots");
     char autoname[64];
     if ((name = snapshot_name(k, name, automatic, autoname, sizeof autoname, err)) == NULL)
@@ -208,7 +208,7 @@ pyc__snapshot_take(pyc_kernel_t *k, const char *name, bool automatic, json_t **a
     pid_t pid = -1;
     json_t *state = NULL;
     pyc__checkpoint(k);          /* made now, so that a restored snapshot shares it (its token) */
-    int rc = k->snapshot_take(k->snapshot_ctx, &pid, &state, err);
+    int rc = k->tt.snapshot_take(k->tt.snapshot_ctx, &pid, &state, err);
     if (rc != 0)
         json_decref(lost);
     if (rc < 0)
@@ -221,11 +221,11 @@ pyc__snapshot_take(pyc_kernel_t *k, const char *name, bool automatic, json_t **a
     }
     double taken = (double)time(NULL);
     if (add(k, name, pid, k->execution_count, taken, automatic, lost) < 0) {
-        if (k->snapshot_drop != NULL)
-            k->snapshot_drop(pid);
+        if (k->tt.snapshot_drop != NULL)
+            k->tt.snapshot_drop(pid);
         return pyc_error_code(err, PYC_ENOMEM, "out of memory");
     }
-    *answer = record_json(&k->snaps[k->n_snaps - 1], false);
+    *answer = record_json(&k->tt.snaps[k->tt.n_snaps - 1], false);
     return 0;
 }
 
@@ -237,57 +237,57 @@ pyc__snapshot_request_restore(pyc_kernel_t *k, const char *name, pyc_error_t *er
     char *end = NULL;
     long back = name != NULL && name[0] == '-' ? strtol(name, &end, 10) : 0;
     if (back < 0 && end != NULL && *end == '\0')
-        i = k->n_snaps + (int)back;       /* -1: the newest */
+        i = k->tt.n_snaps + (int)back;       /* -1: the newest */
     else if (name != NULL)
         i = find(k, name);
-    if (i < 0 || i >= k->n_snaps)
+    if (i < 0 || i >= k->tt.n_snaps)
         return pyc_error_code(err, PYC_EINVAL, "no snapshot %s (%d taken)",
-                              name != NULL ? name : "", k->n_snaps);
-    k->restore_to = i + 1;
-    k->restore_pid = k->snaps[i].pid;
+                              name != NULL ? name : "", k->tt.n_snaps);
+    k->tt.restore_to = i + 1;
+    k->tt.restore_pid = k->tt.snaps[i].pid;
     return 0;
 }
 
 void
 pyc__snapshot_restore_now(pyc_kernel_t *k)
 {
-    k->holding = false;
+    k->tt.holding = false;
     /* The entry asked for, found again by its process: the request may have dropped or taken snapshots since
      * (bound_automatic, a name taken again), which moves the entries. */
     int at = -1;
-    for (int i = 0; k->restore_to > 0 && i < k->n_snaps; i++) {
-        if (k->snaps[i].pid == k->restore_pid)
+    for (int i = 0; k->tt.restore_to > 0 && i < k->tt.n_snaps; i++) {
+        if (k->tt.snaps[i].pid == k->tt.restore_pid)
             at = i;
     }
-    k->restore_to = 0;
+    k->tt.restore_to = 0;
     if (at < 0) {
         pyc_log("restore: the snapshot asked for was dropped before the request ended; nothing restored");
-        free(k->restore_error);
-        k->restore_error = strdup("the snapshot asked for was dropped before the restore");
+        free(k->tt.restore_error);
+        k->tt.restore_error = strdup("the snapshot asked for was dropped before the restore");
         pyc__handover_send_held(k, false);
         return;
     }
-    pyc__snapshot_t *s = &k->snaps[at];
+    pyc__snapshot_t *s = &k->tt.snaps[at];
     json_t *table = json_array();
-    for (int i = 0; i < k->n_snaps; i++)
-        json_array_append_new(table, record_json(&k->snaps[i], false));
+    for (int i = 0; i < k->tt.n_snaps; i++)
+        json_array_append_new(table, record_json(&k->tt.snaps[i], false));
     const char *cp = pyc__checkpoint_path_if_made(k);
     json_t *state = json_pack("{s:i, s:o, s:o, s:s, s:i, s:b, s:i, s:s?}", "execution_count", k->execution_count,
                               "inputs", inputs_since(s->execution_count), "snapshots", table, "name", s->name,
-                              "from", (int)getpid(), "used_up", k->restore_drop, "history_session",
+                              "from", (int)getpid(), "used_up", k->tt.restore_drop, "history_session",
                               pyc__history_session_of(k),
                               "checkpoint", cp);
     json_object_set_new(state, "subscribers", json_integer(atomic_load(&k->subscriptions)));
-    json_object_set_new(state, "held", k->held != NULL ? json_incref(k->held) : json_array());
-    k->restore_drop = false;
+    json_object_set_new(state, "held", k->tt.held != NULL ? json_incref(k->tt.held) : json_array());
+    k->tt.restore_drop = false;
     pyc__history_write_out(k);     /* the cells run here stay in the history: written before the ports move */
     pyc_error_t err;
     pyc_log("restoring snapshot %s (process %ld, cell %d; %d iopub subscribers)", s->name, (long)s->pid,
             s->execution_count, atomic_load(&k->subscriptions));
-    if (k->snapshot_hand_over(k->snapshot_ctx, s->pid, state, &err) < 0) {
+    if (k->tt.snapshot_hand_over(k->tt.snapshot_ctx, s->pid, state, &err) < 0) {
         pyc_log("restore of %s failed: %s", s->name, err.text);
-        free(k->restore_error);
-        k->restore_error = strdup(err.text);
+        free(k->tt.restore_error);
+        k->tt.restore_error = strdup(err.text);
         pyc__handover_failed(k, state);     /* serving again: the answer and what was forwarded are ours */
     }
     json_decref(state);
@@ -300,12 +300,12 @@ pyc__snapshot_resumed(pyc_kernel_t *k, json_t *state, pid_t copy)
     int held = k->execution_count;
     json_t *lost = NULL;
     if (copy > 0 && json_is_true(json_object_get(state, "used_up"))) {
-        if (k->snapshot_drop != NULL)
-            k->snapshot_drop(copy);
+        if (k->tt.snapshot_drop != NULL)
+            k->tt.snapshot_drop(copy);
         copy = -1;
     }
-    while (k->n_snaps > 0)
-        forget(k, k->n_snaps - 1);
+    while (k->tt.n_snaps > 0)
+        forget(k, k->tt.n_snaps - 1);
     size_t i;
     json_t *r;
     json_array_foreach(json_object_get(state, "snapshots"), i, r) {
@@ -330,8 +330,8 @@ pyc__snapshot_resumed(pyc_kernel_t *k, json_t *state, pid_t copy)
     json_t *args = json_pack("[i, O]", held, json_object_get(state, "inputs"));
     json_decref(pyc_py_support_call("pyc._shell", "resume", args));
     json_decref(args);
-    json_decref(k->restored);
-    k->restored = json_pack("{s:s?, s:i, s:i, s:f, s:O?}", "name", name, "execution_count", held, "from",
+    json_decref(k->tt.restored);
+    k->tt.restored = json_pack("{s:s?, s:i, s:i, s:f, s:O?}", "name", name, "execution_count", held, "from",
                             (int)json_integer_value(json_object_get(state, "from")), "at", (double)time(NULL),
                             "not_carried", lost);
     for (size_t j = 0; j < json_array_size(lost); j++)
@@ -347,10 +347,10 @@ list_answer(pyc_kernel_t *k)
 {
     json_t *r = json_pack("{s:s, s:o, s:i}", "status", "ok", "snapshots", pyc__snapshot_list(k), "pid",
                           (int)getpid());
-    if (k->restored != NULL)
-        json_object_set(r, "restored", k->restored);
-    if (k->restore_error != NULL)
-        json_object_set_new(r, "restore_error", json_string(k->restore_error));
+    if (k->tt.restored != NULL)
+        json_object_set(r, "restored", k->tt.restored);
+    if (k->tt.restore_error != NULL)
+        json_object_set_new(r, "restore_error", json_string(k->tt.restore_error));
     return r;
 }
 
@@ -358,7 +358,7 @@ list_answer(pyc_kernel_t *k)
 static json_t *
 restore_answer(const pyc_kernel_t *k)
 {
-    const pyc__snapshot_t *s = &k->snaps[k->restore_to - 1];
+    const pyc__snapshot_t *s = &k->tt.snaps[k->tt.restore_to - 1];
     return json_pack("{s:s, s:s, s:i, s:i, s:O}", "status", "ok", "restoring", s->name, "pid", (int)s->pid,
                      "execution_count", s->execution_count, "not_carried", s->not_carried);
 }
@@ -412,43 +412,43 @@ pyc__on_snapshot(pyc_kernel_t *k, const pyc_msg_t *msg)
     pyc__publish(k, msg, "comm_close", json_pack("{s:s, s:{}}", "comm_id", comm_id, "data"));
 }
 
-/* The automatic snapshots, oldest first, are dropped until at most k->auto_snapshots are left and together
- * they hold at most k->snapshot_budget bytes (0: no budget); the newest is always kept. */
+/* The automatic snapshots, oldest first, are dropped until at most k->tt.auto_snapshots are left and together
+ * they hold at most k->tt.snapshot_budget bytes (0: no budget); the newest is always kept. */
 static void
 bound_automatic(pyc_kernel_t *k)
 {
     for (;;) {
         int n = 0, oldest = -1;
         unsigned long long bytes = 0, uss;
-        for (int i = 0; i < k->n_snaps; i++) {
-            if (!k->snaps[i].automatic)
+        for (int i = 0; i < k->tt.n_snaps; i++) {
+            if (!k->tt.snaps[i].automatic)
                 continue;
             n++;
             if (oldest < 0)
                 oldest = i;
-            if (k->snapshot_budget > 0 && pyc_proc_private(k->snaps[i].pid, &uss) == 0)
+            if (k->tt.snapshot_budget > 0 && pyc_proc_private(k->tt.snaps[i].pid, &uss) == 0)
                 bytes += uss;
         }
-        bool over = n > k->auto_snapshots || (k->snapshot_budget > 0 && bytes > k->snapshot_budget);
+        bool over = n > k->tt.auto_snapshots || (k->tt.snapshot_budget > 0 && bytes > k->tt.snapshot_budget);
         if (n <= 1 || !over)
             return;
-        if (k->snapshot_budget > 0)
+        if (k->tt.snapshot_budget > 0)
             pyc_log("snapshots: dropping %s (%d automatic hold %llu MiB; at most %d and %llu MiB)",
-                    k->snaps[oldest].name, n, bytes >> 20, k->auto_snapshots, k->snapshot_budget >> 20);
-        pyc__snapshot_drop(k, k->snaps[oldest].name);
+                    k->tt.snaps[oldest].name, n, bytes >> 20, k->tt.auto_snapshots, k->tt.snapshot_budget >> 20);
+        pyc__snapshot_drop(k, k->tt.snaps[oldest].name);
     }
 }
 
 int
 pyc__snapshot_before_cell(pyc_kernel_t *k, const pyc_execreq_t *req)
 {
-    k->txn = false;
+    k->tt.txn = false;
     /* Nothing for a request that will not run (refused: nothing to undo) or runs silently. */
-    if (k->snapshot_take == NULL || k->aborting || req == NULL || req->refused != NULL || req->silent)
+    if (k->tt.snapshot_take == NULL || k->aborting || req == NULL || req->refused != NULL || req->silent)
         return 0;
     json_t *snap = req->snapshot;
     bool txn = req->transaction;
-    bool automatic = k->auto_snapshots > 0 && req->store_history;
+    bool automatic = k->tt.auto_snapshots > 0 && req->store_history;
     if (!txn && !automatic && snap == NULL)
         return 0;
     /* Automatic only when nothing else asked for it: a transaction's or the request's own is not dropped by
@@ -471,8 +471,8 @@ pyc__snapshot_before_cell(pyc_kernel_t *k, const pyc_execreq_t *req)
         pyc_log("snapshot before the cell: %s%s", err.text, txn ? " (the transaction cannot be undone)" : "");
         return 0;
     }
-    k->txn = txn;
-    snprintf(k->txn_name, sizeof k->txn_name, "%s", name);
+    k->tt.txn = txn;
+    snprintf(k->tt.txn_name, sizeof k->tt.txn_name, "%s", name);
     bound_automatic(k);
     return 0;
 }
@@ -480,19 +480,19 @@ pyc__snapshot_before_cell(pyc_kernel_t *k, const pyc_execreq_t *req)
 const char *
 pyc__snapshot_after_cell(pyc_kernel_t *k, bool ok)
 {
-    if (!k->txn)
+    if (!k->tt.txn)
         return NULL;
-    k->txn = false;
+    k->tt.txn = false;
     if (ok) {
-        pyc__snapshot_drop(k, k->txn_name);
+        pyc__snapshot_drop(k, k->tt.txn_name);
         return "committed";
     }
     pyc_error_t err;
-    if (pyc__snapshot_request_restore(k, k->txn_name, &err) < 0) {
+    if (pyc__snapshot_request_restore(k, k->tt.txn_name, &err) < 0) {
         pyc_log("transaction: %s", err.text);
         return "failed";
     }
-    k->restore_drop = true;          /* the transaction's snapshot is used up by its rollback */
+    k->tt.restore_drop = true;          /* the transaction's snapshot is used up by its rollback */
     return "rolled_back";
 }
 
@@ -502,7 +502,7 @@ pyc__kernel_call(void *ctx, const char *op, json_t *args)
     pyc_kernel_t *k = ctx;
     const char *name = json_string_value(json_object_get(args, "name"));
     pyc_error_t err = {0};
-    if (!pthread_equal(pthread_self(), k->main_thread) || k->snapshot_take == NULL)
+    if (!pthread_equal(pthread_self(), k->main_thread) || k->tt.snapshot_take == NULL)
         return json_pack("{s:s, s:s}", "status", "error", "evalue",
                          "snapshots are taken and restored from the kernel's main shell only");
     if (strcmp(op, "snapshot.list") == 0)
@@ -511,8 +511,8 @@ pyc__kernel_call(void *ctx, const char *op, json_t *args)
         char autoname[64];
         if ((name = snapshot_name(k, name, false, autoname, sizeof autoname, &err)) != NULL &&
             named_room(k, name, &err) == 0) {
-            free(k->take_after);
-            k->take_after = strdup(name);
+            free(k->tt.take_after);
+            k->tt.take_after = strdup(name);
             return json_pack("{s:s, s:s}", "status", "ok", "name", name);
         }
     } else if (strcmp(op, "snapshot.drop") == 0) {
@@ -532,11 +532,11 @@ int
 pyc__snapshot_after_request(pyc_kernel_t *k)
 {
     /* The cell just run wrote pages the newest automatic snapshot now holds alone: the bounds again. */
-    if (k->auto_snapshots > 0 && k->n_snaps > 1)
+    if (k->tt.auto_snapshots > 0 && k->tt.n_snaps > 1)
         bound_automatic(k);
-    if (k->take_after != NULL) {
-        char *name = k->take_after;
-        k->take_after = NULL;
+    if (k->tt.take_after != NULL) {
+        char *name = k->tt.take_after;
+        k->tt.take_after = NULL;
         json_t *answer = NULL;
         pyc_error_t err;
         int rc = pyc__snapshot_take(k, name, false, &answer, &err);
@@ -547,7 +547,7 @@ pyc__snapshot_after_request(pyc_kernel_t *k)
         if (rc == 1)
             return 1;
     }
-    if (k->restore_to > 0)
+    if (k->tt.restore_to > 0)
         pyc__snapshot_restore_now(k);
     return 0;
 }
@@ -555,16 +555,28 @@ pyc__snapshot_after_request(pyc_kernel_t *k)
 void
 pyc__snapshots_end(pyc_kernel_t *k)
 {
-    while (k->n_snaps > 0)
-        forget(k, k->n_snaps - 1);
-    free(k->snaps);
-    k->snaps = NULL;
-    k->n_snaps = 0;
-    free(k->restore_error);
-    k->restore_error = NULL;
-    free(k->take_after);
-    k->take_after = NULL;
-    json_decref(k->restored);
-    k->restored = NULL;
+    while (k->tt.n_snaps > 0)
+        forget(k, k->tt.n_snaps - 1);
+    free(k->tt.snaps);
+    k->tt.snaps = NULL;
+    k->tt.n_snaps = 0;
+    free(k->tt.restore_error);
+    k->tt.restore_error = NULL;
+    free(k->tt.take_after);
+    k->tt.take_after = NULL;
+    json_decref(k->tt.restored);
+    k->tt.restored = NULL;
     pyc__handover_end(k);
+}
+
+bool
+pyc__snapshot_in_transaction(const pyc_kernel_t *k)
+{
+    return k->tt.txn;
+}
+
+void
+pyc__snapshots_off(pyc_kernel_t *k)
+{
+    k->tt.snapshot_take = NULL;
 }
