@@ -4,8 +4,9 @@ Reads every library of the build and the objects of its two programs (pyc-kernel
 with nm, ties each object's undefined symbols to the object that defines them, and fails on:
 
 1. an edge between libraries against their order: libpyccrypto and libpycsha256 at the bottom, then
-   libpyccommon, then libpycpidcache, libpycpy, libpycclient and libpycgateway (which use only those below
-   them, never each other), then libpyckernel, then the programs (which no library uses);
+   libpyccommon, then libpycpidcache, libpycpy, libpycclient, libpycgateway, libpycserver, libpycstore and
+   libpyclimits (which use only those below them, never each other), then libpyckernel, then the programs
+   (which no library uses);
 2. any circle between objects (a strongly connected component of more than one object): within a library or
    a program, the files form a tree of layers, so that each can be read, tested and changed knowing only
    what is below it.
@@ -30,6 +31,9 @@ RANKS = {
     "libpycpy.a": 2,
     "libpycclient.a": 2,
     "libpycgateway.a": 2,
+    "libpycserver.a": 2,
+    "libpycstore.a": 2,
+    "libpyclimits.a": 2,
     "libpyckernel.a": 3,
 }
 #: The programs' objects (not libraries): each program's folder in the build, its rank above every library.

@@ -29,7 +29,7 @@
 # PYC_* settings that mean something in a gateway kernel (README, "Configuration" and "Limits and outcomes"):
 #
 #   limits         PYC_IDLE_TIMEOUT PYC_LIFETIME PYC_SHUTDOWN_GRACE PYC_CELL_TIMEOUT PYC_CELL_GRACE
-#                  PYC_OUTPUT_LIMIT PYC_OUTPUT_MESSAGES PYC_MEMORY_LIMIT   (src/kernel/limit.c)
+#                  PYC_OUTPUT_LIMIT PYC_OUTPUT_MESSAGES PYC_MEMORY_LIMIT   (src/limits/limit.c)
 #   session        PYC_HISTORY_FILE PYC_MAX_CHILDREN PYC_PICKLE_MAX_BYTES PYC_IPYTHON PYC_NO_STARTUP
 #                  PYC_NO_JEDI PYC_REPLY_PACE_US PYC_HUGEPAGES
 #   checkpoints    PYC_CHECKPOINT PYC_CHECKPOINT_DIR PYC_CHECKPOINT_MAX_CELL PYC_CHECKPOINT_MAX_BYTES

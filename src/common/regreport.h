@@ -1,6 +1,6 @@
 /*
  * regreport.h -- the report of the startup handshake (messaging protocol 5.6, JEP 66), both ends: the kernel
- * writes it (src/kernel/register.c), and the two registration services pyc has read it and answer with the
+ * writes it (src/server/register.c), and the two registration services pyc has read it and answer with the
  * ACK: `pyc new` (cli/handshake.c, over its own ZMTP) and the gateway launcher (src/gateway/, over libzmq).
  *
  * The report is [<IDS|MSG>, HMAC of the content, content] with content

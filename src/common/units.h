@@ -1,6 +1,6 @@
 /*
  * units.h -- durations and sizes as people write them ("90", "250ms", "5m", "24h"; "4096", "512K", "2G"),
- * and counts ("64"), parsed the one way both programs read them: the kernel's limits (src/kernel/limit.c, from
+ * and counts ("64"), parsed the one way both programs read them: the kernel's limits (src/limits/limit.c, from
  * its options and PYC_* variables) and the limit flags of `pyc new`, which checks them before it starts a
  * kernel so that a bad value is a usage error rather than a kernel that will not start.
  *

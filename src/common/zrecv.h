@@ -1,7 +1,7 @@
 /*
  * zrecv.h -- one message taken from a libzmq socket without blocking, its frames kept up to a bound.  For the
  * two ends of the startup handshake that speak through libzmq: the kernel waiting for its ACK
- * (src/kernel/register.c) and the gateway launcher waiting for the kernel's report (src/gateway/launcher.c).
+ * (src/server/register.c) and the gateway launcher waiting for the kernel's report (src/gateway/launcher.c).
  * (`pyc new` speaks ZMTP itself, cli/handshake.c, and does not link this.)
  */
 #ifndef PYC_ZRECV_H
