@@ -504,10 +504,10 @@ class Kernel:
             # end: jupyter_client's own wait looks at the process every 100 ms, and finds it alive the first time.
             try:
                 pgid = os.getpgid(proc.pid)
-                if pgid == os.getpgid(0):
-                    proc.kill()          # a kernel in our own process group (not jupyter_client's launch)
+                if pgid == proc.pid:
+                    os.killpg(pgid, signal.SIGKILL)     # the group jupyter_client's launch gave the kernel
                 else:
-                    os.killpg(pgid, signal.SIGKILL)
+                    proc.kill()          # a kernel in a group that is not its own: only it
             except OSError:
                 proc.kill()
             try:

@@ -124,16 +124,20 @@ guard_stuck(void *ctx, int why)
                                            json_string_value(ev)));
     json_object_set_new(err, "traceback", tb);
     char notice[512];
-    if (pyc_outgate_notice(&s->out, notice, sizeof notice) > 0)
+    if (!s->cell_silent && pyc_outgate_notice(&s->out, notice, sizeof notice) > 0)
         pyc__publish(k, msg, "stream", json_pack("{s:s, s:s}", "name", "stderr", "text", notice));
-    publish_error_within_cap(s, msg, err);
+    if (!s->cell_silent)
+        publish_error_within_cap(s, msg, err);
     pyc_outcome_t o = {.outcome = pyc_outcome_of_limit(why), .interrupted = true, .why = why,
                        .kernel_ending = atomic_load(&k->quit) != 0, .output = pyc_outgate_stats(&s->out)};
     pyc_cellclock_read(&s->clock, &o.wall, &o.cpu);
+    /* As for any failed cell: with stop_on_error, the execute requests queued behind it are aborted. */
+    pyc_zqitem_t *aborted = s->cell_stop_on_error && !s->cell_silent ? abort_take(s) : NULL;
     pyc__reply(k, PYC_CHAN_SHELL, msg, "execute_reply", subshell_metadata("error", &o),
                pyc__execute_error_content(err, s->execution_count, NULL, NULL));
     json_decref(err);
     pyc__status(k, msg, "idle");
+    abort_answer(s, aborted);
     atomic_store(&s->stuck_answered, true);
 }
 
@@ -164,9 +168,13 @@ pyc__subcell_execute(pyc__subshell_t *s, const pyc_msg_t *msg)
         bad = "a subshell cannot take a snapshot or run a transaction (only the main shell forks): send it "
               "without subshell_id";
     if (bad != NULL) {
-        json_t *content = pyc__bad_request(bad);
-        json_object_set_new(content, "execution_count", json_integer(s->execution_count));
-        pyc__reply(k, PYC_CHAN_SHELL, msg, "execute_reply", pyc__reply_metadata("error"), content);
+        /* As the main shell answers a request it cannot run: BadRequest, and the whole metadata.pyc. */
+        json_t *error = json_pack("{s:s, s:s, s:[o]}", "ename", "BadRequest", "evalue", bad, "traceback",
+                                  json_sprintf("BadRequest: %s", bad));
+        pyc_outcome_t o = {.outcome = "bad_request", .kernel_ending = atomic_load(&k->quit) != 0};
+        pyc__reply(k, PYC_CHAN_SHELL, msg, "execute_reply", subshell_metadata("error", &o),
+                   pyc__execute_error_content(error, s->execution_count, NULL, NULL));
+        json_decref(error);
         return;
     }
     bool silent = req.silent, stop_on_error = req.stop_on_error;
@@ -185,11 +193,16 @@ pyc__subcell_execute(pyc__subshell_t *s, const pyc_msg_t *msg)
     opts.cell_token = atomic_fetch_add(&next_cell_token, 1);
     s->cell_timeout = req.limits.timeout;
     s->cell_cpu = req.limits.cpu;
+    s->cell_silent = silent;
+    s->cell_stop_on_error = stop_on_error;
     pyc_cellclock_start(&s->clock);
     atomic_store(&s->cell_token, opts.cell_token);
     pyc_outgate_set(&s->out, true, req.limits.output_bytes, req.limits.output_messages);
     pyc_guard_cell_begin(s->guard, req.limits.timeout, req.limits.cpu);
     pyc_py_execute_subshell(req.code, &opts, &res);
+    if (k->user_forked)
+        pyc__user_fork_exit(k);  /* a child of os.fork() in the cell, back from it: not a subshell (and its
+                                  * guard's lock and thread are the parent's) */
     atomic_store(&s->cell_token, 0);
     int why = PYC_GUARD_NONE;
     if (!pyc_guard_cell_end(s->guard, &why)) {
@@ -204,8 +217,6 @@ pyc__subcell_execute(pyc__subshell_t *s, const pyc_msg_t *msg)
         json_decref(res.payload);
         return;
     }
-    if (k->user_forked)
-        pyc__user_fork_exit(k);  /* a child of os.fork() in the cell, back from it: not a subshell */
     /* An interrupt reached the cell: a limit's, or an interrupt_request's (the subshell's cell raised it). */
     const char *ename = res.ok ? NULL : json_string_value(json_object_get(res.error, "ename"));
     bool interrupted = why != PYC_GUARD_NONE || (ename != NULL && strcmp(ename, "KeyboardInterrupt") == 0);

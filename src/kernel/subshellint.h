@@ -28,6 +28,7 @@ struct pyc__subshell {
     atomic_bool stuck_answered;  /* guard_stuck has sent the reply and the idle of the running request */
     pyc_cellclock_t clock;       /* the running cell's */
     double cell_timeout, cell_cpu;
+    bool cell_silent, cell_stop_on_error;   /* the running cell's request asked for these */
 
     /* Its thread only. */
     int execution_count;

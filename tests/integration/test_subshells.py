@@ -285,9 +285,13 @@ def test_a_subshell_refuses_what_only_the_main_shell_can_do(fresh_kernel, how):
         msg["metadata"]["pyc"] = how["metadata"]
     kc.shell_channel.send(msg)
     mid = msg["header"]["msg_id"]
-    reply = replies(kc, [mid])[mid][0]["content"]
+    whole = replies(kc, [mid])[mid][0]
+    reply = whole["content"]
     assert reply["status"] == "error" and reply["ename"] == "BadRequest", reply
     assert "main shell" in reply["evalue"]
+    # answered as the main shell answers a request it cannot run
+    assert whole["metadata"]["pyc"]["outcome"] == "bad_request" and whole["metadata"]["pyc"]["state"] == "intact"
+    assert reply["user_expressions"] == {} and reply["payload"] == []
     check = execute(kc, "print('ran' in globals())", sub)
     text = "".join(m["content"]["text"] for m in iopub_of(kc, check) if m["msg_type"] == "stream")
     assert text == "False\n"
@@ -364,17 +368,19 @@ def test_a_stuck_subshell_cell_is_answered_and_the_kernel_goes_on():
     (time.sleep on a thread other than the main one is not cut short) is answered at the end of its grace with
     the limit's error, and the kernel goes on -- unlike a stuck main-shell cell, whose thread is the kernel's
     own; the subshell answers its next request once that cell has ended, and the cell's own result is never
-    sent."""
+    sent; with stop_on_error, what was queued behind it is aborted."""
     with pyctest.Kernel("pyc", env={"PYC_CELL_TIMEOUT": "1", "PYC_CELL_GRACE": "1"}) as k:
         kc = k.kc
         sub = create(kc)
         stuck = execute(kc, "import time\ntime.sleep(4)\nprint('woke')", sub)
-        t0 = time.monotonic()
-        reply = replies(kc, [stuck], timeout=30)[stuck][0]
-        assert time.monotonic() - t0 < 3.5            # at the deadline and its grace, not when the sleep ends
+        queued = execute(kc, "print('queued')", sub)       # behind it: aborted, as after any failed cell
+        got = replies(kc, [stuck, queued], timeout=30)
+        reply = got[stuck][0]
+        assert got[queued][0]["content"]["status"] == "aborted", got[queued][0]["content"]
         content, pmd = reply["content"], reply["metadata"]["pyc"]
         assert content["ename"] == "CellTimeout" and "goes on in the subshell" in content["evalue"], content
         assert pmd["outcome"] == "timeout" and pmd["state"] == "intact" and not pmd["kernel_ending"], pmd
+        assert pmd["wall_time"] < 4          # answered at the deadline and its grace, before the sleep ended
         main = execute(kc, "print('main shell')")
         assert replies(kc, [main])[main][0]["content"]["status"] == "ok"
         after = execute(kc, "print('after')", sub)
