@@ -27,12 +27,13 @@ first_line_is(const char *code, const char *magic)
            (code[n] == '\n' || code[n] == ' ' || code[n] == '\0' || code[n] == '\r');
 }
 
-/* The text after code's first line ("" when it has only one). */
+/* The text after code's first line: its end ("") when it has only one, so that what is left still points into
+ * code (execreq.h: code points into source; the fuzz target checks it). */
 static const char *
 after_first_line(const char *code)
 {
     const char *nl = strchr(code, '\n');
-    return nl != NULL ? nl + 1 : "";
+    return nl != NULL ? nl + 1 : code + strlen(code);
 }
 
 /* metadata.pyc.isolate, then a first line %%isolate [SECONDS]: sets r->isolated, r->isolate_timeout and moves

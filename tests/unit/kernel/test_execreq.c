@@ -125,6 +125,14 @@ test_magics(void **state)
     assert_true(r.isolated);
     assert_true(r.isolate_timeout == 0);
     assert_string_equal(r.code, "");
+    assert_ptr_equal(r.code, r.source + strlen(r.source));    /* still inside the request's text */
+    release(keep);
+
+    /* A magic line alone: nothing left to run, and the code still points into the source (found by
+     * fuzz_execreq). */
+    assert_int_equal(decode(&r, "{\"code\": \"%%transaction\"}", NULL, keep), 0);
+    assert_true(r.transaction);
+    assert_ptr_equal(r.code, r.source + strlen(r.source));
     release(keep);
 
     assert_int_equal(decode(&r, "{\"code\": \"%%transaction\\ny = 2\"}", NULL, keep), 0);
