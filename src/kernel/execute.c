@@ -143,12 +143,10 @@ ok_reply_text(int count, const pyc_py_exec_result_t *res, const pyc_outcome_t *o
     return 0;
 }
 
-/* Publishes a cell's error within what its output cap leaves (pyc_outcome_error_within), counted by the gate;
- * nothing when the message cap is spent or not even the error's name fits.  error is not changed. */
-static void
-publish_error_within_cap(pyc_kernel_t *k, const pyc_msg_t *msg, json_t *error)
+void
+pyc__publish_error_within_cap(pyc_kernel_t *k, pyc_outgate_t *gate, const pyc_msg_t *msg, json_t *error)
 {
-    json_t *shown = pyc_outgate_can_send(&k->out) ? pyc_outcome_error_within(error, pyc_outgate_room(&k->out)) : NULL;
+    json_t *shown = pyc_outgate_can_send(gate) ? pyc_outcome_error_within(error, pyc_outgate_room(gate)) : NULL;
     if (shown == NULL)
         return;
     size_t len = 0;
@@ -159,7 +157,7 @@ publish_error_within_cap(pyc_kernel_t *k, const pyc_msg_t *msg, json_t *error)
     char *line = NULL;
     if (ename != NULL && asprintf(&line, "%s: %s\n", ename, evalue != NULL ? evalue : "") < 0)
         line = NULL;
-    pyc_outgate_count(&k->out, len, line, line != NULL ? strlen(line) : 0);
+    pyc_outgate_count(gate, len, line, line != NULL ? strlen(line) : 0);
     free(line);
     json_decref(shown);
     if (text != NULL)
@@ -303,7 +301,7 @@ pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg, const pyc_execr
          * not even its name fits; the reply carries it in any case, cut as a capped cell's error is. */
         size_t room = pyc_outgate_room(&k->out);
         if (!silent)
-            publish_error_within_cap(k, msg, res.error);
+            pyc__publish_error_within_cap(k, &k->out, msg, res.error);
         json_t *fit = pyc_outcome_fit_error(res.error, room);
         json_decref(res.error);
         res.error = fit;
@@ -473,7 +471,7 @@ guard_stuck(void *ctx, int why)
         if (!k->cell.silent) {
             if (pyc_outgate_notice(&k->out, notice, sizeof notice) > 0)
                 pyc__publish(k, msg, "stream", json_pack("{s:s, s:s}", "name", "stderr", "text", notice));
-            publish_error_within_cap(k, msg, err);
+            pyc__publish_error_within_cap(k, &k->out, msg, err);
         }
         json_t *md = pyc__reply_metadata("error");
         double wall, cpu;

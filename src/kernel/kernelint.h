@@ -346,6 +346,12 @@ void pyc__stream_publish(void *ctx, int which, const char *text, size_t n);
 /* An execute_request on the main shell, decoded once by dispatch (req: its decoding, refusal included). */
 void pyc__on_execute(pyc_kernel_t *k, int chan, const pyc_msg_t *msg, const pyc_execreq_t *req);
 
+/* Publishes a cell's error within what the output cap of gate (the main shell's, &k->out, or a subshell's)
+ * leaves (pyc_outcome_error_within), counted by that gate, its last line kept in the gate's head; nothing when
+ * the message cap is spent or not even the error's name fits (the reply carries it in any case).  error is
+ * not changed. */
+void pyc__publish_error_within_cap(pyc_kernel_t *k, pyc_outgate_t *gate, const pyc_msg_t *msg, json_t *error);
+
 /* The guard's callbacks for this kernel (they run on the guard thread). */
 pyc_guard_callbacks_t pyc__guard_callbacks(pyc_kernel_t *k);
 

@@ -59,21 +59,6 @@ subshell_metadata(const char *status, const pyc_outcome_t *o)
     return md;
 }
 
-/* Publishes a cell's error within what the subshell's output cap leaves, counted; nothing when the message
- * cap is spent or not even the error's name fits (the reply still carries it). */
-static void
-publish_error_within_cap(pyc__subshell_t *s, const pyc_msg_t *msg, json_t *error)
-{
-    json_t *shown = pyc_outgate_can_send(&s->out) ? pyc_outcome_error_within(error, pyc_outgate_room(&s->out))
-                                                  : NULL;
-    if (shown == NULL)
-        return;
-    char *text = json_dumps(shown, JSON_COMPACT);
-    pyc_outgate_count(&s->out, text != NULL ? strlen(text) : 0, NULL, 0);
-    free(text);
-    pyc__publish(s->k, msg, "error", shown);
-}
-
 /* The end of a cell's output: what its thread's streams still hold goes out under the cap, then the cap's
  * notice when output was dropped, then the count stops. */
 static void
@@ -127,7 +112,7 @@ guard_stuck(void *ctx, int why)
     if (!s->cell_silent && pyc_outgate_notice(&s->out, notice, sizeof notice) > 0)
         pyc__publish(k, msg, "stream", json_pack("{s:s, s:s}", "name", "stderr", "text", notice));
     if (!s->cell_silent)
-        publish_error_within_cap(s, msg, err);
+        pyc__publish_error_within_cap(s->k, &s->out, msg, err);
     pyc_outcome_t o = {.outcome = pyc_outcome_of_limit(why), .interrupted = true, .why = why,
                        .kernel_ending = atomic_load(&k->quit) != 0, .output = pyc_outgate_stats(&s->out)};
     pyc_cellclock_read(&s->clock, &o.wall, &o.cpu);
@@ -241,7 +226,7 @@ pyc__subcell_execute(pyc__subshell_t *s, const pyc_msg_t *msg)
          * carries it cut as a capped cell's error is. */
         size_t room = pyc_outgate_room(&s->out);
         if (!silent)
-            publish_error_within_cap(s, msg, res.error);
+            pyc__publish_error_within_cap(s->k, &s->out, msg, res.error);
         json_t *fit = pyc_outcome_fit_error(res.error, room);
         json_decref(res.error);
         res.error = fit;
