@@ -196,19 +196,36 @@ def test_cp_session_to_session(two):
     assert pyc("run", b, "arr.shape, renamed", check=EXIT_OK).stdout == "((3, 4), {'k': [1, 2]})\n"
 
 
-def test_cp_of_buffers_larger_than_a_frame(two, tmp_path):
-    """A buffer over 256 MiB goes to the destination kernel in frames of 256 MiB, the largest a kernel takes
-    before it has checked the key: session to session, and a file of 300 MB to a session."""
+@pytest.mark.parametrize(
+    "frame_max, nbytes",
+    [
+        # the test command: frames of 1 MiB (pyc cp's PYC_MAX_MESSAGE_BYTES, the smallest frame it cuts)
+        pytest.param(1 << 20, (7 << 20) // 2, id="1MiB-frames"),
+        # check-slow: the real frame, 256 MiB, and a buffer of 300 MB
+        pytest.param(None, 300 << 20, id="256MiB-frames", marks=pytest.mark.slow),
+    ],
+)
+def test_cp_of_buffers_larger_than_a_frame(two, sessions, tmp_path, frame_max, nbytes):
+    """A buffer over the largest frame (256 MiB, the largest a kernel takes before it has checked the key, or
+    less when PYC_MAX_MESSAGE_BYTES says so) goes to the destination kernel in frames of that size: session to
+    session, and from a file to a session.  The destination takes no larger frame (its own
+    PYC_MAX_MESSAGE_BYTES): one would end the connection, and the copy would fail."""
     a, b = two
-    pyc("run", a, "big = np.arange((300 << 20) // 8, dtype=np.int64)", check=EXIT_OK)
-    pyc("cp", "%s:big" % a, "%s:" % b, check=EXIT_OK, timeout=120)
+    env = None
+    if frame_max:
+        env = pyctest.child_env(PYC_MAX_MESSAGE_BYTES=str(frame_max))
+        b = unique_name()
+        pyc("new", b, check=EXIT_OK, env=env)
+        sessions.adopt(b)
+    pyc("run", a, "big = np.arange(%d // 8, dtype=np.int64)" % nbytes, check=EXIT_OK)
+    pyc("cp", "%s:big" % a, "%s:" % b, check=EXIT_OK, timeout=120, env=env)
     assert pyc("run", b, "big.nbytes, int(big[-1]), big.flags.writeable", check=EXIT_OK).stdout == \
-        "(%d, %d, True)\n" % (300 << 20, (300 << 20) // 8 - 1)
+        "(%d, %d, True)\n" % (nbytes, nbytes // 8 - 1)
     f = tmp_path / "big.pkl"
     pyc("run", a, "import pickle\nwith open(%r, 'wb') as fh: pickle.dump(big, fh, protocol=5)\ndel big" % str(f),
         check=EXIT_OK)
-    assert f.stat().st_size > 300 << 20
-    pyc("cp", str(f), "%s:fromfile" % b, check=EXIT_OK, timeout=120)
+    assert f.stat().st_size > nbytes
+    pyc("cp", str(f), "%s:fromfile" % b, check=EXIT_OK, timeout=120, env=env)
     assert pyc("run", b, "ok = bool((fromfile == big).all())\ndel big, fromfile\nok", check=EXIT_OK).stdout == "True\n"
 
 

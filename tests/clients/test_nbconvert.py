@@ -173,10 +173,12 @@ def execute_example(source, tmp_path, cell_timeout):
     return nbformat.read(str(nb_path), as_version=4)
 
 
+@pytest.mark.slow
 def test_nbconvert_execute_ecosystem(tmp_path):
     """examples/ecosystem.ipynb: IPython.display, magics, %autoreload, plotly, sympy, rich, altair,
     scikit-learn and asyncio, through nbconvert, without an error (a copy runs: it writes a module beside
-    itself)."""
+    itself).  In check-slow: its imports alone take some 15 s of CPU, and README's first Quick start command
+    runs the same notebook through nbconvert."""
     nb = execute_example(ECOSYSTEM, tmp_path, 120)
     outputs = {c.source.splitlines()[0]: c.outputs for c in nb.cells if c.cell_type == "code"}
     errors = [o for outs in outputs.values() for o in outs if o.output_type == "error"]

@@ -16,7 +16,6 @@ import pyctest
 from pyctest import assert_alive, eval_value, execute, get_reply, request, rss_mb, stream_text, validate
 
 np = pytest.importorskip("numpy")
-pd = pytest.importorskip("pandas")
 
 sys.path.insert(0, os.path.join(pyctest.PYC_SRCDIR, "cli", "python"))
 import pyc_client  # noqa: E402
@@ -196,6 +195,8 @@ def test_numpy_50mb_round_trip(pkc):
 
 
 def test_dataframe_round_trip(pkc):
+    # imported here, not at collection, where every pytest-xdist worker would pay for it
+    pd = pytest.importorskip("pandas")
     df = pd.DataFrame({
         "i": np.arange(1000, dtype=np.int64),
         "f": np.linspace(0, 1, 1000),
@@ -273,6 +274,7 @@ def test_whole_namespace_get_skips_unpicklable(pkc):
         ns = pyc_client.get(pkc)
     assert ns["ns_int"] == 42
     assert np.array_equal(ns["ns_arr"], np.arange(6).reshape(2, 3))
+    pd = pytest.importorskip("pandas")
     pd.testing.assert_frame_equal(ns["ns_df"], pd.DataFrame({"a": [1, 2]}))
     for name in ("ns_lambda", "ns_gen", "ns_file", "ns_func", "_ns_private", "ns_module", "np", "hashlib"):
         assert name not in ns, name
@@ -438,14 +440,29 @@ def test_tampered_answer_refused_by_client(pkc, monkeypatch):
     assert ei.value.ename == "IntegrityError"
 
 
-def test_a_put_larger_than_a_frame_travels_in_frames(pkc, kc2):
-    """A buffer over FRAME_MAX (256 MiB) goes in a put as frames of at most 256 MiB, the largest a kernel takes
-    from a peer before it has checked the key (test_hardening.py); the kernel joins
-    them and checks the digests of the whole buffers.  Through put and the relay of copy, with a 300 MB
-    buffer; the documented path between two kernels, the direct one, moves 1 GiB."""
-    a = np.random.default_rng(11).random((300 << 20) // 8)
-    frames, counts = pyc_client._split(pyc_client._dumps(a))
-    assert counts == [1, 2] and max(memoryview(f).nbytes for f in frames) == 256 << 20
+# The frames' logic at two scales: in the test command, with frames of 1 MiB (this process's
+# PYC_MAX_MESSAGE_BYTES, the smallest frame a put cuts), and in check-slow at the real one, 256 MiB frames, a
+# 300 MB put and 1 GiB between two kernels, whose copies and digests alone take some 20 s of CPU here.
+FRAME_SCALES = [
+    pytest.param(1 << 20, (7 << 20) // 2, 1 << 20, id="1MiB-frames"),
+    pytest.param(None, 300 << 20, 1 << 30, id="256MiB-frames", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("frame_max, put_bytes, direct_bytes", FRAME_SCALES)
+def test_a_put_larger_than_a_frame_travels_in_frames(pkc, kc2, monkeypatch, frame_max, put_bytes, direct_bytes):
+    """A buffer over the largest frame (FRAME_MAX, 256 MiB, or less when PYC_MAX_MESSAGE_BYTES says so) goes in
+    a put as frames of at most that size, the largest a kernel takes from a peer before it has checked the key
+    (test_hardening.py); the kernel joins them and checks the digests of the whole buffers.  Through put and
+    the relay of copy; the documented path between two kernels, the direct one, moves a larger buffer (1 GiB
+    at full scale)."""
+    if frame_max is not None:
+        monkeypatch.setenv("PYC_MAX_MESSAGE_BYTES", str(frame_max))
+    largest = frame_max or (256 << 20)
+    a = np.random.default_rng(11).random(put_bytes // 8)
+    frames, counts = pyc_client._split(pyc_client._dumps(a), pyc_client._frame_max())
+    assert counts == [1, -(-a.nbytes // largest)] and counts[1] >= 2, counts
+    assert max(memoryview(f).nbytes for f in frames) == largest
     reply = pyc_client.put(pkc, "framed", a, timeout=BIG_TIMEOUT)
     assert reply["nbytes"] >= a.nbytes
     assert kernel_digest(pkc, "framed") == digest(a)
@@ -454,10 +471,10 @@ def test_a_put_larger_than_a_frame_travels_in_frames(pkc, kc2):
     assert relayed["path"] == "relay" and kernel_digest(kc2, "framed") == digest(a)
     del a, frames
     run_ok(kc2, "del framed")
-    run_ok(pkc, "del framed; gig = np.ones((1 << 30) // 8)")
+    run_ok(pkc, "del framed; gig = np.ones(%d // 8)" % direct_bytes)
     direct = pyc_client.copy(pkc, "gig", kc2, timeout=BIG_TIMEOUT)
-    assert direct["path"] == "direct" and direct["nbytes"] >= 1 << 30
-    assert eval_value(kc2, "gig.nbytes, float(gig.sum())") == "(%d, %r)" % (1 << 30, float((1 << 30) // 8))
+    assert direct["path"] == "direct" and direct["nbytes"] >= direct_bytes
+    assert eval_value(kc2, "gig.nbytes, float(gig.sum())") == "(%d, %r)" % (direct_bytes, float(direct_bytes // 8))
     run_ok(pkc, "del gig")
     run_ok(kc2, "del gig")
 
