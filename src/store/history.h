@@ -103,6 +103,11 @@ json_t *pyc_history_request(pyc_history_t *self, json_t *content);
 typedef struct sqlite3 sqlite3;
 json_t *pyc__history_query(sqlite3 *db, int session, json_t *content);
 
+/* A history_reply holds at most PYC_HISTORY_REPLY_ENTRIES entries (PYC_HISTORY_REPLY_MAX sets another) and
+ * about PYC_HISTORY_REPLY_BYTES of their text; a reply cut to them says so in "pyc": {"truncated": true, ...}. */
+#define PYC_HISTORY_REPLY_ENTRIES ((size_t)10000)
+#define PYC_HISTORY_REPLY_BYTES ((size_t)16 << 20)
+
 /* The default path: $PYC_HISTORY_FILE if set, else <jupyter data dir>/pyc/history.sqlite where the data dir is
  * $JUPYTER_DATA_DIR, else $XDG_DATA_HOME/jupyter, else $HOME/.local/share/jupyter.  Writes into out.
  *

@@ -31,6 +31,12 @@ typedef struct request {
     bool has_n, has_stop;
     json_int_t n, session, start, stop;
     const char *pattern;
+    /* The reply's bound (a history file may hold years of cells, and a search without n asks for all that
+     * match): at most max_entries entries and max_bytes of their text (the first entry whatever its size); the
+     * newest entries are kept for tail and search, the first ones of a range.  truncated says an entry was left
+     * out. */
+    size_t max_entries, max_bytes, bytes;
+    bool truncated;
 } request_t;
 
 /* A new error reply; the sentence names the field.  Returns NULL only out of memory. */
@@ -187,10 +193,18 @@ text_json(const unsigned char *s, size_t len)
  * source_raw, source, output; r->raw chooses the source.  Returns 0, -1 on a database error (the message is
  * sqlite3_errmsg), -2 out of memory. */
 static int
-collect(sqlite3_stmt *st, const request_t *r, json_t *hist)
+collect(sqlite3_stmt *st, request_t *r, json_t *hist)
 {
     int rc, col = r->raw ? 2 : 3;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        /* The first entry is always given, whatever its size (a tail of 1 of a huge cell). */
+        size_t len = (size_t)sqlite3_column_bytes(st, col) + (r->output ? (size_t)sqlite3_column_bytes(st, 4) : 0);
+        if (json_array_size(hist) >= r->max_entries || (r->bytes > 0 && len > r->max_bytes - r->bytes) ||
+            r->bytes >= r->max_bytes) {
+            r->truncated = true;
+            return 0;
+        }
+        r->bytes += len > 0 ? len : 1;
         const unsigned char *src = sqlite3_column_text(st, col);
         json_t *source = text_json(src != NULL ? src : (const unsigned char *)"",
                                    (size_t)sqlite3_column_bytes(st, col));
@@ -215,7 +229,7 @@ collect(sqlite3_stmt *st, const request_t *r, json_t *hist)
 /* Prepares sql, binds the integers args[0..nargs-1] to ?1.. in order, skipping ?text_at, where the pattern goes
  * when text_at > 0; runs it and appends to hist.  Returns as collect. */
 static int
-query(sqlite3 *db, const char *sql, const request_t *r, const sqlite3_int64 *args, int nargs, int text_at,
+query(sqlite3 *db, const char *sql, request_t *r, const sqlite3_int64 *args, int nargs, int text_at,
       json_t *hist)
 {
     sqlite3_stmt *st = NULL;
@@ -252,7 +266,7 @@ reverse(json_t *arr)
 
 /* Fills hist for r.  Returns as collect. */
 static int
-answer(sqlite3 *db, sqlite3_int64 current, const request_t *r, json_t *hist)
+answer(sqlite3 *db, sqlite3_int64 current, request_t *r, json_t *hist)
 {
     int rc;
     switch (r->access) {
@@ -327,6 +341,13 @@ pyc__history_query(sqlite3 *db, int session, json_t *content)
     json_t *e = parse_request(content, &r);
     if (e != NULL)
         return e;
+    r.max_entries = PYC_HISTORY_REPLY_ENTRIES;
+    r.max_bytes = PYC_HISTORY_REPLY_BYTES;
+    r.bytes = 0;
+    r.truncated = false;
+    const char *v = getenv("PYC_HISTORY_REPLY_MAX");
+    if (v != NULL && v[0] != '\0' && strtoll(v, NULL, 10) > 0)
+        r.max_entries = (size_t)strtoll(v, NULL, 10);
     json_t *hist = json_array();
     if (hist == NULL)
         return NULL;
@@ -339,5 +360,8 @@ pyc__history_query(sqlite3 *db, int session, json_t *content)
         json_decref(hist);
         return error_reply("HistoryError", "history: %s", sqlite3_errmsg(db));
     }
+    if (r.truncated)
+        return json_pack("{s:s, s:o, s:{s:b, s:I, s:I}}", "status", "ok", "history", hist, "pyc", "truncated", 1,
+                         "max_entries", (json_int_t)r.max_entries, "max_bytes", (json_int_t)r.max_bytes);
     return json_pack("{s:s, s:o}", "status", "ok", "history", hist);
 }

@@ -4,6 +4,7 @@ cannot be parsed -- each written to fail on the kernel before the fix.  The test
 against ipykernel too (PYC_TEST_ARGV); the others are marked pyc-only.
 """
 
+import importlib.util as importlib_util
 import os
 import signal
 import subprocess
@@ -13,7 +14,7 @@ import time
 import pytest
 
 import pyctest
-from pyctest import UNDER_ASAN, execute, ipykernel_falls_short, pyc_only, rss_mb, stream_text
+from pyctest import UNDER_ASAN, eval_value, execute, ipykernel_falls_short, pyc_only, rss_mb, stream_text
 
 
 # ---- 1. the history file shared by two kernels ----------------------------------------------------------
@@ -519,6 +520,86 @@ def test_a_gigabyte_frame_without_the_key_is_never_held():
                 "%s: peak %.0f MB (%.0f MB before)" % (port, peak, before)
     finally:
         ctx.destroy(linger=0)
+        k.shutdown(now=True)
+
+
+# ---- results kept as Out and _N ----------------------------------------------------------------------------
+
+
+def _results(kc, values):
+    """Runs one cell per value (pipelined), each ending with the value as its result; returns the stderr text
+    of the cells."""
+    ids = [kc.execute("%r" % v) for v in values]
+    for msg_id in ids:
+        assert pyctest.get_reply(kc, msg_id)["content"]["status"] == "ok"
+    return "".join(stream_text(pyctest.iopub_for(kc, msg_id), "stderr") for msg_id in ids)
+
+
+def test_results_kept_as_out_are_bounded_as_ipython_bounds_them(kernel):
+    """Out and _N keep at most 1000 results (IPython's InteractiveShell.cache_size): the 1001st drops the oldest
+    200, with IPython's warning on the cell's stderr, so that a long session's results do not grow without a
+    bound; the newest stay."""
+    kc = kernel.kc
+    pyctest.drain(kc, "iopub", quiet=0.01)
+    execute(kc, "Out.clear()\nfor _n in [k for k in globals() if k[1:].isdigit() and k[0] == '_']: del globals()[_n]")
+    first = int(eval_value(kc, "len(In)"))
+    err = _results(kc, range(1000))
+    assert "Output cache limit" not in err
+    assert eval_value(kc, "len(Out)") == "1000"
+    err = _results(kc, ["last"])
+    assert "Output cache limit (currently 1000 entries) hit." in err and "Flushing oldest 200 entries." in err, err
+    assert eval_value(kc, "len(Out), min(Out), Out[max(Out)]") == "(801, %d, 'last')" % (first + 200)
+    assert eval_value(kc, "'_%d' in globals(), '_%d' in globals()" % (first, first + 200)) == "(False, True)"
+
+
+@pyc_only
+def test_the_bound_of_out_is_set_by_pyc_cache_size_with_or_without_ipython():
+    """PYC_CACHE_SIZE sets Out's bound (IPython's cache_size): pyc keeps it without IPython, IPython's shell
+    once it is hosted; 0 keeps no result at all."""
+    k = pyctest.Kernel("pyc", env={"PYC_CACHE_SIZE": "5"})
+    try:
+        kc = k.kc
+        execute(kc, "pass")
+        first = int(eval_value(kc, "len(In)"))
+        err = _results(kc, range(6))
+        assert "Output cache limit (currently 5 entries) hit." in err and "Flushing oldest 2 entries." in err, err
+        assert eval_value(kc, "sorted(Out)") == str([first + i for i in range(2, 6)])
+        assert eval_value(kc, "'_%d' in globals()" % first) == "False"
+        if importlib_util.find_spec("IPython") is not None:
+            execute(kc, "ip = get_ipython()")
+            assert eval_value(kc, "ip.displayhook.cache_size") == "5"
+            _results(kc, range(10))
+            assert int(eval_value(kc, "len(Out)")) <= 5
+    finally:
+        k.shutdown(now=True)
+    k = pyctest.Kernel("pyc", env={"PYC_CACHE_SIZE": "0"})
+    try:
+        _results(k.kc, ["kept?"])
+        assert eval_value(k.kc, "Out, _") == "({}, '')"
+    finally:
+        k.shutdown(now=True)
+
+
+@pyc_only
+def test_history_replies_are_bounded(tmp_path):
+    """A history_request answers at most PYC_HISTORY_REPLY_MAX entries (10,000 unless set) and 16 MiB of text,
+    whatever n asks, however many cells the file holds: the newest for a tail or a search, the first ones of a
+    range, and the reply says it was cut ("pyc": {"truncated": true}); a reply within the bound does not."""
+    k = pyctest.Kernel("pyc", env={"PYC_HISTORY_FILE": str(tmp_path / "h.sqlite"), "PYC_HISTORY_REPLY_MAX": "3"})
+    try:
+        for i in range(5):
+            execute(k.kc, "h%d = %d" % (i, i))
+        for content, want in (({"hist_access_type": "tail", "n": 10 ** 9}, ["h2 = 2", "h3 = 3", "h4 = 4"]),
+                              ({"hist_access_type": "search", "pattern": "h*"}, ["h2 = 2", "h3 = 3", "h4 = 4"]),
+                              ({"hist_access_type": "range", "session": 0, "start": 1}, ["h0 = 0", "h1 = 1", "h2 = 2"])):
+            reply, _ = pyctest.request(k.kc, "history_request", dict(content, output=False, raw=True))
+            c = reply["content"]
+            assert c["status"] == "ok" and [e[2] for e in c["history"]] == want, c
+            assert c["pyc"]["truncated"] is True and c["pyc"]["max_entries"] == 3, c
+        reply, _ = pyctest.request(k.kc, "history_request", {"hist_access_type": "tail", "n": 2, "output": False,
+                                                             "raw": True})
+        assert [e[2] for e in reply["content"]["history"]] == ["h3 = 3", "h4 = 4"] and "pyc" not in reply["content"]
+    finally:
         k.shutdown(now=True)
 
 

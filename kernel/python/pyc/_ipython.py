@@ -193,6 +193,7 @@ def attach():
     kept = {name: ns.get(name) for name in ("In", "Out")}
     config = Config()
     config.HistoryManager.enabled = False
+    config.InteractiveShell.cache_size = _shell.cache_size()   # Out's bound, PYC_CACHE_SIZE, kept by the shell too
     config.IPKernelApp.kernel_class = "pyc"        # tqdm.auto and others look for this section
     shell = ZMQInteractiveShell.instance(config=config, user_module=main, user_ns=ns,
                                          kernel=_shell.kernel())

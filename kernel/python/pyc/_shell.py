@@ -145,12 +145,40 @@ def post_cell(ok, error):
         host.pyc_post_cell(ok, error)
 
 
+def cache_size():
+    """How many results Out and _N keep: PYC_CACHE_SIZE, IPython's InteractiveShell.cache_size (default 1000);
+    0 (or 1 or 2, which IPython refuses too) keeps none."""
+    try:
+        n = int(os.environ.get("PYC_CACHE_SIZE", "1000"))
+    except ValueError:
+        n = 1000
+    return n if n >= 3 else 0
+
+
+def _cull(ns, outputs):
+    """Out is full: drops its oldest fifth (at least 2) and their _N, and says so as IPython does (a
+    UserWarning on stderr), so that a session's results do not grow without a bound."""
+    import warnings
+
+    cull_count = max(int(len(outputs) * 0.2), 2)
+    warnings.warn("Output cache limit (currently %d entries) hit.\nFlushing oldest %d entries."
+                  % (len(outputs), cull_count), stacklevel=2)
+    # Keys the user put in Out that are not counts are left alone (and cannot make the sort fail).
+    for n in sorted(k for k in outputs if type(k) is int)[:cull_count]:
+        ns.pop("_%d" % n, None)
+        outputs.pop(n, None)
+
+
 def store_result(obj, n):
-    """Keeps a cell's result as _, __, ___, _N and Out[N], as IPython's displayhook does."""
+    """Keeps a cell's result as _, __, ___, _N and Out[N], as IPython's displayhook does: within
+    cache_size() results, the oldest fifth dropped when Out is full, and none kept when it is 0."""
     ns = _namespace()
     outputs = ns.get("_oh")
-    if obj is outputs:
+    size = cache_size()
+    if obj is outputs or size == 0:
         return
+    if isinstance(outputs, dict) and len(outputs) >= size:
+        _cull(ns, outputs)
     # A name of these three that the user assigned is left alone, and so are the others then; and none of
     # them is touched when a builtin _ exists (gettext installs one).
     mine = all(ns.get(name, kept) is kept for name, kept in zip(("_", "__", "___"), _results))
