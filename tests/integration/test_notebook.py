@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+import pyctest
 from pyctest import (
     IS_PYC,
     NOT_PYC_REASON,
@@ -22,6 +23,7 @@ from pyctest import (
     outputs,
     request,
     send,
+    stream_text,
 )
 
 
@@ -269,6 +271,36 @@ def test_comms_both_ways(kc):
     assert [m["msg_type"] for m in comm_msgs] == ["comm_open", "comm_msg"]
     assert comm_msgs[0]["content"]["target_name"] == "from.kernel"
     assert comm_msgs[1]["buffers"][0].tobytes() == b"raw bytes"
+
+
+@pyc_only
+def test_comms_open_at_once_are_bounded():
+    """At most PYC_MAX_COMMS comms are open at once: one more opened in a cell raises CommLimitError (nothing is
+    published for it), one more opened by the frontend is answered with comm_close and a line on stderr; a
+    comm closed makes room."""
+    k = pyctest.Kernel("pyc", env={"PYC_MAX_COMMS": "3"})
+    try:
+        kc = k.kc
+        execute(kc, "from pyc._comm import Comm, get_comm_manager\n"
+                    "get_comm_manager().register_target('test.sink', lambda comm, msg: None)\n"
+                    "c1, c2 = Comm(target_name='a'), Comm(target_name='b')")
+        msgs = comm(kc, "comm_open", {"comm_id": "f1", "target_name": "test.sink", "data": {}})
+        assert not [m for m in msgs if m["msg_type"] == "comm_close"]
+        reply, msgs = execute(kc, "Comm(target_name='c')", check=False)
+        assert reply["content"]["ename"] == "CommLimitError", reply["content"]
+        assert "3 comms are open at once" in reply["content"]["evalue"] and "PYC_MAX_COMMS" in reply["content"]["evalue"]
+        assert not [m for m in msgs if m["msg_type"] == "comm_open"]
+        msgs = comm(kc, "comm_open", {"comm_id": "f2", "target_name": "test.sink", "data": {}})
+        closes = [m["content"] for m in msgs if m["msg_type"] == "comm_close"]
+        assert closes == [{"comm_id": "f2", "data": {}}], closes
+        assert "PYC_MAX_COMMS" in stream_text(msgs, "stderr")
+        reply, _ = request(kc, "comm_info_request", {})
+        assert sorted(c["target_name"] for c in reply["content"]["comms"].values()) == ["a", "b", "test.sink"]
+        execute(kc, "c1.close()\nc3 = Comm(target_name='c')")
+        reply, _ = request(kc, "comm_info_request", {})
+        assert sorted(c["target_name"] for c in reply["content"]["comms"].values()) == ["b", "c", "test.sink"]
+    finally:
+        k.shutdown(now=True)
 
 
 def test_rich_output_example_notebook(tmp_path):

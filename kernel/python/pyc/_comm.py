@@ -9,15 +9,34 @@ imported (see hook_comm_package), so libraries written for ipykernel work unchan
 
 A comm_open for a target nobody registered is answered with comm_close at once, as the spec asks.  An
 exception raised by a callback is printed to the cell's stderr and never reaches the kernel.
+
+At most max_comms() comms are open at once (PYC_MAX_COMMS, default 65536: a widget with its layout and style is
+three), so that neither a frontend that opens comms and never closes them nor a loop in a cell makes the
+registry grow without a bound: one more opened in the kernel raises CommLimitError, and one more opened by the
+frontend is answered with comm_close and a line on stderr.
 """
 
+import os
 import sys
 import traceback
 import uuid
 
 import _pyc
 
-__all__ = ["Comm", "CommManager", "get_comm_manager", "create_comm"]
+__all__ = ["Comm", "CommManager", "CommLimitError", "get_comm_manager", "create_comm"]
+
+
+class CommLimitError(RuntimeError):
+    """As many comms as PYC_MAX_COMMS allows are open: close some before opening more."""
+
+
+def max_comms():
+    """The most comms open at once: PYC_MAX_COMMS, default 65536."""
+    try:
+        n = int(os.environ.get("PYC_MAX_COMMS", "65536"))
+    except ValueError:
+        n = 65536
+    return n if n > 0 else 65536
 
 
 def _message(msg_type, content, metadata=None, buffers=None):
@@ -116,6 +135,10 @@ class CommManager:
         return self.targets.pop(target_name, None)
 
     def register_comm(self, comm):
+        """Keeps comm; raises CommLimitError when max_comms() others are open."""
+        if comm.comm_id not in self.comms and len(self.comms) >= max_comms():
+            raise CommLimitError("%d comms are open at once, the most this kernel keeps (PYC_MAX_COMMS); close "
+                                 "some (comm.close()) before opening more" % len(self.comms))
         self.comms[comm.comm_id] = comm
         return comm.comm_id
 
@@ -158,7 +181,12 @@ def dispatch(msg_type, content, metadata, buffers):
             print("pyc: no comm target %r is registered; comm %s closed" % (target, comm_id), file=sys.stderr)
             return
         comm = Comm(comm_id=comm_id, target_name=target, primary=False)
-        manager.register_comm(comm)
+        try:
+            manager.register_comm(comm)
+        except CommLimitError as e:
+            _pyc.publish("comm_close", {"comm_id": comm_id, "data": {}})
+            print("pyc: comm %s to %r closed: %s" % (comm_id, target, e), file=sys.stderr)
+            return
         try:
             f(comm, msg)
         except Exception:
