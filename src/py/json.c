@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "buf.h"
@@ -42,6 +43,69 @@ real_text(pyc_buf_t *b, double v)
     int rc = pyc_buf_adds(b, s);
     PyMem_Free(s);
     return rc;
+}
+
+/* True for each of the eight bytes of v that repr(bytes) or JSON writes as more than itself: below 0x20, 0x7f
+ * and above, a quote of either kind, a backslash (the high bit of each such byte set, the others clear). */
+static uint64_t
+repr_special(uint64_t v)
+{
+    const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    uint64_t sq = v ^ (ones * '\''), dq = v ^ (ones * '"'), bs = v ^ (ones * '\\'), del = v ^ (ones * 0x7f);
+    uint64_t eq = ((sq - ones) & ~sq) | ((dq - ones) & ~dq) | ((bs - ones) & ~bs) | ((del - ones) & ~del);
+    return (((v - ones * 0x20) & ~v) | eq | v) & high;
+}
+
+/* Writes repr(bytes) of p[0..n) as a JSON string, in one pass and without making the repr: a 10 MB result is
+ * written once, where the repr and then its escaped copy took two fresh 10 MB blocks.  The text is CPython's
+ * (bytes_repr): b'...', or b"..." when the bytes hold a ' and no "; \\, the quote, \t, \n and \r escaped,
+ * other bytes below 0x20 or from 0x7f on as \xhh.  Returns 0, or -1 out of memory. */
+static int
+bytes_repr_text(pyc_buf_t *b, const unsigned char *p, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    char q = memchr(p, '\'', n) != NULL && memchr(p, '"', n) == NULL ? '"' : '\'';
+    if (pyc_buf_reserve(b, n + 8) < 0 || pyc_buf_adds(b, q == '"' ? "\"b\\\"" : "\"b'") < 0)
+        return -1;
+    size_t i = 0, run = 0;
+    while (i < n) {
+        while (i + 8 <= n) {
+            uint64_t v;
+            memcpy(&v, p + i, 8);
+            if (repr_special(v) != 0)
+                break;
+            i += 8;
+        }
+        if (i >= n)
+            break;
+        unsigned char c = p[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"' && c != '\'') {
+            i++;
+            continue;
+        }
+        if (pyc_buf_add(b, p + run, i - run) < 0)
+            return -1;
+        char esc[8];
+        size_t len;
+        if (c == '\\')
+            len = 4, memcpy(esc, "\\\\\\\\", 4);                /* repr \\, in JSON \\\\ */
+        else if (c == (unsigned char)q)
+            len = q == '"' ? 4 : 3, memcpy(esc, q == '"' ? "\\\\\\\"" : "\\\\'", len);  /* repr \" or \' */
+        else if (c == '"')
+            len = 2, memcpy(esc, "\\\"", 2);                     /* repr ", in JSON \" */
+        else if (c == '\'')
+            len = 1, esc[0] = '\'';                             /* repr ' inside b"..." */
+        else if (c == '\t' || c == '\n' || c == '\r')
+            len = 3, memcpy(esc, c == '\t' ? "\\\\t" : c == '\n' ? "\\\\n" : "\\\\r", 3);
+        else
+            len = 5, esc[0] = '\\', esc[1] = '\\', esc[2] = 'x', esc[3] = hex[c >> 4], esc[4] = hex[c & 15];
+        if (pyc_buf_add(b, esc, len) < 0)
+            return -1;
+        run = ++i;
+    }
+    if (pyc_buf_add(b, p + run, n - run) < 0)
+        return -1;
+    return pyc_buf_adds(b, q == '"' ? "\\\"\"" : "'\"");
 }
 
 static int
@@ -79,6 +143,10 @@ text_at(pyc_buf_t *b, PyObject *obj, PyObject **path, int depth)
         }
         return pyc_buf_add_json_string(b, p, (size_t)n) < 0 ? (PyErr_NoMemory(), -1) : 0;
     }
+    if (PyBytes_CheckExact(obj))                /* str() of bytes is their repr */
+        return bytes_repr_text(b, (const unsigned char *)PyBytes_AS_STRING(obj), (size_t)PyBytes_GET_SIZE(obj)) < 0
+                   ? (PyErr_NoMemory(), -1)
+                   : 0;
     bool dict = PyDict_Check(obj);
     if (dict || PyList_Check(obj) || PyTuple_Check(obj)) {
         for (int i = 0; i < depth; i++) {

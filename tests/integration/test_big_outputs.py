@@ -39,6 +39,21 @@ def test_big_results_with_every_kind_of_character(kc):
     assert only(msgs, "execute_result")["data"]["text/plain"] == repr(bytes(range(256)) * 4096)
 
 
+def test_bytes_shown_as_their_repr_whatever_they_hold(kc):
+    """The text/plain of bytes (a result or a display) is exactly repr(): every byte value alone and beside
+    each kind of quote (repr picks b"..." for bytes that hold ' and no "), runs longer than eight plain bytes
+    with one special byte at each place, the empty bytes; a subclass goes by its own repr."""
+    samples = [bytes([i]) for i in range(256)]
+    samples += [bytes([i]) + q for i in range(256) for q in (b"'", b'"', b"'\"")]
+    samples += [b"a" * k + bytes([c]) + b"b" * (17 - k) for k in range(18) for c in (0, 9, 34, 39, 92, 127, 128, 255)]
+    samples += [b"", b"'" * 9, b'"' * 9, b"\\" * 9]
+    reply, msgs = execute(kc, "class _B(bytes):\n    def __repr__(self): return 'mine'\n"
+                              "for _x in %r + [_B(b'x')]: display(_x)" % samples, timeout=120)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    shown = [m["content"]["data"]["text/plain"] for m in outputs(msgs, "display_data")]
+    assert shown == [repr(x) for x in samples] + ["mine"]
+
+
 def test_big_png_html_and_json_displays(kc):
     code = ("import random\n"
             "_r = random.Random(5)\n"
