@@ -300,18 +300,26 @@ now_us(void)
 /* Cells are queued without touching the file and written when flushed; a flush waits for another kernel's
  * lock only as long as it is told, keeps the cells queued when the file stays locked, and holds no lock
  * afterwards (a second kernel can write at once). */
+/* Opens the test's history file (its path into path, PATH_MAX bytes) while another connection, *other, holds
+ * its write lock, as another kernel in a long transaction would (the way pyc's batches once did). */
+static pyc_history_t *
+open_with_the_file_locked(void **state, char *path, sqlite3 **other)
+{
+    join(path, (char *)*state, "history.sqlite");
+    pyc_history_t *h = open_ok(path);
+    *other = NULL;
+    assert_int_equal(sqlite3_open(path, other), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(*other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    return h;
+}
+
 static void
 test_queue_and_flush_under_a_lock(void **state)
 {
     char path[PATH_MAX];
     pyc_error_t err;
-    join(path, (char *)*state, "history.sqlite");
-    pyc_history_t *h = open_ok(path);
-    sqlite3 *other = NULL;
-    assert_int_equal(sqlite3_open(path, &other), SQLITE_OK);
-
-    /* Another kernel holds the write lock (a long transaction, the way pyc's batches once did). */
-    assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3 *other;
+    pyc_history_t *h = open_with_the_file_locked(state, path, &other);
     assert_int_equal(pyc_history_queue(h, 1, "a = 1\n\n", &err), 0);   /* no database work: no wait */
     assert_int_equal(pyc_history_queue(h, 2, "b = 2", &err), 0);
     assert_int_equal(pyc_history_pending(h), 2);
@@ -359,11 +367,8 @@ test_cells_waiting_for_a_locked_file_are_bounded(void **state)
 {
     char path[PATH_MAX];
     pyc_error_t err;
-    join(path, (char *)*state, "history.sqlite");
-    pyc_history_t *h = open_ok(path);
-    sqlite3 *other = NULL;
-    assert_int_equal(sqlite3_open(path, &other), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3 *other;
+    pyc_history_t *h = open_with_the_file_locked(state, path, &other);
     for (int i = 1; i <= 65536; i++)
         assert_int_equal(pyc_history_queue(h, i, "x", &err), 0);
     assert_int_equal(pyc_history_queue(h, 65537, "one too many", &err), -1);
