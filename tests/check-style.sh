@@ -40,7 +40,7 @@ for f in $(git ls-files 'src/*.c' 'kernel/*.c' 'cli/*.c' 2>/dev/null || find src
 done
 # Rule 6: member, then the files of src/kernel that may name it (kernel.c makes and ends every one).
 owners="store:storage.c,kernel.c lifelog:lifelog.c,kernel.c shells:subshell.c,control.c,kernel.c
-        children:children.c,kernel.c tt:snapshot.c,handover.c,kernel.c"
+        children:children.c,kernel.c tt:snapshot.c,handover.c,kernel.c dbg:debugger.c,kernel.c"
 for entry in $owners; do
     member=${entry%%:*}
     allowed=",${entry#*:},"

@@ -567,14 +567,14 @@ debugger_new(pyc_kernel_t *k)
 void
 pyc__debug_request(pyc_kernel_t *k, pyc_msg_t *msg)
 {
-    pthread_mutex_lock(&k->debugger_lock);
-    if (k->debugger == NULL && !k->debugger_closed)
-        k->debugger = debugger_new(k);
-    pyc__debugger_t *d = k->debugger;
+    pthread_mutex_lock(&k->dbg.lock);
+    if (k->dbg.debugger == NULL && !k->dbg.closed)
+        k->dbg.debugger = debugger_new(k);
+    pyc__debugger_t *d = k->dbg.debugger;
     if (d == NULL) {
-        pthread_mutex_unlock(&k->debugger_lock);
+        pthread_mutex_unlock(&k->dbg.lock);
         json_t *rep = json_pack("{s:s, s:b, s:s}", "type", "response", "success", 0, "message",
-                                k->debugger_closed ? "the kernel is shutting down"
+                                k->dbg.closed ? "the kernel is shutting down"
                                                    : "the kernel could not start its debugger thread");
         pyc__reply(k, PYC_CHAN_CONTROL, msg, "debug_reply", NULL, rep);
         pyc__status(k, msg, "idle");
@@ -582,7 +582,7 @@ pyc__debug_request(pyc_kernel_t *k, pyc_msg_t *msg)
         return;
     }
     pyc_zqueue_push_msg(&d->q, PYC_CHAN_CONTROL, msg, "debugger");
-    pthread_mutex_unlock(&k->debugger_lock);
+    pthread_mutex_unlock(&k->dbg.lock);
 }
 
 void

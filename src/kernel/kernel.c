@@ -64,7 +64,7 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     pthread_mutex_init(&k->parent_lock, NULL);
     pyc_outgate_init(&k->out);
     pthread_mutex_init(&k->usage_lock, NULL);
-    pthread_mutex_init(&k->debugger_lock, NULL);
+    pthread_mutex_init(&k->dbg.lock, NULL);
     pthread_mutex_init(&k->shells.lock, NULL);
     pthread_mutex_init(&k->stdin_lock, NULL);
     if (cfg->limits != NULL)
@@ -145,8 +145,8 @@ pyc_kernel_destroy(pyc_kernel_t **k_p)
     pthread_mutex_destroy(&k->parent_lock);
     pyc_outgate_destroy(&k->out);
     pthread_mutex_destroy(&k->usage_lock);
-    pyc__debugger_destroy(&k->debugger);
-    pthread_mutex_destroy(&k->debugger_lock);
+    pyc__debugger_destroy(&k->dbg.debugger);
+    pthread_mutex_destroy(&k->dbg.lock);
     pyc__end_subshells(k);
     pthread_mutex_destroy(&k->shells.lock);
     pthread_mutex_destroy(&k->stdin_lock);
@@ -182,9 +182,9 @@ pyc_kernel_become_child(pyc_kernel_t *k, pyc_io_t *io, pyc_auth_t *auth, const p
     k->tt.txn = false;     /* the parent's children are not ours */
     /* The parent's debugger thread does not exist here (its memory is left as it is); the control thread of
      * the parent may have held the lock at the fork. */
-    pyc__debugger_forget(k->debugger);
-    k->debugger = NULL;
-    pthread_mutex_init(&k->debugger_lock, NULL);
+    pyc__debugger_forget(k->dbg.debugger);
+    k->dbg.debugger = NULL;
+    pthread_mutex_init(&k->dbg.lock, NULL);
     k->shells.live = k->shells.leaving = NULL;   /* their threads are the parent's */
     pthread_mutex_init(&k->shells.lock, NULL);
     pthread_mutex_init(&k->stdin_lock, NULL);
@@ -289,15 +289,15 @@ pyc_kernel_closing(pyc_kernel_t *k)
     pyc__lifelog_closed(k);
     pyc_guard_shutdown(k->guard);
     /* The debugger's thread takes the GIL: it ends before the interpreter does.  No new one starts after
-     * (debugger_closed), since the control thread outlives this. */
+     * (dbg.closed), since the control thread outlives this. */
     /* Threads still waiting for input() or a reply end their wait. */
     atomic_store(&k->quit, 1);
     pyc__interrupt_subshells(k);
     k->shells.threads_left = pyc__end_subshells(k);
-    pthread_mutex_lock(&k->debugger_lock);
-    k->debugger_closed = true;
-    pyc__debugger_destroy(&k->debugger);
-    pthread_mutex_unlock(&k->debugger_lock);
+    pthread_mutex_lock(&k->dbg.lock);
+    k->dbg.closed = true;
+    pyc__debugger_destroy(&k->dbg.debugger);
+    pthread_mutex_unlock(&k->dbg.lock);
 }
 
 int

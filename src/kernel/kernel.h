@@ -46,7 +46,7 @@
  * and, each taken without the GIL and with none of the above held:
  *   stdin_lock      the stdin socket, for one input() exchange    main, subshells (then streams, iopub lock)
  *   subshells_lock  the subshell lists (then a subshell's queue)  control, shell thread, main (reaping)
- *   debugger_lock   the debugger's creation (then its queue)      control, main at the end
+ *   dbg.lock        the debugger's creation (then its queue)      control, main at the end
  *   shell_lock      the shell socket until the shell thread       main, control (hand-over), any replier
  *                   has it (server's; the close takes it inside the iopub lock)
  * Every fork(2) of the process -- the kernel's own (pyc_kernel_fork) and user code's (os.fork,

@@ -89,6 +89,14 @@ typedef struct pyc__cell {
     pyc_cellclock_t clock;
 } pyc__cell_t;
 
+/* The debugger (debugger.c; kernel.c makes the lock and ends the debugger): made by the control thread at the
+ * first debug_request. */
+typedef struct pyc__dbg {
+    pthread_mutex_t lock;        /* guards debugger and closed */
+    pyc__debugger_t *debugger;   /* owned; NULL until the first debug_request */
+    bool closed;                 /* the kernel is closing: no debugger starts any more */
+} pyc__dbg_t;
+
 /* The kernel's stores (storage.c; kernel.c makes and ends them; execute.c counts the rows it queues and
  * checkpoints cells): the history and its writer, the session's checkpoint.  Main thread. */
 typedef struct pyc__store {
@@ -220,9 +228,6 @@ struct pyc_kernel {
     pyc_outgate_t out;           /* the running cell's output cap; its own lock */
     pthread_mutex_t usage_lock;  /* guards usage (control thread and any other) */
     pyc_usage_state_t usage;
-    pthread_mutex_t debugger_lock; /* guards debugger and debugger_closed */
-    pyc__debugger_t *debugger;   /* owned; made by the control thread at the first debug_request */
-    bool debugger_closed;        /* the kernel is closing: no debugger starts any more */
     pthread_mutex_t stdin_lock;  /* held through one input() exchange: one at a time on the stdin channel */
     pyc_journal_t *journal;      /* owned: recent cells for journal_request; its own lock; NULL when off */
     atomic_ullong last_output_ns; /* pyc_now_ns when the last output (pyc_outgate_counts) was sent on iopub */
@@ -235,6 +240,7 @@ struct pyc_kernel {
     pyc__shells_t shells;
     pyc__children_t children;
     pyc__tt_t tt;
+    pyc__dbg_t dbg;
 };
 
 /* Why an isolated cell's process was killed by the kernel (iso_stop). */
