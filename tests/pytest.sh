@@ -62,7 +62,9 @@ py_pid=""
 py_log=""
 if [ -z "${PYTEST_ARGS:-}" ] && [ "$mark" != slow ]; then
     py_log=$(mktemp)
-    "$python" -m pytest -p no:cacheprovider -q --timeout=120 "$srcdir/tests/python" >"$py_log" 2>&1 &
+    # At a lower priority: while the main suites' workers start and collect, the CPUs are theirs, and these
+    # tests fill the time the workers spend waiting.
+    nice -n 10 "$python" -m pytest -p no:cacheprovider -q --timeout=120 "$srcdir/tests/python" >"$py_log" 2>&1 &
     py_pid=$!
 fi
 

@@ -528,35 +528,39 @@ def test_a_gigabyte_frame_without_the_key_is_never_held():
 
 def _results(kc, values):
     """Runs one cell per value (pipelined), each ending with the value as its result; returns the stderr text
-    of the cells."""
-    ids = [kc.execute("%r" % v) for v in values]
+    of the cells.  The sources are "(value)", which no history search of another test matches (the history
+    file of the test run is shared; jupyter_kernel_test searches it for "1?2*")."""
+    ids = [kc.execute("(%r)" % (v,)) for v in values]
     for msg_id in ids:
         assert pyctest.get_reply(kc, msg_id)["content"]["status"] == "ok"
     return "".join(stream_text(pyctest.iopub_for(kc, msg_id), "stderr") for msg_id in ids)
 
 
-def test_results_kept_as_out_are_bounded_as_ipython_bounds_them(kernel):
+def test_results_kept_as_out_are_bounded_as_ipython_bounds_them():
     """Out and _N keep at most 1000 results (IPython's InteractiveShell.cache_size): the 1001st drops the oldest
     200, with IPython's warning on the cell's stderr, so that a long session's results do not grow without a
     bound; the newest stay."""
-    kc = kernel.kc
-    pyctest.drain(kc, "iopub", quiet=0.01)
-    execute(kc, "Out.clear()\nfor _n in [k for k in globals() if k[1:].isdigit() and k[0] == '_']: del globals()[_n]")
-    first = int(eval_value(kc, "len(In)"))
-    err = _results(kc, range(1000))
-    assert "Output cache limit" not in err
-    assert eval_value(kc, "len(Out)") == "1000"
-    err = _results(kc, ["last"])
-    assert "Output cache limit (currently 1000 entries) hit." in err and "Flushing oldest 200 entries." in err, err
-    assert eval_value(kc, "len(Out), min(Out), Out[max(Out)]") == "(801, %d, 'last')" % (first + 200)
-    assert eval_value(kc, "'_%d' in globals(), '_%d' in globals()" % (first, first + 200)) == "(False, True)"
+    k = pyctest.Kernel("pyc", env={"PYC_HISTORY_FILE": ":memory:"})
+    try:
+        kc = k.kc
+        execute(kc, "pass")
+        first = int(eval_value(kc, "len(In)"))
+        err = _results(kc, range(1000))
+        assert "Output cache limit" not in err
+        assert eval_value(kc, "len(Out)") == "1000"
+        err = _results(kc, ["last"])
+        assert "Output cache limit (currently 1000 entries) hit." in err and "Flushing oldest 200 entries." in err, err
+        assert eval_value(kc, "len(Out), min(Out), Out[max(Out)], _") == "(801, %d, 'last', 'last')" % (first + 200)
+        assert eval_value(kc, "'_%d' in globals(), '_%d' in globals()" % (first, first + 200)) == "(False, True)"
+    finally:
+        k.shutdown(now=True)
 
 
 @pyc_only
 def test_the_bound_of_out_is_set_by_pyc_cache_size_with_or_without_ipython():
     """PYC_CACHE_SIZE sets Out's bound (IPython's cache_size): pyc keeps it without IPython, IPython's shell
     once it is hosted; 0 keeps no result at all."""
-    k = pyctest.Kernel("pyc", env={"PYC_CACHE_SIZE": "5"})
+    k = pyctest.Kernel("pyc", env={"PYC_CACHE_SIZE": "5", "PYC_HISTORY_FILE": ":memory:"})
     try:
         kc = k.kc
         execute(kc, "pass")
@@ -572,7 +576,7 @@ def test_the_bound_of_out_is_set_by_pyc_cache_size_with_or_without_ipython():
             assert int(eval_value(kc, "len(Out)")) <= 5
     finally:
         k.shutdown(now=True)
-    k = pyctest.Kernel("pyc", env={"PYC_CACHE_SIZE": "0"})
+    k = pyctest.Kernel("pyc", env={"PYC_CACHE_SIZE": "0", "PYC_HISTORY_FILE": ":memory:"})
     try:
         _results(k.kc, ["kept?"])
         assert eval_value(k.kc, "Out, _") == "({}, '')"

@@ -303,6 +303,7 @@ def test_comms_open_at_once_are_bounded():
         k.shutdown(now=True)
 
 
+@pytest.mark.slow   # a whole notebook (README's first Quick start command runs it too)
 def test_rich_output_example_notebook(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     from nbclient import NotebookClient

@@ -512,6 +512,7 @@ def test_frames_that_do_not_match_are_refused(pkc):
     assert_alive(pkc)
 
 
+@pytest.mark.slow   # a 300 MiB put in 256 MiB frames under a 700 MB memory limit: check-slow, with the others of its size
 def test_a_joined_put_keeps_no_frame_it_does_not_need():
     """Each received frame is held by its own views only: once a put is done, the frames a joined buffer came
     in are freed even while another array of the same put (on its own frame, without a copy) lives, and
