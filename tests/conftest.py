@@ -19,6 +19,35 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pyctest  # noqa: E402
 
 
+def _cache_rewritten_test_modules():
+    """pytest rewrites the asserts of every test module in every pytest-xdist worker of every run (2 s of CPU
+    each here, a tenth of the test command on two cores) unless it may keep the result as bytecode, which
+    PYTHONDONTWRITEBYTECODE (tests/pytest.sh) forbids so that no __pycache__ lands in the source tree.  The
+    rewritten test modules, and only they, are kept under the build dir instead (PYC_BUILDDIR/tests/
+    pytest-cache): pytest's rewriter is given a view of sys in which writing is allowed and pycache_prefix
+    points there.  pytest checks each cached module against its source's time and size."""
+    builddir = os.environ.get("PYC_BUILDDIR", "")
+    try:
+        from _pytest.assertion import rewrite
+    except ImportError:
+        return
+    if not os.path.isdir(builddir) or getattr(rewrite, "sys", None) is not sys:
+        return
+    prefix = os.path.join(os.path.abspath(builddir), "tests", "pytest-cache")
+
+    class RewriterSys:
+        dont_write_bytecode = False
+        pycache_prefix = prefix
+
+        def __getattr__(self, name):
+            return getattr(sys, name)
+
+    rewrite.sys = RewriterSys()
+
+
+_cache_rewritten_test_modules()
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "pyc_only: behaviour that only pyc promises (skips for other kernels)")
     config.addinivalue_line("markers", "slow: load tests, whole notebooks and soak tests: make check-slow only")
