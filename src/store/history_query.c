@@ -199,12 +199,12 @@ collect(sqlite3_stmt *st, request_t *r, json_t *hist)
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         /* The first entry is always given, whatever its size (a tail of 1 of a huge cell). */
         size_t len = (size_t)sqlite3_column_bytes(st, col) + (r->output ? (size_t)sqlite3_column_bytes(st, 4) : 0);
-        if (json_array_size(hist) >= r->max_entries || (r->bytes > 0 && len > r->max_bytes - r->bytes) ||
-            r->bytes >= r->max_bytes) {
+        size_t have = json_array_size(hist);
+        if (have >= r->max_entries || (have > 0 && (r->bytes >= r->max_bytes || len > r->max_bytes - r->bytes))) {
             r->truncated = true;
             return 0;
         }
-        r->bytes += len > 0 ? len : 1;
+        r->bytes += len;
         const unsigned char *src = sqlite3_column_text(st, col);
         json_t *source = text_json(src != NULL ? src : (const unsigned char *)"",
                                    (size_t)sqlite3_column_bytes(st, col));
