@@ -68,16 +68,17 @@ if [ -z "${PYTEST_ARGS:-}" ] && [ "$mark" != slow ]; then
     py_pid=$!
 fi
 
+# The suites, as the positional parameters (paths with blanks stay whole).
+set -- "$srcdir/tests/integration" "$srcdir/tests/clients" "$srcdir/tests/cli" "$srcdir/tests/gateway"
+
 # The test modules' rewritten asserts are kept under the build dir (conftest.py): when none are yet, one
 # process rewrites them (3 s) before the workers start, instead of every worker doing it at once.
 if [ -n "$parallel" ] && [ -n "${PYC_BUILDDIR:-}" ] && [ ! -d "$PYC_BUILDDIR/tests/pytest-cache" ]; then
-    "$python" -m pytest -p no:cacheprovider -q --collect-only \
-        "$srcdir/tests/integration" "$srcdir/tests/clients" "$srcdir/tests/cli" "$srcdir/tests/gateway" >/dev/null 2>&1
+    "$python" -m pytest -p no:cacheprovider -q --collect-only "$@" >/dev/null 2>&1
 fi
 
 # shellcheck disable=SC2086 # PYTEST_ARGS and parallel are lists of words
-"$python" -m pytest -p no:cacheprovider -q -ra --timeout=180 $parallel -m "$mark" ${PYTEST_ARGS:-} \
-    "$srcdir/tests/integration" "$srcdir/tests/clients" "$srcdir/tests/cli" "$srcdir/tests/gateway"
+"$python" -m pytest -p no:cacheprovider -q -ra --timeout=180 $parallel -m "$mark" ${PYTEST_ARGS:-} "$@"
 rc=$?
 if [ -n "$py_pid" ]; then
     wait "$py_pid"
