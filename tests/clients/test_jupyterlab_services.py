@@ -14,12 +14,11 @@ import secrets
 import shutil
 import subprocess
 import time
-import urllib.request
 
 import pytest
 
 from pyctest import IS_PYC, PYC_PYTHON, child_env, env_root, handshake_pythonpath, kill_pid, pid_alive
-from webserver import Watched, api_get, free_port, require
+from webserver import Watched, api_call, api_get, free_port, require
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVICES_DIR = os.path.join(HERE, "services")
@@ -99,12 +98,7 @@ def run_services(server, tmp_path, **extra):
             # The kernel that lost the race is shut down through the server before the next try.
             base, token = server[0], server[1]
             for model in api_get(base, token, "/api/kernels"):
-                req = urllib.request.Request(
-                    "%s/api/kernels/%s" % (base, model["id"]),
-                    method="DELETE",
-                    headers={"Authorization": "token %s" % token},
-                )
-                urllib.request.urlopen(req, timeout=10).close()
+                api_call(base, token, "DELETE", "/api/kernels/" + model["id"], timeout=10)
 
 
 def _run_services_once(server, tmp_path, **extra):

@@ -111,10 +111,17 @@ class Watched:
             kill_pid(c)
 
 
-def api_get(base, token, path, timeout=2.0):
-    req = urllib.request.Request(base + path, headers={"Authorization": "token " + token})
+def api_call(base, token, method, path, timeout=2.0):
+    """A call to the server's REST API with the token; returns its JSON answer (None when it has no body, as
+    a DELETE's)."""
+    req = urllib.request.Request(base + path, method=method, headers={"Authorization": "token " + token})
     with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read().decode())
+        body = r.read().decode()
+    return json.loads(body) if body else None
+
+
+def api_get(base, token, path, timeout=2.0):
+    return api_call(base, token, "GET", path, timeout)
 
 
 def wait_server(proc, base, token, log_path, timeout=30.0):
