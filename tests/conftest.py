@@ -17,6 +17,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pyctest  # noqa: E402
+import testports  # noqa: E402
 
 
 def _cache_rewritten_test_modules():
@@ -46,6 +47,8 @@ def _cache_rewritten_test_modules():
 
 
 _cache_rewritten_test_modules()
+# Before any test module imports jupyter_client's write_connection_file by name.
+testports.install()
 
 
 def pytest_configure(config):
