@@ -138,12 +138,15 @@ pyc_app_wake(void *ctx)
 
 /* In a forked child: the connection of the new session (the parent's transport, address and scheme; a new
  * key, and a new CURVE key pair when the parent has one, with the parent's allow-list; ports chosen by the
- * system, or for ipc a path prefix of its own) and where its file goes. */
+ * system, or for ipc a path prefix of its own) and where its file goes.  The address, key and tcp ports the
+ * request gave (opts) replace those. */
 static int
-child_connection(pyc_app_t *a, char *path, size_t cap, char *id, size_t idcap, pyc_error_t *err)
+child_connection(pyc_app_t *a, const pyc_fork_opts_t *opts, char *path, size_t cap, char *id, size_t idcap,
+                 pyc_error_t *err)
 {
     char key[65];
-    if (pyc_random_hex(key, 32, err) < 0 || pyc_connfile_set_key(&a->cf, key, 64, err) < 0)
+    if (opts->has_key ? pyc_connfile_set_key(&a->cf, opts->key, strlen(opts->key), err) < 0
+                      : pyc_random_hex(key, 32, err) < 0 || pyc_connfile_set_key(&a->cf, key, 64, err) < 0)
         return -1;
     if (pyc_connfile_curve(&a->cf) && pyc_zap_keypair(a->cf.curve_publickey, a->cf.curve_secretkey, err) < 0)
         return -1;
@@ -156,6 +159,11 @@ child_connection(pyc_app_t *a, char *path, size_t cap, char *id, size_t idcap, p
         memcpy(a->cf.ip, ip, sizeof a->cf.ip);
         for (int c = 0; c < PYC_CHAN_COUNT; c++)
             a->cf.ports[c] = c + 1;
+    } else {
+        if (opts->has_ip)
+            memcpy(a->cf.ip, opts->ip, sizeof a->cf.ip);
+        for (int c = 0; opts->has_ports && c < PYC_CHAN_COUNT; c++)
+            a->cf.ports[c] = opts->ports[c];
     }
     char dir[4096], base[1024];
     snprintf(dir, sizeof dir, "%s", a->connection_file);
@@ -171,7 +179,7 @@ child_connection(pyc_app_t *a, char *path, size_t cap, char *id, size_t idcap, p
 
 /* fork.c's become callback: runs in the new child, whose inherited kernel sockets are closed already. */
 static json_t *
-child_become(void *ctx, bool outlive, pid_t parent, pyc_error_t *err)
+child_become(void *ctx, const pyc_fork_opts_t *opts, pid_t parent, pyc_error_t *err)
 {
     pyc_app_t *a = ctx;
     char path[4096], id[1100];
@@ -181,12 +189,12 @@ child_become(void *ctx, bool outlive, pid_t parent, pyc_error_t *err)
     a->srv = NULL;
     a->auth = NULL;
     pyc_tt_forget_root();        /* its snapshots are its own, its parent's are not its */
-    if (child_connection(a, path, sizeof path, id, sizeof id, err) < 0 || pyc_app_bind(a, err) < 0 ||
+    if (child_connection(a, opts, path, sizeof path, id, sizeof id, err) < 0 || pyc_app_bind(a, err) < 0 ||
         pyc_connfile_write(path, &a->cf, err) < 0)
         return NULL;
     a->own_connection_file = strdup(path);
     a->forked_session = true;
-    a->watch_parent = outlive ? 0 : parent;
+    a->watch_parent = opts->watch > 0 ? opts->watch : opts->outlive ? 0 : parent;
     if (a->own_connection_file == NULL) {
         pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
@@ -199,9 +207,9 @@ child_become(void *ctx, bool outlive, pid_t parent, pyc_error_t *err)
 }
 
 int
-pyc_app_fork_children(void *ctx, int n, bool outlive, json_t **reports, int *index)
+pyc_app_fork_children(void *ctx, int n, const pyc_fork_opts_t *opts, json_t **reports, int *index)
 {
     pyc_app_t *a = ctx;
     pyc_fork_spec_t spec = {.cf = &a->cf, .become = child_become, .ctx = a};
-    return pyc_fork_children(a->kernel, &spec, n, outlive, reports, index);
+    return pyc_fork_children(a->kernel, &spec, n, opts, reports, index);
 }

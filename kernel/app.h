@@ -62,7 +62,7 @@ int pyc_app_register(pyc_app_t *a, pyc_error_t *err);
 /* The kernel's fork_children callback (kernel.h): forks n sessions of their own from this kernel at once
  * (fork.c), each of which becomes a kernel on new ports with a new key through pyc_app_bind and
  * pyc_app_start. */
-int pyc_app_fork_children(void *ctx, int n, bool outlive, json_t **reports, int *index);
+int pyc_app_fork_children(void *ctx, int n, const pyc_fork_opts_t *opts, json_t **reports, int *index);
 
 /* The kernel's wake_main callback: makes a waiting pyc_server_next return. */
 void pyc_app_wake(void *ctx);

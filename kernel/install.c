@@ -1,7 +1,11 @@
 /*
  * install.c -- `pyc-kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME]
  *                                  [--display-name TEXT] [--env NAME=VALUE]... [--handshake]
- *                                  [--python PATH | --no-env]`
+ *                                  [--template NAME [--preload CODE]] [--python PATH | --no-env]`
+ *
+ * --template NAME writes a kernelspec (named NAME unless --name says otherwise) whose kernels are forks of the
+ * warm template NAME, through pyc_client's pyc-template-provisioner (cli/python/pyc_client/_template.py),
+ * which runs CODE once in the template.
  *
  * The Python environment (pyenv.h): run from inside an active virtual environment (or conda prefix), or given
  * one with --python, the kernelspec starts the kernel in it (PYC_PYTHON_EXE in its env) and says so; an
@@ -46,9 +50,13 @@ usage(FILE *f)
 {
     fprintf(f, "usage: pyc-kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME]\n"
                "                          [--display-name TEXT] [--env NAME=VALUE]... [--handshake]\n"
+               "                          [--template NAME [--preload CODE]]\n"
                "                          [--python PATH | --no-env]\n"
                "  --handshake  start the kernel with the protocol 5.6 handshake, through pyc_client's\n"
                "               jupyter_client provisioner (pyc-handshake-provisioner, installed with pyc)\n"
+               "  --template   each kernel a fork of the warm template NAME, which ran CODE once (through\n"
+               "               pyc_client's provisioner pyc-template-provisioner, installed with pyc); the\n"
+               "               kernelspec is named NAME unless --name gives another name\n"
                "  --python     the Python environment the kernel runs in (a folder, or an interpreter in it);\n"
                "               default: the active one ($VIRTUAL_ENV, $CONDA_PREFIX, a venv's python3 on PATH)\n"
                "  --no-env     the embedded interpreter's own installation, whatever environment is active\n"
@@ -117,16 +125,18 @@ pyc_install_main(int argc, char **argv)
     const char *prefix = NULL, *name = "pyc", *display = "Python 3 (pyc)";
     json_t *env = json_object();
     bool handshake = false, no_env = false;
-    const char *python = NULL;
+    const char *python = NULL, *template = NULL, *preload = NULL;
+    bool named = false;
     char base[PATH_MAX], dir[PATH_MAX], self[PATH_MAX];
     int rc = 1;
 
     enum { OPT_USER, OPT_SYS_PREFIX, OPT_PREFIX, OPT_NAME, OPT_DISPLAY_NAME, OPT_ENV, OPT_HANDSHAKE, OPT_PYTHON,
-           OPT_NO_ENV };
+           OPT_NO_ENV, OPT_TEMPLATE, OPT_PRELOAD };
     static const pyc_argspec_t specs[] = {
         {"user", false, 0},   {"sys-prefix", false, 0},   {"prefix", true, 0},
         {"name", true, 0},    {"display-name", true, 0},  {"env", true, 0},
         {"handshake", false, 0}, {"python", true, 0},     {"no-env", false, 0},
+        {"template", true, 0},   {"preload", true, 0},
     };
     pyc_argiter_t it;
     pyc_error_t err;
@@ -159,6 +169,13 @@ pyc_install_main(int argc, char **argv)
             break;
         case OPT_NAME:
             name = v;
+            named = true;
+            break;
+        case OPT_TEMPLATE:
+            template = v;
+            break;
+        case OPT_PRELOAD:
+            preload = v;
             break;
         case OPT_DISPLAY_NAME:
             display = v;
@@ -182,6 +199,24 @@ pyc_install_main(int argc, char **argv)
             break;
         }
     }
+    if (preload != NULL && template == NULL) {
+        fprintf(stderr, "pyc-kernel: install: --preload is the start-up code of a --template\n");
+        goto out;
+    }
+    if (template != NULL && handshake) {
+        fprintf(stderr, "pyc-kernel: install: --template and --handshake are two ways of starting a kernel: "
+                        "choose one (a template session binds its own ports: it has no port race either)\n");
+        goto out;
+    }
+    if (template != NULL && (template[0] == '\0' || strlen(template) > 80 ||
+                             strspn(template, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+                                 strlen(template))) {
+        fprintf(stderr, "pyc-kernel: install: a template's name is 1 to 80 letters, digits, '_', '.' or '-': "
+                        "'%s'\n", template);
+        goto out;
+    }
+    if (template != NULL && !named)
+        name = template;
     if (strcmp(name, "python") == 0) {
         printf("jupyter_client starts the kernelspec python3 for the name python: installing it as python3\n");
         name = "python3";
@@ -230,6 +265,10 @@ pyc_install_main(int argc, char **argv)
     if (spec != NULL && handshake)
         json_object_set_new(json_object_get(spec, "metadata"), "kernel_provisioner",
                             json_pack("{s:s, s:{}}", "provisioner_name", "pyc-handshake-provisioner", "config"));
+    if (spec != NULL && template != NULL)
+        json_object_set_new(json_object_get(spec, "metadata"), "kernel_provisioner",
+                            json_pack("{s:s, s:{s:s, s:s}}", "provisioner_name", "pyc-template-provisioner", "config",
+                                      "template", template, "preload", preload != NULL ? preload : ""));
     /* jupyter_client >= 8.9 gives CURVE keys only to kernels whose spec says they take them (JEP 145). */
     if (spec != NULL && pyc_zap_has_curve())
         json_object_set_new(json_object_get(spec, "metadata"), "supported_encryption", json_pack("[s]", "curve"));

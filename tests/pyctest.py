@@ -156,6 +156,10 @@ def handshake_pythonpath(root=None):
     return [os.path.join(PYC_SRCDIR, "cli", "python"), os.path.join(root or env_root(), "site")]
 
 
+#: The start-up code of the pyc-template kernelspec's template.
+TEMPLATE_PRELOAD = "import decimal, fractions\nPRELOADED = 42"
+
+
 def setup_environment():
     """Point every Jupyter/IPython dir (and HOME) at fresh temp dirs and write the `pyc` and `pyc-msg`
     kernelspecs there.  Called once per pytest session from conftest.py."""
@@ -207,6 +211,15 @@ def setup_environment():
         spec = {"argv": argv, "display_name": "Python 3 (pyc, handshake)", "language": "python",
                 "interrupt_mode": "signal", "kernel_protocol_version": "5.6",
                 "metadata": {"kernel_provisioner": {"provisioner_name": "pyc-handshake-provisioner", "config": {}}}}
+        with open(os.path.join(kdir, "kernel.json"), "w") as f:
+            json.dump(spec, f, indent=1)
+        # `pyc-kernel install --template pyc-template --preload TEMPLATE_PRELOAD`'s kernelspec.
+        kdir = os.path.join(dirs["JUPYTER_PATH"], "kernels", "pyc-template")
+        os.makedirs(kdir, exist_ok=True)
+        spec = dict(spec, display_name="Python 3 (pyc, template)",
+                    metadata={"kernel_provisioner": {"provisioner_name": "pyc-template-provisioner",
+                                                     "config": {"template": "pyc-template",
+                                                                "preload": TEMPLATE_PRELOAD}}})
         with open(os.path.join(kdir, "kernel.json"), "w") as f:
             json.dump(spec, f, indent=1)
         for path in handshake_pythonpath(root):

@@ -11,11 +11,13 @@
  */
 #include "kernelint.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -144,8 +146,87 @@ pyc__not_carried(pyc_kernel_t *k, const char *into, const char *gpu_after)
     return lost;
 }
 
-/* Comm target pyc.fork: {"n": N, "outlive": false, "names": [...]} forks N children at once from the state
- * after the last finished request (names, optional, are the children's session names in the event log);
+/* The options of a pyc.fork request beyond "n" (README, "Session fork"): "outlive", "watch" (a pid), "cwd" and
+ * "connection" (an object: "ip", "key", the five ports, all or none and only for one child; "transport",
+ * "signature_scheme" and "kernel_name" are taken when they are the parent's, so that a connection jupyter_client
+ * holds can be given back as it is).  Returns NULL with *o filled in, or why the request is refused (a new
+ * string), before anything is forked. */
+static json_t *
+fork_opts(const pyc_kernel_t *k, json_t *data, json_int_t n, pyc_fork_opts_t *o)
+{
+    static const char *const port_names[PYC_CHAN_COUNT] = {
+        [PYC_CHAN_SHELL] = "shell_port", [PYC_CHAN_IOPUB] = "iopub_port", [PYC_CHAN_STDIN] = "stdin_port",
+        [PYC_CHAN_CONTROL] = "control_port", [PYC_CHAN_HB] = "hb_port"};
+    memset(o, 0, sizeof *o);
+    o->outlive = json_is_true(json_object_get(data, "outlive"));
+    json_t *w = json_object_get(data, "watch");
+    if (w != NULL && !json_is_null(w)) {
+        json_int_t pid = json_is_integer(w) ? json_integer_value(w) : 0;
+        if (pid <= 1 || pid > 0x3fffffff)
+            return json_string("watch must be the pid of a live process");
+        if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+            return json_sprintf("watch: there is no process %lld", (long long)pid);
+        o->watch = (pid_t)pid;
+    }
+    json_t *d = json_object_get(data, "cwd");
+    if (d != NULL && !json_is_null(d)) {
+        struct stat st;
+        const char *cwd = json_string_value(d);
+        if (cwd == NULL || cwd[0] != '/' || strlen(cwd) >= sizeof o->cwd)
+            return json_string("cwd must be an absolute path of at most 4095 bytes");
+        if (stat(cwd, &st) < 0 || !S_ISDIR(st.st_mode))
+            return json_sprintf("cwd: %s is not a directory", cwd);
+        snprintf(o->cwd, sizeof o->cwd, "%s", cwd);
+        o->has_cwd = true;
+    }
+    json_t *c = json_object_get(data, "connection");
+    if (c == NULL || json_is_null(c))
+        return NULL;
+    if (!json_is_object(c))
+        return json_string("connection must be an object");
+    const char *key;
+    json_t *v;
+    int ports = 0;
+    json_object_foreach(c, key, v) {
+        const char *text = json_string_value(v);
+        int chan = -1;
+        for (int i = 0; i < PYC_CHAN_COUNT; i++)
+            chan = strcmp(key, port_names[i]) == 0 ? i : chan;
+        if (chan >= 0) {
+            json_int_t port = json_is_integer(v) ? json_integer_value(v) : -1;
+            if (port < 1 || port > 65535)
+                return json_sprintf("connection: %s must be a port number from 1 to 65535", key);
+            o->ports[chan] = (int)port;
+            ports++;
+        } else if (strcmp(key, "ip") == 0) {
+            if (text == NULL || text[0] == '\0' || strlen(text) >= sizeof o->ip)
+                return json_string("connection: ip must be an address of at most 255 characters");
+            snprintf(o->ip, sizeof o->ip, "%s", text);
+            o->has_ip = true;
+        } else if (strcmp(key, "key") == 0) {
+            if (text == NULL || strlen(text) >= sizeof o->key)
+                return json_string("connection: key must be a string of at most 256 characters");
+            snprintf(o->key, sizeof o->key, "%s", text);
+            o->has_key = true;
+        } else if (strcmp(key, "transport") == 0 || strcmp(key, "signature_scheme") == 0) {
+            const char *ours = key[0] == 't' ? k->cf.transport : k->cf.signature_scheme;
+            if (text == NULL || strcmp(text, ours) != 0)
+                return json_sprintf("connection: a forked session keeps its parent's %s (%s)", key, ours);
+        } else if (strcmp(key, "kernel_name") != 0) {
+            return json_sprintf("connection: unknown field %s", key);
+        }
+    }
+    if (strcmp(k->cf.transport, "tcp") != 0 && (o->has_ip || ports > 0))
+        return json_string("connection: ip and ports can be given only to the children of a tcp kernel");
+    if (ports != 0 && (ports != PYC_CHAN_COUNT || n != 1))
+        return json_string("connection: give all five ports or none, and only for one child (n = 1)");
+    o->has_ports = ports == PYC_CHAN_COUNT;
+    return NULL;
+}
+
+/* Comm target pyc.fork: {"n": N, "outlive": false, "names": [...], "watch": PID, "connection": {...}} forks N
+ * children at once from the state after the last finished request (names, optional, are the children's
+ * session names in the event log; watch and connection: fork_opts);
  * the answer is one comm_msg {"status": "ok", "children": [{pid, connection_file, connection}...],
  * "not_carried": [sentence...]}, then comm_close.  not_carried names what the children do not have of the
  * parent (pyc__not_carried: its other threads, network connections, GPU contexts), [] when nothing.  When
@@ -160,8 +241,8 @@ pyc__on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
     json_t *data = json_object_get(content, "data");
     json_t *nv = json_object_get(data, "n");
     json_int_t n = json_is_integer(nv) ? json_integer_value(nv) : nv == NULL ? 1 : -1;
-    bool outlive = json_is_true(json_object_get(data, "outlive"));
-    json_t *result = NULL;
+    pyc_fork_opts_t opts;
+    json_t *result = NULL, *refused = NULL;
 
     pyc__reap_children(k);
     if (comm_id == NULL) {
@@ -176,12 +257,14 @@ pyc__on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
         result = json_pack("{s:s, s:s, s:o}", "status", "error", "ename", "ForkError", "evalue",
                            json_sprintf("n must be a whole number from 1 to %d (at most %d live children; "
                                         "PYC_MAX_CHILDREN sets it)", room, k->children.max));
+    } else if ((refused = fork_opts(k, data, n, &opts)) != NULL) {
+        result = json_pack("{s:s, s:s, s:o}", "status", "error", "ename", "ForkError", "evalue", refused);
     } else {
         json_t *reports = NULL;
         int index = 0;
         /* Named before the fork, in the parent, whose threads and connections these are. */
         json_t *lost = pyc__not_carried(k, "the forked sessions", "in them");
-        if (k->fork_children(k->fork_ctx, (int)n, outlive, &reports, &index) == 1) {
+        if (k->fork_children(k->fork_ctx, (int)n, &opts, &reports, &index) == 1) {
             json_decref(lost);
             /* the child: the parent answers this request, not us */
             k->just_forked = true;
@@ -200,7 +283,7 @@ pyc__on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
                 continue;
             }
             add_child(k, (pid_t)json_integer_value(json_object_get(r, "pid")),
-                      json_string_value(json_object_get(r, "connection_file")), outlive);
+                      json_string_value(json_object_get(r, "connection_file")), opts.outlive || opts.watch > 0);
             json_array_append(children, r);
         }
         if (json_array_size(failed) == 0)

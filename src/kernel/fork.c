@@ -166,10 +166,10 @@ report(int fd, int type, json_t *j)
 
 /* The child's side: becomes a kernel of its own, then reports on fd.  Never returns on failure. */
 static void
-child_start(pyc_kernel_t *k, const pyc_fork_spec_t *spec, bool outlive, pid_t parent, int fd)
+child_start(pyc_kernel_t *k, const pyc_fork_spec_t *spec, const pyc_fork_opts_t *opts, pid_t parent, int fd)
 {
     pyc_error_t err;
-    if (!outlive) {
+    if (!opts->outlive && opts->watch <= 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(0);            /* the parent died before the line above took effect */
@@ -177,7 +177,11 @@ child_start(pyc_kernel_t *k, const pyc_fork_spec_t *spec, bool outlive, pid_t pa
     setpgid(0, 0);
     pyc_msg_reseed();
     pyc_fork_close_kernel_sockets(spec->cf, fd);
-    json_t *rep = spec->become(spec->ctx, outlive, parent, &err);
+    json_t *rep = NULL;
+    if (opts->has_cwd && chdir(opts->cwd) < 0)
+        pyc_error_set(&err, "cannot enter %s: %s", opts->cwd, strerror(errno));
+    else
+        rep = spec->become(spec->ctx, opts, parent, &err);
     if (rep == NULL) {
         json_t *e = json_pack("{s:s}", "error", err.text);
         report(fd, FORK_FAILED, e);
@@ -215,8 +219,8 @@ pyc_fork_piped(pyc_kernel_t *k, int p[2], pyc_error_t *err)
 }
 
 static pid_t
-fork_one(pyc_kernel_t *k, const pyc_fork_spec_t *spec, bool outlive, const pending_t *earlier, int n_earlier,
-         int *fd, pyc_error_t *err)
+fork_one(pyc_kernel_t *k, const pyc_fork_spec_t *spec, const pyc_fork_opts_t *opts, const pending_t *earlier,
+         int n_earlier, int *fd, pyc_error_t *err)
 {
     int p[2];
     pid_t parent = getpid();
@@ -227,7 +231,7 @@ fork_one(pyc_kernel_t *k, const pyc_fork_spec_t *spec, bool outlive, const pendi
         close(p[0]);
         for (int i = 0; i < n_earlier; i++)
             close(earlier[i].fd);
-        child_start(k, spec, outlive, parent, p[1]);
+        child_start(k, spec, opts, parent, p[1]);
         return 0;
     }
     close(p[1]);
@@ -264,8 +268,8 @@ read_report(pending_t *c)
 }
 
 int
-pyc_fork_children(pyc_kernel_t *k, const pyc_fork_spec_t *spec, int n, bool outlive, json_t **reports,
-                  int *index)
+pyc_fork_children(pyc_kernel_t *k, const pyc_fork_spec_t *spec, int n, const pyc_fork_opts_t *opts,
+                  json_t **reports, int *index)
 {
     pending_t *kids = calloc((size_t)(n > 0 ? n : 1), sizeof *kids);
     struct pollfd *pfds = calloc((size_t)(n > 0 ? n : 1), sizeof *pfds);
@@ -285,7 +289,7 @@ pyc_fork_children(pyc_kernel_t *k, const pyc_fork_spec_t *spec, int n, bool outl
     int started = 0;
     pyc_error_t err = {0};
     for (; started < n; started++) {
-        pid_t pid = fork_one(k, spec, outlive, kids, started, &kids[started].fd, &err);
+        pid_t pid = fork_one(k, spec, opts, kids, started, &kids[started].fd, &err);
         if (pid == 0) {
             free(kids);
             free(pfds);

@@ -27,10 +27,10 @@
 typedef struct pyc_fork_spec {
     const pyc_connfile_t *cf;    /* the parent's connection: its sockets are closed in the child */
     /* Runs in the child, which has left its parent's process group, will die with the parent unless
-     * outlive, and has SIGINT and SIGTERM blocked.  Binds new channels, starts the threads, and returns the
-     * report {"pid", "connection_file", "connection": {...the file's content...}} (a new reference), or NULL
-     * with err. */
-    json_t *(*become)(void *ctx, bool outlive, pid_t parent, pyc_error_t *err);
+     * opts->outlive or opts->watch, and has SIGINT and SIGTERM blocked.  Binds new channels (as opts says),
+     * starts the threads, and returns the report {"pid", "connection_file", "connection": {...the file's
+     * content...}} (a new reference), or NULL with err. */
+    json_t *(*become)(void *ctx, const pyc_fork_opts_t *opts, pid_t parent, pyc_error_t *err);
     void *ctx;
 } pyc_fork_spec_t;
 
@@ -42,8 +42,8 @@ typedef struct pyc_fork_spec {
  * more are forked after it).  In a child returns 1 once it is a kernel of its own, with *index its place
  * among the n (the caller must then drop the request being handled without replying).  Called on the main
  * thread between requests, without the GIL. */
-int pyc_fork_children(pyc_kernel_t *k, const pyc_fork_spec_t *spec, int n, bool outlive, json_t **reports,
-                      int *index);
+int pyc_fork_children(pyc_kernel_t *k, const pyc_fork_spec_t *spec, int n, const pyc_fork_opts_t *opts,
+                      json_t **reports, int *index);
 
 /* In a forked child: closes the parent's kernel sockets it inherited (listening and connected, those whose
  * local address is one of cf's endpoints), all but the descriptor keep; otherwise the child would keep the

@@ -70,6 +70,24 @@
 
 typedef struct pyc_kernel pyc_kernel_t;
 
+/* What a pyc.fork request asks of its children besides their number (children.c reads it from the comm's
+ * data and checks it before anything is forked, so that a child never fails on a bad request). */
+typedef struct pyc_fork_opts {
+    bool outlive;                /* the children do not end with this kernel */
+    pid_t watch;                 /* > 0: each child ends when this process ends, as a kernel ends with the
+                                  * process JPY_PARENT_PID names, and outlives this kernel (a template's
+                                  * session ends with its kernel manager, not with the template) */
+    /* The children's connection where the request gives it (a template session restarted in place keeps its
+     * address, key and ports, so that its clients need not reconnect): */
+    bool has_ip, has_key, has_ports;
+    char ip[256];
+    char key[257];
+    int ports[PYC_CHAN_COUNT];   /* only for one child */
+    bool has_cwd;
+    char cwd[4096];              /* the children's working directory (a template session starts in its
+                                  * manager's) */
+} pyc_fork_opts_t;
+
 /* Live forked sessions allowed at once unless the config says otherwise (PYC_MAX_CHILDREN): room for a
  * fan-out of 100 (pyc.fork {"n": 100}) beside a few others.  A child of a copy-on-write session costs its
  * own pages only (about 2 MB when fresh), but each holds five ports and a few threads. */
@@ -90,7 +108,7 @@ typedef struct pyc_kernel_config {
     /* Forks n child kernels at once (see fork.h, pyc_fork_children): in the parent returns 0 with *reports
      * a new JSON array of n entries, each a child's report or {"error"} for a child that did not start; in
      * a child returns 1 with *index its place among the n.  NULL disables the pyc.fork comm target. */
-    int (*fork_children)(void *ctx, int n, bool outlive, json_t **reports, int *index);
+    int (*fork_children)(void *ctx, int n, const pyc_fork_opts_t *opts, json_t **reports, int *index);
     void *fork_ctx;
     int max_children;            /* live children allowed at once (pyc.fork); 0: PYC_MAX_CHILDREN_DEFAULT */
     int max_subshells;           /* subshells alive at once; 0: PYC_MAX_SUBSHELLS_DEFAULT */

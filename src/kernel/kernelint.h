@@ -184,7 +184,7 @@ struct pyc_kernel {
     char *username_json;         /* owned: the JSON-encoded username of every header */
     pyc_streams_t *streams;      /* owned */
     pthread_t main_thread;
-    int (*fork_children)(void *ctx, int n, bool outlive, json_t **reports, int *index);
+    int (*fork_children)(void *ctx, int n, const pyc_fork_opts_t *opts, json_t **reports, int *index);
     void *fork_ctx;
     pyc_limits_t limits;
     void (*hard_exit)(void *ctx, int code);

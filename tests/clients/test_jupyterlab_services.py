@@ -208,3 +208,30 @@ def test_handshake_kernel_through_jupyter_server(server, tmp_path):
     with open(log_path, errors="replace") as f:
         server_log = f.read()
     assert "Traceback" not in server_log, server_log[-3000:]
+
+
+@pytest.mark.skipif(not IS_PYC, reason="the pyc-template kernelspec is pyc's")
+def test_template_sessions_through_jupyter_server(server, tmp_path):
+    """The pyc-template kernelspec: jupyter_server starts each kernel as a fork of the warm template through
+    pyc_client's template provisioner; the session has the template's start-up names, two sessions do not
+    share state, a restart through the REST API is a fresh fork (a new pid, the template's names, not the
+    session's), and shutdown goes through the server.  The template is the server's child, ended with it."""
+    base, token, watched, log_path = server
+    result = run_services(server, tmp_path, kernelName="pyc-template", codes=["x = 7; print(PRELOADED)"],
+                          restart=True)
+    assert result["kernelName"] == "pyc-template"
+    (execution,) = result["executions"]
+    assert execution["reply"]["status"] == "ok"
+    assert [m["content"]["text"] for m in execution["iopub"] if m["msg_type"] == "stream"] == ["42\n"]
+    assert result["afterRestart"]["status"] == "ok", result["afterRestart"]
+    assert result["afterRestart"]["pidChanged"], result["afterRestart"]
+    assert result["statusAfterShutdown"] == "dead"
+    # A second kernel of the same kernelspec: forked from the same template, without the first one's x.
+    result = run_services(server, tmp_path, kernelName="pyc-template", codes=["print(PRELOADED, 'x' in dir())"])
+    (execution,) = result["executions"]
+    assert [m["content"]["text"] for m in execution["iopub"] if m["msg_type"] == "stream"] == ["42 False\n"]
+    assert api_get(base, token, "/api/kernels") == []
+    with open(log_path, errors="replace") as f:
+        server_log = f.read()
+    assert "Traceback" not in server_log, server_log[-3000:]
+    assert server_log.count("template pyc-template started") == 1, server_log[-3000:]

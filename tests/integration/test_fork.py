@@ -26,11 +26,12 @@ from pyctest import (
 pytestmark = pytest.mark.skipif(not IS_PYC, reason=NOT_PYC_REASON)
 
 
-def fork(kc, n=1, outlive=False, timeout=TIMEOUT):
-    """Opens a pyc.fork comm and returns the data of the kernel's answer (after its comm_close)."""
+def fork(kc, n=1, outlive=False, timeout=TIMEOUT, **more):
+    """Opens a pyc.fork comm and returns the data of the kernel's answer (after its comm_close); more goes
+    into the request's data as it is."""
     comm_id = uuid.uuid4().hex
     msg = kc.session.msg("comm_open", {"comm_id": comm_id, "target_name": "pyc.fork",
-                                       "data": {"n": n, "outlive": outlive}})
+                                       "data": dict({"n": n, "outlive": outlive}, **more)})
     kc.shell_channel.send(msg)
     data, closed = None, False
     deadline = time.monotonic() + timeout
@@ -223,6 +224,73 @@ def test_bad_requests_and_cap(kc):
         assert data["status"] == "error" and data["ename"] == "ForkError", data
     # the kernel goes on
     assert eval_value(kc, "1 + 1") == "2"
+
+
+def test_bad_fork_options_are_refused_before_anything_is_forked(kc, tmp_path):
+    info = kc.get_connection_info()
+    ports = {p: 1 for p in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")}
+    bad = [
+        ({"watch": 1}, "watch must be"), ({"watch": "me"}, "watch must be"), ({"watch": 2 ** 29}, "no process"),
+        ({"cwd": "relative"}, "absolute path"), ({"cwd": str(tmp_path / "none")}, "not a directory"),
+        ({"connection": []}, "must be an object"), ({"connection": {"shell_port": 1}}, "all five ports"),
+        ({"n": 2, "connection": ports}, "only for one child"),
+        ({"connection": dict(ports, shell_port=70000)}, "from 1 to 65535"),
+        ({"connection": {"transport": "ipc"}}, "keeps its parent's transport"),
+        ({"connection": {"signature_scheme": "hmac-md5"}}, "keeps its parent's signature_scheme"),
+        ({"connection": {"key": 7}}, "key must be a string"), ({"connection": {"ip": ""}}, "ip must be"),
+        ({"connection": {"colour": "red"}}, "unknown field colour"),
+    ]
+    for more, says in bad:
+        n = more.pop("n", 1)
+        data = fork(kc, n=n, **more)
+        assert data["status"] == "error" and data["ename"] == "ForkError" and says in data["evalue"], (more, data)
+        assert "children" not in data
+    # What jupyter_client holds of a connection can be given back as it is (transport and scheme the parent's).
+    same = {"transport": info["transport"], "signature_scheme": info["signature_scheme"], "kernel_name": "x"}
+    data = fork(kc, connection=same)
+    assert data["status"] == "ok", data
+    kill_pid(data["children"][0]["pid"])
+    assert eval_value(kc, "1 + 1") == "2"
+
+
+def test_fork_with_a_given_connection_watch_and_cwd(fresh_kernel, tmp_path):
+    """A template session's fork: the child binds the key and ports it is given, starts in the given working
+    directory, outlives its parent, and ends when the watched process does."""
+    import socket
+    import subprocess
+
+    kc = fresh_kernel.kc
+    ports = {}
+    socks = []
+    for name in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        ports[name] = s.getsockname()[1]
+        socks.append(s)
+    for s in socks:
+        s.close()
+    watched = subprocess.Popen(["sleep", "60"])
+    register_pid(watched.pid)
+    data = None
+    try:
+        data = fork(kc, watch=watched.pid, cwd=str(tmp_path), connection=dict(ports, ip="127.0.0.1", key="k" * 40))
+        assert data["status"] == "ok", data
+        child = data["children"][0]
+        conn = child["connection"]
+        assert {p: conn[p] for p in ports} == ports and conn["key"] == "k" * 40
+        fresh_kernel.shutdown()
+        time.sleep(0.3)
+        assert state(child["pid"]) == "alive", "a watching child ended with its parent"
+        ckc = connect_client(child["connection_file"])
+        assert eval_value(ckc, "__import__('os').getcwd()") == repr(str(tmp_path))
+        ckc.stop_channels()
+        watched.kill()
+        watched.wait()
+        assert wait_dead(child["pid"]), "the child outlived the process it watched"
+    finally:
+        kill_pid(watched.pid)
+        for c in (data or {}).get("children", []):
+            kill_pid(c["pid"])
 
 
 def test_console_existing_on_child(forked):

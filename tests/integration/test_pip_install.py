@@ -211,6 +211,7 @@ def test_pip_install_into_a_venv_then_uninstall(tmp_path):
                        "print([e.value for e in m.distribution('pyc').entry_points])"], 60, env=env)
     assert p.returncode == 0 and p.stdout.startswith(site), p.stdout
     assert "pyc_client._provisioner:HandshakeProvisioner" in p.stdout, p.stdout
+    assert "pyc_client._template:TemplateProvisioner" in p.stdout, p.stdout
 
     # The environment's Jupyter sees the kernelspec in the environment's data dir (`jupyter kernelspec list`;
     # Debian's /usr/bin/jupyter-kernelspec would run the system's python, so the venv's runs the app itself).

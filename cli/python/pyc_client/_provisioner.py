@@ -49,11 +49,54 @@ def write_dist_info(site, version="0"):
         f.write("Metadata-Version: 2.1\nName: pyc_client\nVersion: %s\n" % version)
     with open(os.path.join(info, "entry_points.txt"), "w") as f:
         f.write("[jupyter_client.kernel_provisioners]\n"
-                "pyc-handshake-provisioner = pyc_client._provisioner:HandshakeProvisioner\n")
+                "pyc-handshake-provisioner = pyc_client._provisioner:HandshakeProvisioner\n"
+                "pyc-template-provisioner = pyc_client._template:TemplateProvisioner\n")
 
 
 class HandshakeError(RuntimeError):
     """The kernel did not complete the handshake (it exited, or did not report in time)."""
+
+
+def sign(key, scheme, data):
+    """The HMAC of data as a messaging-spec signature (hex, as bytes); b"" when key is empty."""
+    if not key:
+        return b""
+    digest = scheme.split("-", 1)[1] if scheme.startswith("hmac-") else "sha256"
+    return hmac.new(key, data, getattr(hashlib, digest)).hexdigest().encode()
+
+
+async def registration(sock, key, scheme, kernel_id, process, timeout, log):
+    """Waits on the registration ROUTER sock for the signed report of the kernel kernel_id that process (a
+    Popen) runs, answers it with a signed ACK, and returns {"transport", "key", "signature_scheme", and the
+    five ports}.  Raises HandshakeError when the process exits first or nothing comes within timeout s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise HandshakeError("the kernel exited (status %s) before reporting its ports" % process.returncode)
+        if time.monotonic() > deadline:
+            raise HandshakeError("the kernel did not report its ports within %g s" % timeout)
+        if not sock.poll(0):
+            await asyncio.sleep(0.002)
+            continue
+        frames = sock.recv_multipart()
+        try:
+            i = frames.index(DELIM)
+            sig, content = frames[i + 1], frames[i + 2]
+            report = json.loads(content)
+        except (ValueError, IndexError):
+            log.warning("registration: dropped a message that is not a signed content dict")
+            continue
+        if not hmac.compare_digest(sig, sign(key, scheme, content)):
+            log.warning("registration: dropped a report with a bad signature")
+            continue
+        if report.get("kernel_id") != kernel_id:
+            continue                    # an earlier start of this kernel, still reporting
+        ack = json.dumps({"status": "ok", "kernel_id": kernel_id}).encode()
+        sock.send_multipart(frames[:i] + [DELIM, sign(key, scheme, ack), ack])
+        info = {"transport": "tcp", "key": key, "signature_scheme": scheme}
+        for name in PORTS:
+            info[name] = int(report[name])
+        return info
 
 
 class HandshakeProvisioner(LocalProvisioner):
@@ -69,14 +112,6 @@ class HandshakeProvisioner(LocalProvisioner):
     def _key(self):
         key = self.parent.session.key
         return key if isinstance(key, bytes) else key.encode()
-
-    def _sign(self, data):
-        key = self._key()
-        if not key:
-            return b""
-        scheme = self.parent.session.signature_scheme
-        digest = scheme.split("-", 1)[1] if scheme.startswith("hmac-") else "sha256"
-        return hmac.new(key, data, getattr(hashlib, digest)).hexdigest().encode()
 
     def _socket(self, ip):
         """The registration socket, bound once and kept (a restart reports on the same port)."""
@@ -130,42 +165,16 @@ class HandshakeProvisioner(LocalProvisioner):
 
     async def _registration(self):
         """Waits for this kernel's signed report, answers it, and returns the connection info."""
-        km, sock = self.parent, self._sock
-        deadline = time.monotonic() + self.registration_timeout
-        while True:
-            if self.process.poll() is not None:
-                raise HandshakeError("the kernel exited (status %s) before reporting its ports"
-                                     % self.process.returncode)
-            if time.monotonic() > deadline:
-                raise HandshakeError("the kernel did not report its ports within %g s" % self.registration_timeout)
-            if not sock.poll(0):
-                await asyncio.sleep(0.002)
-                continue
-            frames = sock.recv_multipart()
-            try:
-                i = frames.index(DELIM)
-                sig, content = frames[i + 1], frames[i + 2]
-                report = json.loads(content)
-            except (ValueError, IndexError):
-                self.log.warning("registration: dropped a message that is not a signed content dict")
-                continue
-            if not hmac.compare_digest(sig, self._sign(content)):
-                self.log.warning("registration: dropped a report with a bad signature")
-                continue
-            if report.get("kernel_id") != self.kernel_id:
-                continue                    # an earlier start of this kernel, still reporting
-            ack = json.dumps({"status": "ok", "kernel_id": self.kernel_id}).encode()
-            sock.send_multipart(frames[:i] + [DELIM, self._sign(ack), ack])
-            info = {"transport": "tcp", "ip": km.ip, "key": self._key(),
-                    "signature_scheme": km.session.signature_scheme, "kernel_name": km.kernel_name}
-            for name in PORTS:
-                info[name] = int(report[name])
-            # The kernel wrote its connection file where jupyter_client looks (km.connection_file), which
-            # jupyter_client then keeps; the manager takes the ports from here (on a restart it still holds
-            # the last kernel's, which load_connection_info would not replace).
-            for name in PORTS:
-                setattr(km, name, info[name])
-            return info
+        km = self.parent
+        info = await registration(self._sock, self._key(), km.session.signature_scheme, self.kernel_id,
+                                  self.process, self.registration_timeout, self.log)
+        info["ip"], info["kernel_name"] = km.ip, km.kernel_name
+        # The kernel wrote its connection file where jupyter_client looks (km.connection_file), which
+        # jupyter_client then keeps; the manager takes the ports from here (on a restart it still holds the
+        # last kernel's, which load_connection_info would not replace).
+        for name in PORTS:
+            setattr(km, name, info[name])
+        return info
 
     async def cleanup(self, restart=False):
         if self._registration_file is not None:

@@ -1,0 +1,446 @@
+"""A jupyter_client kernel provisioner that starts each kernel as a fork of a warm template: a pyc kernel that
+has run its start-up code (say `import numpy, pandas`) once, and from then on only forks sessions (README,
+"Kernels from a warm template").
+
+Turn it on for a kernelspec with `pyc-kernel install --template NAME --preload "CODE"`, which writes
+
+    "metadata": {"kernel_provisioner": {"provisioner_name": "pyc-template-provisioner",
+                                        "config": {"template": "NAME", "preload": "CODE"}}}
+
+The first start of such a kernelspec on a machine starts the template (its own process, in a session of its
+own, so that it outlives the manager that started it), runs CODE in it, and records it in
+JUPYTER_RUNTIME_DIR/pyc-template-NAME.json; every start after it, by this process or another, forks a
+session from it (comm target pyc.fork) instead of starting Python.  Each session is a full kernel with its own
+key, ports (bound by the session itself: no port race) and connection file, started in the manager's working
+directory; it ends when its manager's process ends (the fork's "watch"), not when the template does.
+restart_kernel() ends the session and forks a fresh one on the same address, key and ports, so that clients
+go on without reconnecting.  A template that has died, or whose kernelspec (argv, environment, start-up code)
+has changed, is started again on the next start; sessions forked from the old one go on serving.
+
+jupyter_client finds the class through the entry point `pyc-template-provisioner` (group
+jupyter_client.kernel_provisioners), written beside the pyc_client package like the handshake provisioner's.
+
+Config (traitlets, e.g. in the kernelspec's provisioner "config"): template (the name; default the kernelspec's
+name), preload (the start-up code), start_timeout (seconds for the template's start and start-up code, 300),
+fork_timeout (seconds for a fork's answer, 30).
+"""
+
+import asyncio
+import fcntl
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import uuid
+
+import zmq
+from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
+from jupyter_client.session import Session
+from traitlets import Float, Unicode
+
+from ._provisioner import PORTS, HandshakeError, registration
+
+#: Environment variables that belong to one session, not to the template every session is forked from.
+SESSION_ONLY_ENV = ("JPY_PARENT_PID", "JPY_SESSION_NAME")
+
+#: What {connection_file} of the kernelspec's argv stands for until the template's file is known (an absolute
+#: path, which jupyter_client leaves as it is).
+PLACEHOLDER = "/{pyc-template-connection-file}"
+
+#: Environment variables left out of a template's fingerprint: they differ from one shell to the next without
+#: changing what a kernel does.
+VOLATILE_ENV = ("PWD", "OLDPWD", "SHLVL", "_")
+
+#: A template of a kernelspec that no manager has forked from for this long is ended when another template of
+#: the same kernelspec (another argv, environment or start-up code) starts.
+UNUSED_TEMPLATE_S = 3600
+
+#: Live sessions a template may have at once (its PYC_MAX_CHILDREN unless the kernelspec sets one).
+TEMPLATE_MAX_CHILDREN = 4096
+
+
+class TemplateError(RuntimeError):
+    """The template could not be started, its start-up code failed, or it could not fork a session."""
+
+
+def _runtime_dir():
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    path = jupyter_runtime_dir()
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def _touch(path):
+    """Marks a template as used now (its record's time), so that it is not taken for an unused one."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def _pid_alive(pid):
+    """True when process pid exists and has not ended (a zombie has ended)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+class Template:
+    """A live template as this process knows it: its record, and a shell and iopub connection to it, made
+    once and kept (a fork is then one message out and one in)."""
+
+    def __init__(self, record):
+        self.record = record
+        self.pid = record["pid"]
+        info = record["connection"]
+        self.session = Session(key=info["key"].encode(), signature_scheme=info["signature_scheme"])
+        ctx = zmq.Context.instance()
+        url = "tcp://%s:%%d" % info["ip"]
+        self.shell = ctx.socket(zmq.DEALER)
+        self.shell.linger = 0
+        self.shell.connect(url % info["shell_port"])
+        self.iopub = ctx.socket(zmq.SUB)
+        self.iopub.linger = 0
+        self.iopub.setsockopt(zmq.SUBSCRIBE, b"")
+        self.iopub.connect(url % info["iopub_port"])
+        self.subscribed = False
+        self.lock = asyncio.Lock()
+
+    def close(self):
+        self.shell.close(0)
+        self.iopub.close(0)
+
+    async def _recv(self, sock, deadline):
+        while True:
+            if sock.poll(0):
+                return self.session.recv(sock, copy=True)[1]
+            if time.monotonic() > deadline:
+                return None
+            if not _pid_alive(self.pid):
+                raise TemplateError("the template (pid %d) ended" % self.pid)
+            await asyncio.sleep(0.0005)
+
+    async def _subscribe(self, deadline):
+        """Waits until the template's iopub has our subscription (its iopub_welcome, JEP 65), so that the
+        answer to the first fork is not published before we listen."""
+        while not self.subscribed:
+            msg = await self._recv(self.iopub, deadline)
+            if msg is None:
+                raise TemplateError("the template's iopub did not welcome us within the timeout")
+            self.subscribed = msg["header"]["msg_type"] == "iopub_welcome"
+
+    async def request(self, msg_type, content, timeout, answer):
+        """Sends one shell request and returns the first iopub message answer(msg) accepts among those whose
+        parent is that request; None when timeout s pass first."""
+        async with self.lock:
+            deadline = time.monotonic() + timeout
+            await self._subscribe(deadline)
+            sent = self.session.send(self.shell, msg_type, content)
+            while True:
+                msg = await self._recv(self.iopub, deadline)
+                if msg is None:
+                    return None
+                while self.shell.poll(0):
+                    self.shell.recv_multipart()          # replies (execute_reply) are read off and dropped
+                if msg["parent_header"].get("msg_id") == sent["header"]["msg_id"] and answer(msg):
+                    return msg
+
+    async def run(self, code, timeout):
+        """Runs code in the template; raises TemplateError with its traceback when it fails."""
+        failed = []
+
+        def done(msg):
+            if msg["header"]["msg_type"] == "error":
+                failed.append("\n".join(msg["content"].get("traceback") or [msg["content"].get("evalue", "")]))
+            return msg["header"]["msg_type"] == "status" and msg["content"]["execution_state"] == "idle"
+
+        if await self.request("execute_request", {"code": code, "silent": False, "store_history": False,
+                                                  "user_expressions": {}, "allow_stdin": False,
+                                                  "stop_on_error": True}, timeout, done) is None:
+            raise TemplateError("the template's start-up code did not finish within %g s" % timeout)
+        if failed:
+            raise TemplateError("the template's start-up code failed:\n" + re.sub(r"\x1b\[[0-9;]*m", "", failed[0]))
+
+    async def fork(self, data, timeout):
+        """One pyc.fork of the template: its answer's data ({"status": "ok", "children": [...]} or an error)."""
+        comm_id = uuid.uuid4().hex
+        msg = await self.request("comm_open", {"comm_id": comm_id, "target_name": "pyc.fork", "data": data},
+                                 timeout, lambda m: m["header"]["msg_type"] == "comm_msg")
+        if msg is None:
+            raise TemplateError("the template did not fork within %g s" % timeout)
+        return msg["content"]["data"]
+
+
+#: The templates this process is connected to, by record path.
+_templates = {}
+
+
+class TemplateProvisioner(KernelProvisionerBase):
+    """Each kernel a fork of the template named by the kernelspec (see the module's text)."""
+
+    template = Unicode("", config=True, help="The template's name (default: the kernelspec's name).")
+    preload = Unicode("", config=True, help="Code the template runs once, before it forks any session.")
+    start_timeout = Float(300.0, config=True, help="Seconds for the template to start and run its preload.")
+    fork_timeout = Float(30.0, config=True, help="Seconds for the template to answer a fork.")
+
+    pid = None
+    _pidfd = None
+    _connection = None      # the session's connection, kept for a restart in place
+    _template_argv = None
+    _template_env = None
+
+    # -- the template --
+
+    def _name(self):
+        name = self.template or self.parent.kernel_name or "pyc"
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,80}", name):
+            raise TemplateError("a template's name is 1 to 80 letters, digits, '_', '.' or '-': %r" % name)
+        return name
+
+    def _fingerprint(self, argv, env):
+        """What makes two templates the same: the program and arguments, the environment and the code."""
+        env = sorted((k, v) for k, v in env.items() if k not in VOLATILE_ENV)
+        return hashlib.sha256(json.dumps([argv, env, self.preload]).encode()).hexdigest()[:16]
+
+    async def _template(self):
+        """The live template for this kernelspec, started (under a lock shared by every process of this
+        user) when there is none or it is not the one the kernelspec describes."""
+        name = self._name()
+        rdir = _runtime_dir()
+        fingerprint = self._fingerprint(self._template_argv, self._template_env)
+        kernel_id = "pyc-template-%s-%s" % (name, fingerprint)
+        record_path = os.path.join(rdir, kernel_id + ".json")
+        known = _templates.get(record_path)
+        if known is not None and _pid_alive(known.pid):
+            _touch(record_path)
+            return known
+        lock = os.open(os.path.join(rdir, "pyc-template-%s.lock" % name), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                       0o600)
+        try:
+            deadline = time.monotonic() + self.start_timeout
+            while True:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise TemplateError("another process kept template %s's lock for %g s"
+                                            % (name, self.start_timeout))
+                    await asyncio.sleep(0.01)
+            record = None
+            try:
+                with open(record_path) as f:
+                    record = json.load(f)
+            except (OSError, ValueError):
+                pass
+            if known is not None:
+                known.close()
+                del _templates[record_path]
+            if record is not None and _pid_alive(record.get("pid", 0)):
+                _templates[record_path] = Template(record)
+                _touch(record_path)
+                return _templates[record_path]
+            self._end_unused(name, rdir, record_path)
+            argv = [a.replace(PLACEHOLDER, os.path.join(rdir, kernel_id + "-registration.json"))
+                    for a in self._template_argv]
+            t = await self._start_template(name, kernel_id, rdir, argv, fingerprint)
+            tmp = record_path + ".tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump(t.record, f)
+            os.replace(tmp, record_path)
+            _templates[record_path] = t
+            return t
+        finally:
+            os.close(lock)
+
+    def _end_unused(self, name, rdir, keep):
+        """Ends the other templates of this kernelspec that nobody forked from for UNUSED_TEMPLATE_S (their
+        sessions go on), and forgets those that ended."""
+        prefix = "pyc-template-%s-" % name
+        for entry in os.listdir(rdir):
+            path = os.path.join(rdir, entry)
+            if not (entry.startswith(prefix) and entry.endswith(".json")) or path == keep:
+                continue
+            if len(entry) != len(prefix) + 16 + len(".json"):
+                continue                    # a connection file, a registration file, another name's template
+            try:
+                with open(path) as f:
+                    pid = json.load(f)["pid"]
+                unused = time.time() - os.stat(path).st_mtime
+            except (OSError, ValueError, KeyError):
+                continue
+            if _pid_alive(pid) and unused < UNUSED_TEMPLATE_S:
+                continue
+            if _pid_alive(pid):
+                self.log.info("template %s: ending the template pid %d, unused for %d s", name, pid, unused)
+                os.kill(pid, signal.SIGTERM)
+            os.unlink(path)
+
+    async def _start_template(self, name, kernel_id, rdir, argv, fingerprint):
+        """Starts the template with the protocol 5.6 handshake (its ports are its own), in a process session
+        of its own with its output in KERNEL_ID.log, and runs the start-up code in it."""
+        reg_path = os.path.join(rdir, "%s-registration.json" % kernel_id)
+        key = uuid.uuid4().hex.encode()
+        scheme = "hmac-sha256"
+        sock = zmq.Context.instance().socket(zmq.ROUTER)
+        sock.linger = 0
+        try:
+            port = sock.bind_to_random_port("tcp://127.0.0.1")
+            fd = os.open(reg_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump({"kernel_id": kernel_id, "transport": "tcp", "registration_ip": "127.0.0.1", "ip":
+                           "127.0.0.1", "registration_port": port, "signature_scheme": scheme,
+                           "key": key.decode()}, f)
+            env = dict(self._template_env)
+            env.setdefault("PYC_MAX_CHILDREN", str(TEMPLATE_MAX_CHILDREN))
+            with open(os.path.join(rdir, "%s.log" % kernel_id), "ab") as log:
+                process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                           start_new_session=True, close_fds=True, cwd=rdir)
+            try:
+                info = await registration(sock, key, scheme, kernel_id, process, self.start_timeout, self.log)
+            except HandshakeError as e:
+                process.kill()
+                raise TemplateError("template %s did not start: %s (its log: %s.log in %s)" % (name, e, kernel_id,
+                                                                                             rdir)) from e
+        finally:
+            sock.close(0)
+            try:
+                os.unlink(reg_path)
+            except FileNotFoundError:
+                pass
+        info["ip"] = "127.0.0.1"
+        info["key"] = key.decode()
+        record = {"name": name, "pid": process.pid, "fingerprint": fingerprint, "connection": info,
+                  "started": time.time()}
+        t = Template(record)
+        t.process = process                          # ours to reap (a zombie otherwise, were it to end)
+        try:
+            if self.preload:
+                await t.run(self.preload, self.start_timeout)
+        except BaseException:
+            t.close()
+            process.kill()
+            process.wait()
+            raise
+        self.log.info("template %s started (pid %d)", name, process.pid)
+        return t
+
+    # -- the provisioner's interface --
+
+    @property
+    def has_process(self):
+        return self.pid is not None
+
+    async def pre_launch(self, **kwargs):
+        km = self.parent
+        if km.transport != "tcp":
+            raise TemplateError("template sessions are tcp kernels; this kernel manager uses %s" % km.transport)
+        kwargs = await super().pre_launch(**kwargs)
+        extra = kwargs.pop("extra_arguments", [])
+        if not km.connection_file:
+            km.connection_file = os.path.join(_runtime_dir(), "kernel-%s.json" % self.kernel_id)
+        saved = km.connection_file
+        km.connection_file = PLACEHOLDER                 # the template's, put in by _template
+        try:
+            self._template_argv = km.format_kernel_cmd(extra_arguments=extra)
+        finally:
+            km.connection_file = saved
+        env = dict(kwargs.get("env") or os.environ)
+        for name in SESSION_ONLY_ENV:
+            env.pop(name, None)
+        self._template_env = env
+        self._cwd = kwargs.get("cwd") or os.getcwd()
+        kwargs["cmd"] = self._template_argv
+        return kwargs
+
+    async def launch_kernel(self, cmd, **kwargs):
+        km = self.parent
+        t = await self._template()
+        data = {"n": 1, "watch": os.getpid(), "cwd": os.path.abspath(self._cwd)}
+        if self._connection is not None:
+            data["connection"] = {name: self._connection[name] for name in PORTS + ("ip", "key")}
+        else:
+            data["connection"] = {"ip": km.ip, "key": km.session.key.decode()}
+        answer = await t.fork(data, self.fork_timeout)
+        if answer.get("status") != "ok" and self._connection is not None:
+            # The restarted session could not have its old ports back (another process took one in between):
+            # a new set, which jupyter_client takes up (its clients then connect anew).
+            self.log.warning("template session: the old ports could not be bound again (%s); new ones",
+                             answer.get("evalue"))
+            data["connection"] = {"ip": km.ip, "key": km.session.key.decode()}
+            answer = await t.fork(data, self.fork_timeout)
+        if answer.get("status") != "ok":
+            raise TemplateError("template %s could not fork a session: %s" % (t.record["name"],
+                                                                              answer.get("evalue")))
+        child = answer["children"][0]
+        self.pid = child["pid"]
+        try:
+            self._pidfd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            self._pidfd = None
+        info = dict(child["connection"])
+        info["key"] = info["key"].encode()
+        info["kernel_name"] = km.kernel_name
+        self._connection = dict(child["connection"])
+        self.connection_info = info
+        return info
+
+    # -- the session's process: not our child (the template's), so watched through its pidfd --
+
+    async def poll(self):
+        if self.pid is None:
+            return 0
+        if self._pidfd is not None:
+            import select
+
+            p = select.poll()
+            p.register(self._pidfd, select.POLLIN)
+            return 0 if p.poll(0) else None
+        return None if _pid_alive(self.pid) else 0
+
+    async def wait(self):
+        while await self.poll() is None:
+            await asyncio.sleep(0.005)
+        return 0
+
+    async def send_signal(self, signum):
+        if self.pid is None:
+            return
+        try:
+            if self._pidfd is not None and hasattr(signal, "pidfd_send_signal"):
+                signal.pidfd_send_signal(self._pidfd, signum)
+            else:
+                os.kill(self.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    async def kill(self, restart=False):
+        await self.send_signal(signal.SIGKILL)
+
+    async def terminate(self, restart=False):
+        await self.send_signal(signal.SIGTERM)
+
+    async def cleanup(self, restart=False):
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+        self.pid = None
+        if not restart:
+            self._connection = None
+
+    async def get_provisioner_info(self):
+        info = await super().get_provisioner_info()
+        info.update({"pid": self.pid, "connection": self._connection})
+        return info
+
+    async def load_provisioner_info(self, provisioner_info):
+        await super().load_provisioner_info(provisioner_info)
+        self.pid = provisioner_info.get("pid")
+        self._connection = provisioner_info.get("connection")

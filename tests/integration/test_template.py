@@ -1,0 +1,264 @@
+"""Kernels from a warm template (pyc_client's pyc-template-provisioner, README "Kernels from a warm template")
+through jupyter_client's own KernelManager: each start forks a session from a template kernel that ran its
+start-up code once; sessions are full kernels of their own (state, key, ports, process), are interrupted,
+restarted in place (same ports and key, fresh state) and shut down as any kernel, end with their manager's
+process, and go on serving when the template dies, which the next start replaces.
+
+pyc only.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from jupyter_client.manager import KernelManager
+
+import pyctest
+from pyctest import PYC_KERNEL, TIMEOUT, execute, pyc_only, result_text
+
+pytestmark = pyc_only
+
+PRELOAD = "import decimal, fractions\nPRELOADED = 42"
+
+
+def runtime_dir():
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    return jupyter_runtime_dir()
+
+
+def templates(name):
+    """{record path: record} of the live and dead templates of kernelspec name in the runtime dir."""
+    out = {}
+    prefix = "pyc-template-%s-" % name
+    for entry in os.listdir(runtime_dir()):
+        if entry.startswith(prefix) and entry.endswith(".json") and len(entry) == len(prefix) + 21:
+            with open(os.path.join(runtime_dir(), entry)) as f:
+                out[entry] = json.load(f)
+    return out
+
+
+@pytest.fixture
+def spec():
+    """A kernelspec of its own for each test (so each test has its own template): its name.  At the end every
+    template of it and every session forked from one is ended, by pid."""
+    name = "tmpl-" + uuid.uuid4().hex[:8]
+    made = []
+
+    def make(preload=PRELOAD, env=None):
+        kdir = os.path.join(os.environ["JUPYTER_PATH"].split(os.pathsep)[0], "kernels", name)
+        os.makedirs(kdir, exist_ok=True)
+        with open(os.path.join(kdir, "kernel.json"), "w") as f:
+            json.dump({"argv": [PYC_KERNEL, "-f", "{connection_file}"], "display_name": "pyc template",
+                       "language": "python", "interrupt_mode": "signal", "env": env or {},
+                       "metadata": {"kernel_provisioner": {"provisioner_name": "pyc-template-provisioner",
+                                                           "config": {"template": name, "preload": preload}}}},
+                      f)
+        return name
+
+    make.managers = made
+    yield make
+    for m in made:
+        if m.has_kernel:
+            try:
+                m.shutdown_kernel(now=True)
+            except Exception:
+                pass
+    for record in templates(name).values():
+        pyctest.kill_pid(record["pid"])
+
+
+def start(spec, **kw):
+    """A started KernelManager of the kernelspec, and a client that has had kernel_info."""
+    m = KernelManager(kernel_name=spec)
+    m.start_kernel(**kw)
+    pyctest.register_pid(m.provisioner.pid)
+    kc = m.client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=TIMEOUT)
+    return m, kc
+
+
+def value(kc, code):
+    reply, msgs = execute(kc, code)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return result_text(msgs)
+
+
+def test_sessions_are_kernels_of_their_own_forked_from_the_warm_template(spec, tmp_path):
+    name = spec()
+    m1, kc1 = start(name, cwd=str(tmp_path))
+    spec.managers.append(m1)
+    try:
+        (record,) = templates(name).values()
+        assert pyctest.pid_alive(record["pid"]) and m1.provisioner.pid != record["pid"]
+        # The template's imports and names are there, and nothing was imported again.
+        assert value(kc1, "import sys; ('decimal' in sys.modules, PRELOADED)") == "(True, 42)"
+        assert value(kc1, "import os; os.getcwd()") == repr(str(tmp_path))
+        assert value(kc1, "os.getpid()") == str(m1.provisioner.pid)
+        value(kc1, "x = 1")
+        m2, kc2 = start(name)
+        spec.managers.append(m2)
+        try:
+            assert len(templates(name)) == 1             # the same template
+            info1, info2 = m1.get_connection_info(), m2.get_connection_info()
+            assert info1["key"] != info2["key"] and info1["shell_port"] != info2["shell_port"]
+            assert m1.provisioner.pid != m2.provisioner.pid
+            reply, msgs = execute(kc2, "x", check=False)
+            assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "NameError"
+            # Each session's connection file is jupyter_client's, with the session's own connection.
+            with open(m2.connection_file) as f:
+                assert json.load(f)["shell_port"] == info2["shell_port"]
+        finally:
+            kc2.stop_channels()
+            m2.shutdown_kernel(now=False)
+            assert not pyctest.pid_alive(m2.provisioner.pid or 0)
+        assert value(kc1, "x") == "1"                    # the other session is untouched
+    finally:
+        kc1.stop_channels()
+
+
+def test_interrupt_and_restart_in_place(spec):
+    name = spec()
+    m, kc = start(name)
+    spec.managers.append(m)
+    try:
+        value(kc, "x = 1")
+        msg_id = kc.execute("import time; time.sleep(30)")
+        pyctest.wait_running(kc, msg_id)
+        m.interrupt_kernel()
+        reply = pyctest.get_reply(kc, msg_id)
+        assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
+        before, old_pid = m.get_connection_info(), m.provisioner.pid
+        t0 = time.monotonic()
+        m.restart_kernel(now=False)
+        restart_s = time.monotonic() - t0
+        assert not pyctest.pid_alive(old_pid)
+        new_pid = m.provisioner.pid
+        pyctest.register_pid(new_pid)
+        assert new_pid != old_pid
+        # The same address, key and ports: the client from before the restart goes on as it was.
+        after = m.get_connection_info()
+        assert {k: after[k] for k in before} == before
+        kc.wait_for_ready(timeout=TIMEOUT)
+        reply, msgs = execute(kc, "x", check=False)
+        assert reply["content"]["ename"] == "NameError"
+        assert value(kc, "PRELOADED") == "42"
+        assert restart_s < TIMEOUT
+    finally:
+        kc.stop_channels()
+
+
+MANAGER = r"""
+import json, sys
+sys.path[:0] = json.loads(sys.argv[2])
+from jupyter_client.manager import KernelManager
+m = KernelManager(kernel_name=sys.argv[1])
+m.start_kernel()
+print(json.dumps({"pid": m.provisioner.pid}), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_session_ends_with_its_manager_and_outlives_its_template(spec):
+    name = spec()
+    # The manager's environment is ours (pyc_client comes on its path another way), so that it forks from the
+    # same template as we do: a template is shared by the starts of one kernelspec in one environment.
+    manager = subprocess.Popen([sys.executable, "-c", MANAGER, name, json.dumps(pyctest.handshake_pythonpath())],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    pyctest.register_pid(manager.pid)
+    try:
+        session = json.loads(manager.stdout.readline())["pid"]
+        pyctest.register_pid(session)
+        assert pyctest.pid_alive(session)
+        # A session of our own, then the template dies: that session goes on serving.
+        m, kc = start(name)
+        spec.managers.append(m)
+        (record,) = templates(name).values()
+        pyctest.kill_pid(record["pid"])
+        assert value(kc, "PRELOADED + 1") == "43"
+        assert pyctest.pid_alive(session)
+        # The next start replaces the template.
+        m2, kc2 = start(name)
+        spec.managers.append(m2)
+        (record2,) = templates(name).values()
+        assert record2["pid"] != record["pid"] and pyctest.pid_alive(record2["pid"])
+        assert value(kc2, "PRELOADED") == "42"
+        kc2.stop_channels()
+        kc.stop_channels()
+        # The manager's process ends without a word: its session ends too.
+        manager.kill()
+        manager.wait()
+        deadline = time.monotonic() + 10
+        while pyctest.pid_alive(session) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not pyctest.pid_alive(session)
+    finally:
+        pyctest.kill_pid(manager.pid)
+
+
+def test_limits_hold_in_a_session(spec):
+    name = spec(env={"PYC_CELL_TIMEOUT": "1"})
+    m, kc = start(name)
+    spec.managers.append(m)
+    try:
+        reply, msgs = execute(kc, "import time; time.sleep(20)", check=False)
+        assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "CellTimeout"
+        assert reply["metadata"]["pyc"]["outcome"] == "timeout", reply["metadata"]
+        assert value(kc, "PRELOADED") == "42"
+    finally:
+        kc.stop_channels()
+
+
+def test_a_failing_start_up_code_is_the_start_error(spec):
+    name = spec(preload="import decimal\n1/0")
+    m = KernelManager(kernel_name=name)
+    spec.managers.append(m)
+    with pytest.raises(Exception) as e:
+        m.start_kernel()
+    assert "ZeroDivisionError" in str(e.value) and "start-up code failed" in str(e.value)
+    assert all(not pyctest.pid_alive(r["pid"]) for r in templates(name).values())
+
+
+def test_install_template_writes_a_kernelspec_that_starts_template_sessions(spec):
+    name = "tmpl-" + uuid.uuid4().hex[:8]
+    p = subprocess.run([PYC_KERNEL, "install", "--user", "--no-env", "--template", name, "--preload",
+                        "import decimal\nINSTALLED = 'yes'"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    kspec = KernelSpecManager().get_kernel_spec(name)
+    assert kspec.metadata["kernel_provisioner"] == {
+        "provisioner_name": "pyc-template-provisioner",
+        "config": {"template": name, "preload": "import decimal\nINSTALLED = 'yes'"}}
+    m = KernelManager(kernel_name=name)
+    spec.managers.append(m)
+    m.start_kernel()
+    pyctest.register_pid(m.provisioner.pid)
+    kc = m.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=TIMEOUT)
+        assert value(kc, "INSTALLED") == "'yes'"
+    finally:
+        kc.stop_channels()
+        m.shutdown_kernel(now=True)
+        for record in templates(name).values():
+            pyctest.kill_pid(record["pid"])
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--preload", "import os"], "--preload is the start-up code of a --template"),
+    (["--template", "t", "--handshake"], "choose one"),
+    (["--template", "no/slash"], "a template's name is"),
+])
+def test_install_template_refuses_what_cannot_work(args, says, tmp_path):
+    p = subprocess.run([PYC_KERNEL, "install", "--prefix", str(tmp_path), "--no-env"] + args, capture_output=True,
+                       text=True)
+    assert p.returncode != 0 and says in p.stderr, p.stderr
+    assert not (tmp_path / "share").exists()
