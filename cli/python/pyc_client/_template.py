@@ -363,7 +363,7 @@ class TemplateProvisioner(KernelProvisionerBase):
     async def launch_kernel(self, cmd, **kwargs):
         km = self.parent
         t = await self._template()
-        data = {"n": 1, "watch": os.getpid(), "cwd": os.path.abspath(self._cwd)}
+        data = {"n": 1, "watch": os.getpid(), "cwd": os.path.abspath(self._cwd), "not_carried": False}
         if self._connection is not None:
             data["connection"] = {name: self._connection[name] for name in PORTS + ("ip", "key")}
         else:
