@@ -13,7 +13,8 @@ It prints, as medians of --starts:
      the part of it spent in the provisioner's launch_kernel (the fork's round trip: the rest is
      jupyter_client's own and the client's);
   2) start until the start-up code has run (for the template: the same as 1);
-  3) restart_kernel() wall time (for ipykernel and cold pyc a restart is a cold start again, without the code);
+  3) restart_kernel() wall time, now=False and now=True (for ipykernel and cold pyc a restart is a cold start
+     again, without the code; the call returns when jupyter_client has launched the new kernel);
   4) --density N sessions forked from one template (batches of 100, each ended when this process ends), a cell
      run in each, then, after 5 s of quiet: their total PSS and private memory, the mean per session, the CPU
      they used in 10 s of idling, and where one idle session's private pages are (/proc/PID/smaps).
@@ -73,6 +74,23 @@ def run_cell(kc, code):
     assert reply["content"]["status"] == "ok", reply["content"]
 
 
+def kernel_info(kc, timeout=60):
+    """Sends kernel_info_request until one is answered (a kernel still starting may not have its shell socket
+    bound yet; ZeroMQ queues the request until it has) and returns when the reply is in.  Not wait_for_ready,
+    which also waits for 0.2 s of iopub silence after the reply (jupyter_client's), the same for every
+    kernel."""
+    deadline = time.monotonic() + timeout
+    msg_id = kc.kernel_info()
+    while time.monotonic() < deadline:
+        try:
+            reply = kc.get_shell_msg(timeout=1)
+        except Exception:  # noqa: BLE001 -- queue.Empty: not yet
+            continue
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return
+    raise TimeoutError("no kernel_info_reply within %g s" % timeout)
+
+
 def start(name, preload, launch_times):
     """(km, kc, ms to kernel_info_reply, ms until the start-up code has run)."""
     from jupyter_client.manager import KernelManager
@@ -83,7 +101,7 @@ def start(name, preload, launch_times):
     PIDS.add(kernel_pid(km))
     kc = km.client()
     kc.start_channels()
-    kc.wait_for_ready(timeout=60)
+    kernel_info(kc)
     ready = (time.perf_counter() - t0) * 1000
     if name != "pyc-template":
         run_cell(kc, preload)
@@ -124,19 +142,22 @@ def stop(km, kc):
 
 
 def starts(name, n, preload, launch_times):
-    ready, warm, restart = [], [], []
+    """Medians (ms): start to kernel_info_reply, start until the code has run, and the wall time of
+    restart_kernel(now=False) and of restart_kernel(now=True) (the call; the client then reconnects on its
+    own, after ZeroMQ's reconnect interval, whatever the kernel)."""
+    ready, warm, restart, restart_now = [], [], [], []
     for i in range(n):
         km, kc, r, w = start(name, preload, launch_times)
         ready.append(r)
         warm.append(w)
-        if i < max(3, n // 2):
+        for now, into in ((False, restart), (True, restart_now)):
             t0 = time.perf_counter()
-            km.restart_kernel(now=False)
-            kc.wait_for_ready(timeout=60)
-            restart.append((time.perf_counter() - t0) * 1000)
+            km.restart_kernel(now=now)
+            into.append((time.perf_counter() - t0) * 1000)
+            kernel_info(kc)
             PIDS.add(kernel_pid(km))
         stop(km, kc)
-    return statistics.median(ready), statistics.median(warm), statistics.median(restart)
+    return [statistics.median(x) for x in (ready, warm, restart, restart_now)]
 
 
 def smaps(pid):
@@ -245,18 +266,20 @@ def main():
                 stop(km, kc)
                 del launch_times[:]
             rows = {name: starts(name, args.starts, args.preload, launch_times) for name in names}
-            print("medians of %d starts (ms)  %22s %24s %14s" % (args.starts, "start to kernel_info",
-                                                                 "start + %r" % args.preload, "restart"))
+            print("medians of %d starts (ms)   start to kernel_info   start + the code   restart   restart(now)"
+                  % args.starts)
             for name in names:
-                r = rows[name]
-                print("%-26s %22.1f %24.1f %14.1f" % (name, r[0], r[1], r[2]))
+                print("%-26s %20.1f %18.1f %9.1f %14.1f" % ((name,) + tuple(rows[name])))
+            print("(the code: %r)" % args.preload)
             if launch_times:
-                print("pyc-template: the provisioner's launch_kernel (the fork's round trip) %.1f ms of it"
-                      % statistics.median(launch_times))
+                print("pyc-template: the provisioner's launch_kernel (the fork's round trip) %.1f ms of it; "
+                      "jupyter_client's own start (the rest) %.1f ms"
+                      % (statistics.median(launch_times), rows["pyc-template"][0] - statistics.median(launch_times)))
             for name in names:
                 if name != "pyc-template" and "pyc-template" in names:
-                    print("ratio %s / pyc-template: start+code %.1f, restart %.1f"
-                          % (name, rows[name][1] / rows["pyc-template"][1], rows[name][2] / rows["pyc-template"][2]))
+                    print("ratio %s / pyc-template: start+code %.1f, restart %.1f, restart(now) %.1f"
+                          % (name, rows[name][1] / rows["pyc-template"][1], rows[name][2] / rows["pyc-template"][2],
+                             rows[name][3] / rows["pyc-template"][3]))
             if args.density > 0 and "pyc-template" in names:
                 density(args.density, args.preload)
         finally:
