@@ -170,7 +170,7 @@ def smaps(pid):
                 name = parts[5] if len(parts) > 5 else "[anon]"
                 if name.startswith("/"):
                     name = os.path.basename(name)
-            elif parts[0] in ("Private_Dirty:", "Private_Clean:"):
+            elif parts[0] == "Private_Dirty:":
                 out[name] = out.get(name, 0) + int(parts[1])
     return out
 
@@ -226,14 +226,14 @@ def density(n, preload):
     ticks = sum(cpu_ticks(p) - before[p] for p in pids)
     rolls = [rollup(p) for p in pids]
     pss = sum(r.get("Pss", 0) for r in rolls) + rollup(template.pid).get("Pss", 0)
-    private = [r.get("Private_Dirty", 0) + r.get("Private_Clean", 0) for r in rolls]
+    private = [r.get("Private_Dirty", 0) for r in rolls]
     print("density: %d sessions forked in %.1f s, a cell run in each in %.1f s" % (len(sessions), fork_s, cells_s))
-    print("  total PSS (sessions and template): %.0f MB; per session: private %.2f MB (median), PSS %.2f MB"
+    print("  total PSS (sessions and template): %.0f MB; per session: private dirty %.2f MB (median), PSS %.2f MB"
           % (pss / 1024, statistics.median(private) / 1024, statistics.median(r.get("Pss", 0) for r in rolls) / 1024))
     print("  idle CPU of all sessions in 10 s: %.2f s (%.1f ms per session)"
           % (ticks / os.sysconf("SC_CLK_TCK"), ticks / os.sysconf("SC_CLK_TCK") * 1000 / max(1, len(pids))))
     where = smaps(pids[len(pids) // 2])
-    print("  one idle session's private memory by mapping (kB):")
+    print("  one idle session's private dirty memory by mapping (kB):")
     for name, kb in sorted(where.items(), key=lambda kv: -kv[1])[:12]:
         print("    %8d  %s" % (kb, name))
     for p in pids:

@@ -130,6 +130,10 @@ cli_state_t cli_silent_state(const pyc_session_file_t *sf);
  * the session file on success (clear it after destroying the client). */
 pyc_client_t *cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with_stdin, int *rc);
 
+/* cli_connect's second half, for a kernel known by sf alone (a template, which has no session file): the
+ * client, watching sf->pid when it is set; name is what messages call it.  Takes sf over on failure. */
+pyc_client_t *cli_client_for(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with_stdin, int *rc);
+
 /* How long `new`, `fork` and `kill` wait for another `pyc` that holds the name's lock: 2 minutes, twice the
  * time a `new` gives its kernel to answer by default. */
 #define CLI_LOCK_WAIT_MS 120000
@@ -356,7 +360,7 @@ int cli_usage_error(const char *name);
  * when absent). */
 enum { CLI_NEW_REPLACE, CLI_NEW_KERNEL, CLI_NEW_JSON, CLI_NEW_TIMEOUT, CLI_NEW_CURVE, CLI_NEW_PYTHON, CLI_NEW_NO_ENV,
        CLI_NEW_IDLE, CLI_NEW_LIFETIME, CLI_NEW_CELL_TIMEOUT, CLI_NEW_OUTPUT_LIMIT, CLI_NEW_MEMORY, CLI_NEW_REPLAY,
-       CLI_NEW_EVENT_OUTPUT, CLI_NEW_CELL_CPU, CLI_NEW_OPEN_FILES, CLI_NEW_NOPTS };
+       CLI_NEW_EVENT_OUTPUT, CLI_NEW_CELL_CPU, CLI_NEW_OPEN_FILES, CLI_NEW_FROM, CLI_NEW_NOPTS };
 enum { CLI_RUN_JSON, CLI_RUN_TIMEOUT, CLI_RUN_ISOLATE, CLI_RUN_NOPTS };
 enum { CLI_LS_JSON, CLI_LS_NOPTS };
 enum { CLI_COMPLETE_JSON, CLI_COMPLETE_NOPTS };
@@ -388,6 +392,11 @@ int cli_vars(const cli_args_t *a);
 int cli_complete(const cli_args_t *a);
 int cli_int(const cli_args_t *a);
 int cli_fork(const cli_args_t *a);
+
+/* `pyc new NAME --from SOURCE`: session NAME as a fork of SOURCE, a live session or a live warm template of
+ * that name (pyc_client's template provisioner, README "Kernels from a warm template"); a live NAME is ended
+ * first when replace, else refused.  Returns the exit code. */
+int cli_new_from(const char *source, const char *name, bool replace, bool as_json);
 int cli_cp(const cli_args_t *a);
 int cli_attach(const cli_args_t *a);
 int cli_fire(const cli_args_t *a);

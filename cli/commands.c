@@ -32,6 +32,7 @@ static const cli_optspec_t new_opts[CLI_NEW_NOPTS] = {
     [CLI_NEW_EVENT_OUTPUT] = {"event-output", true, 0},
     [CLI_NEW_CELL_CPU] = {"cell-cpu", true, 0},
     [CLI_NEW_OPEN_FILES] = {"open-files", true, 0},
+    [CLI_NEW_FROM] = {"from", true, 0},
 };
 
 static const cli_optspec_t run_opts[CLI_RUN_NOPTS] = {
@@ -88,7 +89,7 @@ const cli_command_t cli_commands[] = {
     {"new", cli_new,
      "new NAME [--replace] [--kernel PATH|SPEC] [--timeout S] [--curve] [--python PATH | --no-env] [--json]"
      " [--idle S] [--lifetime S] [--cell-timeout S] [--cell-cpu S] [--output-limit BYTES] [--memory BYTES]"
-     " [--open-files N] [--replay [FILE]] [--event-output BYTES]",
+     " [--open-files N] [--replay [FILE]] [--event-output BYTES] [--from SOURCE]",
      "start a detached kernel as session NAME",
      "Starts a detached pyc kernel as session NAME and prints its connection file.\n"
      "A live or unresponsive NAME is refused (exit 73) unless --replace; a stale one is cleaned first.\n"
@@ -108,7 +109,11 @@ const cli_command_t cli_commands[] = {
      "--curve gives the session CURVE keys: its traffic is encrypted, and clients must know its public key.\n"
      "--kernel names the pyc-kernel program, or a kernelspec (its program and its env).\n"
      "The kernel runs in the active Python environment ($VIRTUAL_ENV, $CONDA_PREFIX, a venv's python3 on\n"
-     "PATH), or the one --python names (a folder, or an interpreter in it); --no-env: in none.",
+     "PATH), or the one --python names (a folder, or an interpreter in it); --no-env: in none.\n"
+     "--from SOURCE makes NAME a fork of SOURCE instead of a new kernel: of the live session SOURCE, or of the\n"
+     "warm template SOURCE (a kernelspec installed with pyc-kernel install --template SOURCE, once a kernel\n"
+     "of it has started), with its imports done; NAME has SOURCE's environment and limits, so --from takes\n"
+     "only --replace and --json.",
      OPTS(new_opts), 1, 1, false},
     {"run", cli_run, "run NAME CODE|@FILE|- [--json] [--timeout S] [--isolate]",
      "run one cell and print what it produces",

@@ -104,6 +104,13 @@ cli_connect(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with
     case CLI_UNRESPONSIVE:       /* not asked for here (no heartbeat): the request itself will tell */
         break;
     }
+    return cli_client_for(name, sf, sync_iopub, with_stdin, rc);
+}
+
+pyc_client_t *
+cli_client_for(const char *name, pyc_session_file_t *sf, bool sync_iopub, bool with_stdin, int *rc)
+{
+    pyc_error_t err;
     pyc_client_t *cl = pyc_client_new(&sf->cf, with_stdin, &err);
     if (cl == NULL) {
         cli_err("session %s: %s", name, err.text);

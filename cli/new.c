@@ -381,6 +381,17 @@ cli_new(const cli_args_t *a)
         cli_err("%s", err.text);
         return PYC_EXIT_USAGE;
     }
+    if (a->value[CLI_NEW_FROM] != NULL) {
+        /* A fork has its source's kernel, environment and limits: the options that choose those do not apply. */
+        for (int o = 0; o < CLI_NEW_NOPTS; o++) {
+            if (o != CLI_NEW_FROM && o != CLI_NEW_REPLACE && o != CLI_NEW_JSON && a->value[o] != NULL) {
+                cli_err("new --from makes %s a fork of %s, with its kernel, environment and limits: it takes only "
+                        "--replace and --json", name, a->value[CLI_NEW_FROM]);
+                return PYC_EXIT_USAGE;
+            }
+        }
+        return cli_new_from(a->value[CLI_NEW_FROM], name, replace, a->value[CLI_NEW_JSON] != NULL);
+    }
     if (a->value[CLI_NEW_TIMEOUT] != NULL && cli_seconds("--timeout", a->value[CLI_NEW_TIMEOUT], &timeout) < 0)
         return PYC_EXIT_USAGE;
     const char *kopt = a->value[CLI_NEW_KERNEL];

@@ -24,6 +24,7 @@
  */
 #include "cli.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -33,6 +34,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <utime.h>
 
 #include "buf.h"
 #include "hmac.h"
@@ -256,27 +258,89 @@ kill_children(json_t *children, size_t from)
     }
 }
 
-int
-cli_fork(const cli_args_t *a)
+/* A client for the live warm template SOURCE (README, "Kernels from a warm template"): its record
+ * pyc-template-SOURCE-FINGERPRINT.json in the runtime dir whose process is alive, the most recently used when
+ * there are several (the template provisioner touches a record at each fork).  NULL, with *rc
+ * PYC_EXIT_NOSESSION and nothing printed, when there is none. */
+static pyc_client_t *
+template_client(const char *source, const char *dir, pyc_session_file_t *sf, int *rc)
+{
+    char prefix[256], best[4400] = "";
+    double newest = -1;
+    snprintf(prefix, sizeof prefix, "pyc-template-%s-", source);
+    *rc = PYC_EXIT_NOSESSION;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name), p = strlen(prefix);
+        struct stat st;
+        char path[4400];
+        if (n != p + 16 + 5 || strncmp(e->d_name, prefix, p) != 0 || strcmp(e->d_name + n - 5, ".json") != 0 ||
+            strspn(e->d_name + p, "0123456789abcdef") != 16)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (stat(path, &st) == 0 && st.st_mtime > newest) {
+            json_t *rec = json_load_file(path, 0, NULL);
+            json_int_t pid = json_integer_value(json_object_get(rec, "pid"));
+            if (pid > 1 && pyc_proc_start((pid_t)pid) != 0) {
+                newest = (double)st.st_mtime;
+                snprintf(best, sizeof best, "%s", path);
+            }
+            json_decref(rec);
+        }
+    }
+    if (d != NULL)
+        closedir(d);
+    if (best[0] == '\0')
+        return NULL;
+    json_t *rec = json_load_file(best, 0, NULL);
+    char *text = json_dumps(json_object_get(rec, "connection"), JSON_COMPACT);
+    pyc_error_t err;
+    int parsed = text != NULL ? pyc_session_file_parse(text, strlen(text), sf, &err) : -1;
+    free(text);
+    if (parsed < 0) {
+        cli_err("template %s: its record %s does not hold a connection", source, best);
+        json_decref(rec);
+        *rc = PYC_EXIT_CONNECTION;
+        return NULL;
+    }
+    sf->pid = (long)json_integer_value(json_object_get(rec, "pid"));
+    sf->pid_start = pyc_proc_start((pid_t)sf->pid);
+    json_decref(rec);
+    utime(best, NULL);           /* used now: not taken for an unused template */
+    return cli_client_for(source, sf, true, false, rc);
+}
+
+/* Forks source (a live session, or, for `new --from` (as_new), a live warm template) into the new sessions
+ * given[0..n) (in that order).  A live name is refused, or ended first when replace.  --json prints fork's
+ * list, or for new --from new's object. */
+static int
+fork_sessions(const char *source, const char *const *given, int n, bool as_json, bool replace, bool as_new)
 {
     pyc_error_t err;
     int rc = PYC_EXIT_OK, locks[CLI_MAX_POS];
     char dir[4096];
-    bool as_json = a->value[CLI_FORK_JSON] != NULL;
 
-    int n = a->npos - 1;
     const char *names[CLI_MAX_POS];
-    memcpy(names, &a->pos[1], (size_t)n * sizeof *names);
-    for (int i = 0; i < a->npos; i++) {
-        if (pyc_session_name_check(a->pos[i], &err) < 0) {
+    memcpy(names, given, (size_t)n * sizeof *names);
+    if (pyc_session_name_check(source, &err) < 0) {
+        cli_err("%s", err.text);
+        return PYC_EXIT_USAGE;
+    }
+    for (int i = 0; i < n; i++) {
+        if (pyc_session_name_check(given[i], &err) < 0) {
             cli_err("%s", err.text);
             return PYC_EXIT_USAGE;
         }
         for (int j = 0; j < i; j++) {
-            if (strcmp(a->pos[i], a->pos[j]) == 0) {
-                cli_err("fork: %s is named twice", a->pos[i]);
+            if (strcmp(given[i], given[j]) == 0) {
+                cli_err("fork: %s is named twice", given[i]);
                 return PYC_EXIT_USAGE;
             }
+        }
+        if (strcmp(given[i], source) == 0) {
+            cli_err("fork: %s is both the session forked and a new one", source);
+            return PYC_EXIT_USAGE;
         }
     }
     if (cli_runtime_dir(dir, sizeof dir) < 0)
@@ -297,7 +361,7 @@ cli_fork(const cli_args_t *a)
             goto unlock;
         pyc_session_file_t old;
         cli_state_t st = cli_session_state(names[nlocked], &old, 1000, &err);
-        if (st == CLI_LIVE || st == CLI_UNRESPONSIVE) {
+        if ((st == CLI_LIVE || st == CLI_UNRESPONSIVE) && !replace) {
             cli_err("session %s already exists (kernel pid %ld%s); nothing was forked", names[nlocked], old.pid,
                     st == CLI_UNRESPONSIVE ? ", not answering its heartbeat" : "");
             pyc_session_file_clear(&old);
@@ -322,8 +386,23 @@ cli_fork(const cli_args_t *a)
     }
 
     pyc_session_file_t sf;
-    pyc_client_t *cl = cli_connect(a->pos[0], &sf, true, false, &rc);
-    if (cl == NULL)
+    pyc_client_t *cl = NULL;
+    bool from_template = false;
+    if (as_new) {
+        pyc_session_file_t probe;
+        if (cli_session_state(source, &probe, 0, &err) == CLI_MISSING) {
+            cl = template_client(source, dir, &sf, &rc);
+            from_template = true;
+            if (cl == NULL && rc == PYC_EXIT_NOSESSION)
+                cli_err("no session and no live template named %s (pyc ls lists sessions; a template starts with "
+                        "the first kernel of its kernelspec, pyc-kernel install --template %s)", source, source);
+            if (cl == NULL)
+                goto unlock;
+        } else {
+            pyc_session_file_clear(&probe);
+        }
+    }
+    if (cl == NULL && (cl = cli_connect(source, &sf, true, false, &rc)) == NULL)
         goto unlock;
     if (cli_sigint_count > 0) {
         cli_err("interrupted; nothing was forked");
@@ -332,12 +411,16 @@ cli_fork(const cli_args_t *a)
         pyc_session_file_clear(&sf);
         goto unlock;
     }
-    /* The children's names go with the request, so that each writes the event log under its own. */
+    /* The children's names go with the request, so that each writes the event log under its own.  A
+     * template's children are sessions of their own: what the template lacks (it runs no threads of a
+     * user's) is not looked for. */
     json_t *cnames = json_array();
     for (int i = 0; i < n && cnames != NULL; i++)
-        json_array_append_new(cnames, json_string(a->pos[1 + i]));
+        json_array_append_new(cnames, json_string(given[i]));
     json_t *data = cnames != NULL ? json_pack("{s:i, s:b, s:o}", "n", n, "outlive", 1, "names", cnames) : NULL;
-    pyc_msg_t *answer = data != NULL ? cli_comm_request(cl, a->pos[0], "pyc.fork", data, NULL, 0, 0, &rc) : NULL;
+    if (data != NULL && from_template)
+        json_object_set_new(data, "not_carried", json_false());
+    pyc_msg_t *answer = data != NULL ? cli_comm_request(cl, source, "pyc.fork", data, NULL, 0, 0, &rc) : NULL;
     json_decref(data);
     json_t *children = answer != NULL ? json_object_get(json_object_get(answer->content, "data"), "children") : NULL;
     if (rc != PYC_EXIT_OK) {
@@ -352,7 +435,7 @@ cli_fork(const cli_args_t *a)
         json_t *lost = json_object_get(json_object_get(answer->content, "data"), "not_carried");
         /* Child i becomes the i-th name as given (names[] is the sorted copy used for locking). */
         for (int i = 0; i < n && rc == PYC_EXIT_OK; i++) {
-            const char *nm = a->pos[1 + i];
+            const char *nm = given[i];
             char path[4096];
             if (adopt_child(nm, json_array_get(children, (size_t)i), dir) < 0) {
                 kill_children(children, (size_t)i);
@@ -369,8 +452,12 @@ cli_fork(const cli_args_t *a)
             else
                 puts(path);
         }
-        if (as_json && rc == PYC_EXIT_OK)
+        if (as_json && rc == PYC_EXIT_OK && as_new) {
+            json_object_del(json_array_get(list, 0), "not_carried");
+            cli_print_json_line(json_array_get(list, 0));
+        } else if (as_json && rc == PYC_EXIT_OK) {
             cli_print_json_line(list);
+        }
         json_decref(list);
         /* What the children lack of the parent (its threads, connections, GPU contexts), as snapshot says it. */
         size_t j;
@@ -387,6 +474,19 @@ unlock:
     for (int i = 0; i < nlocked; i++)
         cli_unlock(names[i], locks[i], false);
     return rc;
+}
+
+int
+cli_fork(const cli_args_t *a)
+{
+    return fork_sessions(a->pos[0], (const char *const *)&a->pos[1], a->npos - 1, a->value[CLI_FORK_JSON] != NULL,
+                         false, false);
+}
+
+int
+cli_new_from(const char *source, const char *name, bool replace, bool as_json)
+{
+    return fork_sessions(source, &name, 1, as_json, replace, true);
 }
 
 /* ---- cp -------------------------------------------------------------------------------------------------- */

@@ -9,7 +9,12 @@
  * Replay detection keeps the first 16 bytes of the digests of the last `window` verified messages in a
  * ring, indexed by a chained hash table over the ring slots.  A digest is a keyed hash, so its first bytes
  * are already a good table hash, and 128 bits make an accidental collision impossible in practice.  The
- * window bounds memory: 65536 entries are 1.5 MB, allocated on the first verified message.
+ * window bounds memory: 65536 entries are 1.5 MB, mapped on the first verified message.  The window is
+ * mapped anonymous memory, not calloc'ed: zero pages that become resident only as messages fill them (the
+ * ring in order, the buckets a page at a time), so that a session that has answered a few requests holds a
+ * few pages of it.  calloc gave that only when malloc took the block from mmap; the kernel raises malloc's mmap
+ * threshold to 4 MiB (main.c), so calloc took it from the heap and zeroed all 2 MB at once, in every session
+ * forked from a template too (measured: a tenth of an idle forked session's private memory).
  */
 #include "auth.h"
 
@@ -18,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <strings.h>
 
 #include "buf.h"
@@ -32,8 +38,8 @@ typedef struct replay_slot {
     uint32_t next;               /* 1 + the next slot in the same bucket, or NIL */
 } replay_slot_t;
 
-/* Links are slot indexes plus one, so that zeroed memory is an empty table: calloc gives it untouched, and
- * a kernel that verifies few messages never makes the whole window resident. */
+/* Links are slot indexes plus one, so that zeroed memory is an empty table: a fresh mapping is one, and a
+ * kernel that verifies few messages never makes the whole window resident. */
 #define NIL 0u
 
 struct pyc_auth {
@@ -84,18 +90,33 @@ fail:
 
 /* Allocates the replay window on first use (a `pyc` command verifies a handful of replies; a kernel, every
  * request).  Caller holds the lock.  Returns 0 or -1. */
+static void *
+zero_pages(size_t size)
+{
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void
+window_free(pyc_auth_t *self)
+{
+    if (self->ring != NULL)
+        munmap(self->ring, (size_t)self->window * sizeof *self->ring);
+    if (self->buckets != NULL)
+        munmap(self->buckets, (size_t)self->nbuckets * sizeof *self->buckets);
+    self->ring = NULL;
+    self->buckets = NULL;
+}
+
 static int
 window_ready(pyc_auth_t *self)
 {
     if (self->ring != NULL)
         return 0;
-    self->ring = calloc(self->window, sizeof *self->ring);
-    self->buckets = calloc(self->nbuckets, sizeof *self->buckets);
+    self->ring = zero_pages((size_t)self->window * sizeof *self->ring);
+    self->buckets = zero_pages((size_t)self->nbuckets * sizeof *self->buckets);
     if (self->ring == NULL || self->buckets == NULL) {
-        free(self->ring);
-        free(self->buckets);
-        self->ring = NULL;
-        self->buckets = NULL;
+        window_free(self);
         return -1;
     }
     return 0;
@@ -108,8 +129,7 @@ pyc_auth_destroy(pyc_auth_t **self_p)
         return;
     pyc_auth_t *self = *self_p;
     pyc_hmac_destroy(&self->hmac);
-    free(self->ring);
-    free(self->buckets);
+    window_free(self);
     pthread_mutex_destroy(&self->lock);
     free(self);
     *self_p = NULL;

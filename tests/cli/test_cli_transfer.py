@@ -12,7 +12,7 @@ import time
 import pytest
 
 import pyctest
-from clitest import (EXIT_CONNECTION, EXIT_EXISTS, EXIT_INTERRUPTED, EXIT_NOINPUT, EXIT_OK, EXIT_REFUSED, EXIT_USAGE,
+from clitest import (EXIT_CONNECTION, EXIT_EXISTS, EXIT_INTERRUPTED, EXIT_NOINPUT, EXIT_NOSESSION, EXIT_OK, EXIT_REFUSED, EXIT_USAGE,
                      PYC_CLI, pyc,
                      read_session, run_in_background, runtime_dir, session_file, unique_name, wait_busy, wait_gone)
 
@@ -284,3 +284,29 @@ def pyc_bytes(*args):
     p = subprocess.run([PYC_CLI] + list(args), capture_output=True, env=pyctest.child_env(), timeout=60)
     assert p.returncode == EXIT_OK, p.stderr
     return p.stdout
+
+
+def test_new_from_a_session_is_a_fork_with_new_s_options(sessions):
+    """`pyc new NAME --from SOURCE`: NAME is a fork of the live session SOURCE (its state, then its own), made
+    as `new` makes a session (refused when NAME lives, replaced with --replace, new's --json); options that
+    choose a kernel or limits are refused, and so is a SOURCE that is neither a session nor a template."""
+    base = sessions.new()
+    pyc("run", base, "import decimal\nseed = 41", check=EXIT_OK)
+    name = unique_name("from")
+    p = pyc("new", name, "--from", base, check=EXIT_OK)
+    sessions.adopt(name)
+    assert p.stdout == session_file(name) + "\n" and p.stderr == ""
+    assert pyc("run", name, "seed + 1, 'decimal' in __import__('sys').modules", check=EXIT_OK).stdout == "(42, True)\n"
+    pyc("run", name, "seed = 0", check=EXIT_OK)
+    assert pyc("run", base, "seed", check=EXIT_OK).stdout == "41\n"
+    first = read_session(name)["pid"]
+    pyc("new", name, "--from", base, check=EXIT_EXISTS)
+    assert read_session(name)["pid"] == first
+    record = json.loads(pyc("new", name, "--from", base, "--replace", "--json", check=EXIT_OK).stdout)
+    assert record["name"] == name and record["pid"] != first and record["connection_file"] == session_file(name)
+    assert wait_gone(first)
+    assert pyc("run", name, "seed", check=EXIT_OK).stdout == "41\n"
+    p = pyc("new", unique_name("from"), "--from", base, "--idle", "5", check=EXIT_USAGE)
+    assert "takes only --replace and --json" in p.stderr
+    p = pyc("new", unique_name("from"), "--from", unique_name("none"), check=EXIT_NOSESSION)
+    assert "no session and no live template named" in p.stderr

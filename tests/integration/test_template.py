@@ -262,3 +262,30 @@ def test_install_template_refuses_what_cannot_work(args, says, tmp_path):
                        text=True)
     assert p.returncode != 0 and says in p.stderr, p.stderr
     assert not (tmp_path / "share").exists()
+
+
+def test_pyc_new_from_a_live_template(spec):
+    """`pyc new NAME --from TEMPLATE`: a named session forked from the live template of kernelspec TEMPLATE,
+    with its start-up code's work done; it outlives the template."""
+    name = spec()
+    m, kc = start(name)
+    spec.managers.append(m)
+    kc.stop_channels()
+    cli = os.path.join(os.path.dirname(PYC_KERNEL), "pyc")
+    session = "s-" + uuid.uuid4().hex[:8]
+    p = subprocess.run([cli, "new", session, "--from", name, "--json"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    pid = json.loads(p.stdout)["pid"]
+    pyctest.register_pid(pid)
+    try:
+        (record,) = templates(name).values()
+        assert pid != record["pid"]
+        p = subprocess.run([cli, "run", session, "PRELOADED, 'fractions' in __import__('sys').modules"],
+                           capture_output=True, text=True, timeout=60)
+        assert (p.returncode, p.stdout) == (0, "(42, True)\n"), p.stderr
+        pyctest.kill_pid(record["pid"])
+        p = subprocess.run([cli, "run", session, "PRELOADED + 1"], capture_output=True, text=True, timeout=60)
+        assert (p.returncode, p.stdout) == (0, "43\n"), p.stderr
+    finally:
+        subprocess.run([cli, "kill", session], capture_output=True, timeout=60)
+        pyctest.kill_pid(pid)
