@@ -244,6 +244,29 @@ def density(n, preload):
     stop(km, kc)
 
 
+def cli_starts(pyc, n, preload):
+    """Medians (ms) of `pyc new NAME --from bench` (the template of the pyc-template kernelspec, live) and of
+    `pyc new NAME` followed by `pyc run NAME CODE`, each until the command returned."""
+    import subprocess
+
+    cli = os.path.join(os.path.dirname(pyc), "pyc")
+    out = {"from": [], "cold": []}
+    for i in range(n):
+        for how in ("from", "cold"):
+            name = "b%s%d" % (how, i)
+            t0 = time.perf_counter()
+            if how == "from":
+                subprocess.run([cli, "new", name, "--from", "bench"], check=True, capture_output=True)
+            else:
+                subprocess.run([cli, "new", name], check=True, capture_output=True)
+                subprocess.run([cli, "run", name, preload], check=True, capture_output=True)
+            out[how].append((time.perf_counter() - t0) * 1000)
+            with open(os.path.join(os.environ["JUPYTER_RUNTIME_DIR"], "pyc-%s.json" % name)) as f:
+                PIDS.add(json.load(f)["pid"])
+            subprocess.run([cli, "kill", name], capture_output=True)
+    return statistics.median(out["from"]), statistics.median(out["cold"])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pyc", default=None)
@@ -280,6 +303,12 @@ def main():
                     print("ratio %s / pyc-template: start+code %.1f, restart %.1f, restart(now) %.1f"
                           % (name, rows[name][1] / rows["pyc-template"][1], rows[name][2] / rows["pyc-template"][2],
                              rows[name][3] / rows["pyc-template"][3]))
+            if "pyc-template" in names:
+                km, kc, _, _ = start("pyc-template", args.preload, [])       # the template is live
+                from_ms, cold_ms = cli_starts(pyc, args.starts, args.preload)
+                stop(km, kc)
+                print("pyc new NAME --from TEMPLATE: %.1f ms; pyc new NAME + pyc run NAME %r: %.1f ms (%.1fx)"
+                      % (from_ms, args.preload, cold_ms, cold_ms / from_ms))
             if args.density > 0 and "pyc-template" in names:
                 density(args.density, args.preload)
         finally:
