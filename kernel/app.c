@@ -206,10 +206,37 @@ child_become(void *ctx, const pyc_fork_opts_t *opts, pid_t parent, pyc_error_t *
                      pyc_connfile_to_json(&a->cf));
 }
 
+/* fork.c's adopted callback: a spare handed a request ends with the process the request named. */
+static void
+child_adopted(void *ctx, pid_t watch)
+{
+    pyc_app_t *a = ctx;
+    a->watch_parent = watch;
+}
+
 int
 pyc_app_fork_children(void *ctx, int n, const pyc_fork_opts_t *opts, json_t **reports, int *index)
 {
     pyc_app_t *a = ctx;
-    pyc_fork_spec_t spec = {.cf = &a->cf, .become = child_become, .ctx = a};
+    pyc_fork_spec_t spec = {.cf = &a->cf, .become = child_become, .adopted = child_adopted, .ctx = a};
     return pyc_fork_children(a->kernel, &spec, n, opts, reports, index);
+}
+
+int
+pyc_app_fork_spare(void *ctx, pyc_fork_spare_t *spare, json_t **names)
+{
+    pyc_app_t *a = ctx;
+    pyc_error_t err;
+    pyc_fork_spec_t spec = {.cf = &a->cf, .become = child_become, .adopted = child_adopted, .ctx = a};
+    int r = pyc_fork_spare(a->kernel, &spec, spare, names, &err);
+    if (r < 0)
+        pyc_log("pyc.fork: no spare: %s", err.text);
+    return r;
+}
+
+json_t *
+pyc_app_adopt_spare(void *ctx, pyc_fork_spare_t *spare, const pyc_fork_opts_t *opts, json_t *names)
+{
+    (void)ctx;
+    return pyc_fork_adopt(spare, opts, names);
 }

@@ -24,6 +24,8 @@
 #include "log.h"
 #include "proc.h"
 
+static void drop_spare(pyc_kernel_t *k, int i);
+
 bool
 pyc__reap_children(pyc_kernel_t *k)
 {
@@ -38,6 +40,10 @@ pyc__reap_children(pyc_kernel_t *k)
             unwatched = unwatched || k->children.list[i].pidfd < 0;
             k->children.list[live++] = k->children.list[i];
         } else {
+            for (int j = k->children.nspares - 1; j >= 0; j--) {
+                if (k->children.spares[j].pid == k->children.list[i].pid)
+                    drop_spare(k, j);        /* a spare that ended by itself */
+            }
             unlink(k->children.list[i].file);
             waitpid(k->children.list[i].pid, NULL, WNOHANG);
             free(k->children.list[i].file);
@@ -104,6 +110,12 @@ pyc__forget_children(pyc_kernel_t *k)
         if (k->children.list[i].pidfd >= 0)
             close(k->children.list[i].pidfd);
     }
+    for (int i = 0; i < k->children.nspares; i++) {
+        close(k->children.spares[i].report_fd);
+        close(k->children.spares[i].adopt_fd);
+    }
+    k->children.nspares = 0;
+    k->children.want_spares = 0;
     if (k->children.epfd >= 0)
         close(k->children.epfd);
     k->children.epfd = -1;
@@ -146,6 +158,83 @@ pyc__not_carried(pyc_kernel_t *k, const char *into, const char *gpu_after)
     return lost;
 }
 
+/* Drops spare i: it is killed (its pipes closed, it is reaped as any child). */
+static void
+drop_spare(pyc_kernel_t *k, int i)
+{
+    pyc_fork_spare_t *s = &k->children.spares[i];
+    kill(s->pid, SIGKILL);
+    close(s->report_fd);
+    close(s->adopt_fd);
+    k->children.spares[i] = k->children.spares[--k->children.nspares];
+}
+
+void
+pyc__state_may_change(pyc_kernel_t *k)
+{
+    k->children.generation++;
+}
+
+int
+pyc__fill_spares(pyc_kernel_t *k)
+{
+    for (int i = k->children.nspares - 1; i >= 0; i--) {
+        if (k->children.spares[i].generation != k->children.generation)
+            drop_spare(k, i);
+    }
+    if (k->children.nspares >= k->children.want_spares || k->fork_spare == NULL ||
+        k->children.n >= k->children.max)
+        return 0;
+    pyc_fork_spare_t spare = {0};
+    json_t *names = NULL;
+    int r = k->fork_spare(k->fork_ctx, &spare, &names);
+    if (r == 1) {
+        /* This process is the spare, now handed a request: its session's name, as a forked child's. */
+        name_child(k, json_array_get(names, 0));
+        json_decref(names);
+        return 0;
+    }
+    if (r < 0) {
+        k->children.want_spares = 0;      /* no more tries until a request asks again */
+        return 0;
+    }
+    spare.generation = k->children.generation;
+    k->children.spares[k->children.nspares++] = spare;
+    add_child(k, spare.pid, "", false);
+    return 1;
+}
+
+/* A spare for a request of one child that leaves the connection to the child (and the address, or gives this
+ * kernel's), taken off the spares: its report, or NULL when there is none ready. */
+static json_t *
+take_spare(pyc_kernel_t *k, json_int_t n, const pyc_fork_opts_t *opts, json_t *names)
+{
+    if (n != 1 || opts->has_key || opts->has_ports || (opts->has_ip && strcmp(opts->ip, k->cf.ip) != 0) ||
+        k->adopt_spare == NULL)
+        return NULL;
+    for (int i = k->children.nspares - 1; i >= 0; i--) {
+        if (k->children.spares[i].generation != k->children.generation)
+            drop_spare(k, i);
+    }
+    if (k->children.nspares == 0)
+        return NULL;
+    pyc_fork_spare_t spare = k->children.spares[--k->children.nspares];
+    json_t *report = k->adopt_spare(k->fork_ctx, &spare, opts, names);
+    /* It is a child of ours from now on like any other: outliving us when the request said so. */
+    for (int i = 0; i < k->children.n; i++) {
+        if (k->children.list[i].pid == spare.pid) {
+            const char *file = json_string_value(json_object_get(report, "connection_file"));
+            char *f = strdup(file != NULL ? file : "");
+            if (f != NULL) {
+                free(k->children.list[i].file);
+                k->children.list[i].file = f;
+            }
+            k->children.list[i].outlive = opts->outlive || opts->watch > 0;
+        }
+    }
+    return report;
+}
+
 /* The options of a pyc.fork request beyond "n" (README, "Session fork"): "outlive", "watch" (a pid), "cwd" and
  * "connection" (an object: "ip", "key", the five ports, all or none and only for one child; "transport",
  * "signature_scheme" and "kernel_name" are taken when they are the parent's, so that a connection jupyter_client
@@ -159,6 +248,14 @@ fork_opts(const pyc_kernel_t *k, json_t *data, json_int_t n, pyc_fork_opts_t *o)
         [PYC_CHAN_CONTROL] = "control_port", [PYC_CHAN_HB] = "hb_port"};
     memset(o, 0, sizeof *o);
     o->outlive = json_is_true(json_object_get(data, "outlive"));
+    o->spares = -1;
+    json_t *sp = json_object_get(data, "spares");
+    if (sp != NULL && !json_is_null(sp)) {
+        json_int_t want = json_is_integer(sp) ? json_integer_value(sp) : -1;
+        if (want < 0 || want > PYC_MAX_SPARES)
+            return json_sprintf("spares must be a whole number from 0 to %d", PYC_MAX_SPARES);
+        o->spares = (int)want;
+    }
     json_t *w = json_object_get(data, "watch");
     if (w != NULL && !json_is_null(w)) {
         json_int_t pid = json_is_integer(w) ? json_integer_value(w) : 0;
@@ -268,7 +365,12 @@ pyc__on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
         json_t *lost = json_is_false(json_object_get(data, "not_carried"))
                            ? NULL
                            : pyc__not_carried(k, "the forked sessions", "in them");
-        if (k->fork_children(k->fork_ctx, (int)n, &opts, &reports, &index) == 1) {
+        if (opts.spares >= 0)
+            k->children.want_spares = opts.spares;
+        json_t *spare = take_spare(k, n, &opts, json_object_get(data, "names"));
+        if (spare != NULL) {
+            reports = json_pack("[o]", spare);
+        } else if (k->fork_children(k->fork_ctx, (int)n, &opts, &reports, &index) == 1) {
             json_decref(lost);
             /* the child: the parent answers this request, not us */
             k->just_forked = true;
@@ -286,8 +388,9 @@ pyc__on_fork(pyc_kernel_t *k, const pyc_msg_t *msg)
                 json_array_append(failed, r);
                 continue;
             }
-            add_child(k, (pid_t)json_integer_value(json_object_get(r, "pid")),
-                      json_string_value(json_object_get(r, "connection_file")), opts.outlive || opts.watch > 0);
+            if (spare == NULL)       /* a spare is in the table already (take_spare) */
+                add_child(k, (pid_t)json_integer_value(json_object_get(r, "pid")),
+                          json_string_value(json_object_get(r, "connection_file")), opts.outlive || opts.watch > 0);
             json_array_append(children, r);
         }
         if (json_array_size(failed) == 0)

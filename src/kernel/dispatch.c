@@ -77,6 +77,12 @@ static void
 dispatch(pyc_kernel_t *k, int chan, pyc_msg_t *msg, const pyc_execreq_t *req)
 {
     pyc__status(k, msg, "busy");
+    /* Spares (children.c) stay good only while nothing but forks and kernel_info was asked. */
+    const char *target = strcmp(msg->msg_type, "comm_open") == 0
+                             ? json_string_value(json_object_get(msg->content, "target_name"))
+                             : NULL;
+    if (strcmp(msg->msg_type, "kernel_info_request") != 0 && (target == NULL || strcmp(target, "pyc.fork") != 0))
+        pyc__state_may_change(k);
     handler_fn fn = find_handler(msg->msg_type, NULL);
     pyc_execreq_t here;
     if (req == NULL)

@@ -279,6 +279,95 @@ read_report(pending_t *c)
 }
 
 int
+pyc_fork_spare(pyc_kernel_t *k, const pyc_fork_spec_t *spec, pyc_fork_spare_t *spare, json_t **names,
+               pyc_error_t *err)
+{
+    int a[2], p[2];
+    if (pipe2(a, O_CLOEXEC) < 0)
+        return pyc_error_set(err, "pipe: %s", strerror(errno));
+    pid_t parent = getpid();
+    pid_t pid = pyc_fork_piped(k, p, err);
+    if (pid < 0) {
+        close(a[0]);
+        close(a[1]);
+        return -1;
+    }
+    if (pid > 0) {
+        close(p[1]);
+        close(a[0]);
+        *spare = (pyc_fork_spare_t){.pid = pid, .report_fd = p[0], .adopt_fd = a[1]};
+        return 0;
+    }
+    /* The spare: a kernel of its own now, dying with its parent until it is handed a request. */
+    close(p[0]);
+    close(a[1]);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(0);
+    setpgid(0, 0);
+    pyc_msg_reseed();
+    pyc_fork_close_kernel_sockets(spec->cf, p[1]);
+    pyc_fork_opts_t own = {.spares = -1};
+    pyc_error_t cerr;
+    json_t *rep = spec->become(spec->ctx, &own, parent, &cerr);
+    uint32_t type = 0, chan;
+    pyc_outframe_t *f = NULL;
+    size_t nf = 0;
+    int got = pyc_record_read(a[0], &type, &chan, &f, &nf);
+    json_t *adopt = got == 0 && nf == 1 ? json_loadb(f[0].data, f[0].size, 0, NULL) : NULL;
+    pyc_record_free(f, nf);
+    close(a[0]);
+    if (adopt == NULL)
+        _exit(0);                /* dropped (its state went stale), or the parent is gone */
+    const char *cwd = json_string_value(json_object_get(adopt, "cwd"));
+    pid_t watch = (pid_t)json_integer_value(json_object_get(adopt, "watch"));
+    bool outlive = json_is_true(json_object_get(adopt, "outlive"));
+    if (rep == NULL || (cwd != NULL && chdir(cwd) < 0)) {
+        json_t *e = json_pack("{s:s}", "error", rep == NULL ? cerr.text : "cannot enter the working directory");
+        report(p[1], FORK_FAILED, e);
+        _exit(1);
+    }
+    if (outlive || watch > 0)
+        prctl(PR_SET_PDEATHSIG, 0);
+    spec->adopted(spec->ctx, watch > 0 ? watch : outlive ? 0 : parent);
+    *names = json_incref(json_object_get(adopt, "names"));
+    json_decref(adopt);
+    report(p[1], FORK_REPORT, rep);
+    json_decref(rep);
+    close(p[1]);
+    pyc_kernel_starting(k);
+    return 1;
+}
+
+json_t *
+pyc_fork_adopt(pyc_fork_spare_t *spare, const pyc_fork_opts_t *opts, json_t *names)
+{
+    json_t *a = json_pack("{s:I, s:b}", "watch", (json_int_t)opts->watch, "outlive", opts->outlive);
+    if (opts->has_cwd)
+        json_object_set_new(a, "cwd", json_string(opts->cwd));
+    if (json_is_array(names))
+        json_object_set(a, "names", names);
+    report(spare->adopt_fd, 1, a);
+    json_decref(a);
+    close(spare->adopt_fd);
+    spare->adopt_fd = -1;
+    pending_t c = {spare->pid, spare->report_fd};
+    struct pollfd pfd = {.fd = c.fd, .events = POLLIN};
+    int ready;
+    while ((ready = poll(&pfd, 1, PYC_FORK_START_TIMEOUT_MS)) < 0 && errno == EINTR)
+        ;
+    spare->report_fd = -1;
+    if (ready > 0)
+        return read_report(&c);
+    close(c.fd);
+    kill(c.pid, SIGKILL);
+    waitpid(c.pid, NULL, 0);
+    return json_pack("{s:i, s:o}", "pid", (int)c.pid, "error",
+                     json_sprintf("spare %ld did not start: no report within %d s", (long)c.pid,
+                                  PYC_FORK_START_TIMEOUT_MS / 1000));
+}
+
+int
 pyc_fork_children(pyc_kernel_t *k, const pyc_fork_spec_t *spec, int n, const pyc_fork_opts_t *opts,
                   json_t **reports, int *index)
 {

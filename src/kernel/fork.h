@@ -31,6 +31,8 @@ typedef struct pyc_fork_spec {
      * starts the threads, and returns the report {"pid", "connection_file", "connection": {...the file's
      * content...}} (a new reference), or NULL with err. */
     json_t *(*become)(void *ctx, const pyc_fork_opts_t *opts, pid_t parent, pyc_error_t *err);
+    /* In a spare handed a request: from now on it ends when watch ends (0: never), not with its parent. */
+    void (*adopted)(void *ctx, pid_t watch);
     void *ctx;
 } pyc_fork_spec_t;
 
@@ -44,6 +46,19 @@ typedef struct pyc_fork_spec {
  * thread between requests, without the GIL. */
 int pyc_fork_children(pyc_kernel_t *k, const pyc_fork_spec_t *spec, int n, const pyc_fork_opts_t *opts,
                       json_t **reports, int *index);
+
+/* Forks a spare (kernel.h): the child becomes a kernel of its own at once (spec->become, dying with this
+ * process), then waits for pyc_fork_adopt.  In the parent returns 0 with *spare set (its report comes at
+ * adoption), or -1 with err.  In the spare returns 1 once it has been handed a request and has reported, with
+ * *names the request's "names" (a new reference, or NULL); a spare whose parent drops it (closes its pipe)
+ * exits.  Main thread, between requests. */
+int pyc_fork_spare(pyc_kernel_t *k, const pyc_fork_spec_t *spec, pyc_fork_spare_t *spare, json_t **names,
+                   pyc_error_t *err);
+
+/* In the parent: hands the spare a request (opts: watch, outlive, cwd; names, may be NULL) and returns its
+ * report, as one of pyc_fork_children's entries ({pid, connection_file, connection} or {pid, error}, after
+ * which it is ended), within 10 s.  Closes the spare's pipes. */
+json_t *pyc_fork_adopt(pyc_fork_spare_t *spare, const pyc_fork_opts_t *opts, json_t *names);
 
 /* In a forked child: closes the parent's kernel sockets it inherited (listening and connected, those whose
  * local address is one of cf's endpoints), all but the descriptor keep; otherwise the child would keep the

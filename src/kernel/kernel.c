@@ -37,6 +37,8 @@ pyc_kernel_new(const pyc_kernel_config_t *cfg, pyc_error_t *err)
     k->wake_main = cfg->wake_main;
     k->wake_ctx = cfg->wake_ctx;
     k->fork_children = cfg->fork_children;
+    k->fork_spare = cfg->fork_spare;
+    k->adopt_spare = cfg->adopt_spare;
     k->tt.snapshot_take = cfg->snapshot_take;
     k->tt.snapshot_hand_over = cfg->snapshot_hand_over;
     k->tt.snapshot_drop = cfg->snapshot_drop;
@@ -237,6 +239,8 @@ pyc_kernel_idle(pyc_kernel_t *k)
     int again_ms = -1;
     if (k->children.n > 0 && pyc__reap_children(k))
         again_ms = CHILDREN_LOOK_MS;
+    if (pyc__fill_spares(k) > 0)
+        again_ms = 0;            /* one spare a pause: the next after a look at the sockets */
     pyc__reap_subshells(k);
     pyc__history_kick(k, true);   /* the writer thread retries a locked history file by itself */
     if (k->complete_warm == 1) {

@@ -86,7 +86,25 @@ typedef struct pyc_fork_opts {
     bool has_cwd;
     char cwd[4096];              /* the children's working directory (a template session starts in its
                                   * manager's) */
+    int spares;                  /* -1: as before; else the spares this kernel keeps from now on (see below) */
 } pyc_fork_opts_t;
+
+/* A spare (README, "Kernels from a warm template"): a child forked ahead of any request, in a pause of this
+ * kernel's requests, that has done what makes a fork slow (fork(2) itself, CPython's after-fork handlers, a
+ * new ZeroMQ context, binding five ports, starting its threads) and then waits, before it reports, for the
+ * request it will serve: a pyc.fork of one child that leaves the connection to the child hands it over
+ * (pyc_fork_adopt) in a fraction of a millisecond.  It dies with this kernel until it is handed over, and is
+ * dropped once this kernel has handled anything but pyc.fork and kernel_info, which may have changed the state
+ * it was forked from.  Its pipes are the parent's: report_fd its report, adopt_fd the instructions. */
+typedef struct pyc_fork_spare {
+    pid_t pid;
+    int report_fd;
+    int adopt_fd;
+    unsigned generation;         /* the parent's state it was forked from (children.c) */
+} pyc_fork_spare_t;
+
+/* The most spares a kernel keeps. */
+#define PYC_MAX_SPARES 8
 
 /* Live forked sessions allowed at once unless the config says otherwise (PYC_MAX_CHILDREN): room for a
  * fan-out of 100 (pyc.fork {"n": 100}) beside a few others.  A child of a copy-on-write session costs its
@@ -109,6 +127,11 @@ typedef struct pyc_kernel_config {
      * a new JSON array of n entries, each a child's report or {"error"} for a child that did not start; in
      * a child returns 1 with *index its place among the n.  NULL disables the pyc.fork comm target. */
     int (*fork_children)(void *ctx, int n, const pyc_fork_opts_t *opts, json_t **reports, int *index);
+    /* Forks a spare (fork.h, pyc_fork_spare): 0 in the parent with *spare set, -1 when it could not; 1 in the
+     * spare once it has been handed a request, with *names that request's "names" (a new reference, or NULL).
+     * adopt_spare hands spare the request opts and returns its report as fork_children's entries are. */
+    int (*fork_spare)(void *ctx, pyc_fork_spare_t *spare, json_t **names);
+    json_t *(*adopt_spare)(void *ctx, pyc_fork_spare_t *spare, const pyc_fork_opts_t *opts, json_t *names);
     void *fork_ctx;
     int max_children;            /* live children allowed at once (pyc.fork); 0: PYC_MAX_CHILDREN_DEFAULT */
     int max_subshells;           /* subshells alive at once; 0: PYC_MAX_SUBSHELLS_DEFAULT */

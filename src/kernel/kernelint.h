@@ -138,6 +138,11 @@ typedef struct pyc__children {
     int n;
     int epfd;                    /* owned: an epoll set of the children's pidfds (-1 until the first) */
     int max;                     /* alive at once (PYC_MAX_CHILDREN) */
+    /* Spares (kernel.h): forked in pauses up to want, each also in list (reaped, and ended with us, as any
+     * child until it is handed over); generation counts the requests that may have changed the state. */
+    pyc_fork_spare_t spares[PYC_MAX_SPARES];
+    int nspares, want_spares;
+    unsigned generation;
 } pyc__children_t;
 
 /* Time travel: the snapshots, restores, transactions and the hand-over of a restore (snapshot.c and
@@ -185,6 +190,8 @@ struct pyc_kernel {
     pyc_streams_t *streams;      /* owned */
     pthread_t main_thread;
     int (*fork_children)(void *ctx, int n, const pyc_fork_opts_t *opts, json_t **reports, int *index);
+    int (*fork_spare)(void *ctx, pyc_fork_spare_t *spare, json_t **names);
+    json_t *(*adopt_spare)(void *ctx, pyc_fork_spare_t *spare, const pyc_fork_opts_t *opts, json_t *names);
     void *fork_ctx;
     pyc_limits_t limits;
     void (*hard_exit)(void *ctx, int code);
@@ -382,8 +389,17 @@ int pyc__children_fd(const pyc_kernel_t *k);
  * the guard thread (signals and unlink only). */
 void pyc__end_children(pyc_kernel_t *k);
 
-/* Forgets every child (a forked child: its parent's children are not its own), closing their pidfds. */
+/* Forgets every child (a forked child: its parent's children are not its own), closing their pidfds and the
+ * spares' pipes. */
 void pyc__forget_children(pyc_kernel_t *k);
+
+/* In a pause of the requests: drops the spares forked from a state that has changed since, and forks one
+ * more when fewer than wanted are ready.  Returns 1 when it forked one (more may be wanted: call again soon),
+ * else 0.  In a spare that has been handed a request it returns 0 too, the process then being that session. */
+int pyc__fill_spares(pyc_kernel_t *k);
+
+/* A request other than pyc.fork and kernel_info may change the state the spares were forked from. */
+void pyc__state_may_change(pyc_kernel_t *k);
 
 /* Sentences naming what a fork of the kernel made now does not carry (threads other than the main one, open
  * network connections other than the kernel's own, GPU contexts: pyc._timetravel.losses), as a JSON array

@@ -239,6 +239,7 @@ def test_bad_fork_options_are_refused_before_anything_is_forked(kc, tmp_path):
         ({"connection": {"signature_scheme": "hmac-md5"}}, "keeps its parent's signature_scheme"),
         ({"connection": {"key": 7}}, "key must be a string"), ({"connection": {"ip": ""}}, "ip must be"),
         ({"connection": {"colour": "red"}}, "unknown field colour"),
+        ({"spares": 9}, "spares must be"), ({"spares": "two"}, "spares must be"),
     ]
     for more, says in bad:
         n = more.pop("n", 1)
@@ -488,3 +489,49 @@ def test_fan_out_that_partly_fails_says_which():
     finally:
         end_all(children)
         k.shutdown(now=True)
+
+
+def children_of(pid):
+    with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+        return {int(p) for p in f.read().split()}
+
+
+def test_spares_are_handed_over_and_never_stale(fresh_kernel, tmp_path):
+    """{"spares": K}: the kernel keeps K children forked ahead of the requests (they do not serve until handed
+    a request); a fork of one child then takes one over, in the request's working directory; a request that
+    may change the state (a cell) drops them, so a fork after it has that state, never the one before."""
+    kc, pid = fresh_kernel.kc, fresh_kernel.pid
+    execute(kc, "x = 1")
+    data = fork(kc, spares=2, not_carried=False)
+    assert data["status"] == "ok" and "not_carried" not in data
+    first = data["children"][0]["pid"]
+    deadline = time.monotonic() + 10
+    while len(children_of(pid) - {first}) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    spares = children_of(pid) - {first}
+    assert len(spares) == 2, spares
+    data = fork(kc, cwd=str(tmp_path))
+    assert data["status"] == "ok", data
+    taken = data["children"][0]
+    assert taken["pid"] in spares
+    ckc = connect_client(taken["connection_file"])
+    assert eval_value(ckc, "x, __import__('os').getcwd()") == repr((1, str(tmp_path)))
+    ckc.stop_channels()
+    # A cell in the parent: the spares forked before it are dropped, and the next fork has x == 2.
+    execute(kc, "x = 2")
+    data = fork(kc)
+    child = data["children"][0]
+    assert child["pid"] not in spares
+    ckc = connect_client(child["connection_file"])
+    assert eval_value(ckc, "x") == "2"
+    ckc.stop_channels()
+    for p in spares - {taken["pid"]}:
+        assert wait_dead(p), "a stale spare lives on"
+    # Spares not handed over end with their parent; so do the sessions made from them (not outliving it).
+    left = children_of(pid)
+    assert len(left) >= 2, left                  # the spares forked anew after the cell
+    for p in left:
+        register_pid(p)
+    fresh_kernel.shutdown()
+    for p in left:
+        assert wait_dead(p), "child %d outlived its parent" % p

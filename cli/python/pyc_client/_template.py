@@ -22,7 +22,8 @@ jupyter_client.kernel_provisioners), written beside the pyc_client package like 
 
 Config (traitlets, e.g. in the kernelspec's provisioner "config"): template (the name; default the kernelspec's
 name), preload (the start-up code), start_timeout (seconds for the template's start and start-up code, 300),
-fork_timeout (seconds for a fork's answer, 30).
+fork_timeout (seconds for a fork's answer, 30), spares (sessions the template keeps forked ahead of the starts,
+2: a start then takes one over instead of waiting for fork(2), CPython's after-fork handlers and five binds).
 """
 
 import asyncio
@@ -39,7 +40,7 @@ import uuid
 import zmq
 from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 from jupyter_client.session import Session
-from traitlets import Float, Unicode
+from traitlets import Float, Int, Unicode
 
 from ._provisioner import PORTS, HandshakeError, registration
 
@@ -192,6 +193,8 @@ class TemplateProvisioner(KernelProvisionerBase):
     preload = Unicode("", config=True, help="Code the template runs once, before it forks any session.")
     start_timeout = Float(300.0, config=True, help="Seconds for the template to start and run its preload.")
     fork_timeout = Float(30.0, config=True, help="Seconds for the template to answer a fork.")
+    spares = Int(2, config=True, help="Sessions the template keeps forked ahead of the starts (0 to 8): a start "
+                                      "that finds one ready takes it over instead of waiting for a fork.")
 
     pid = None
     _pidfd = None
@@ -367,18 +370,20 @@ class TemplateProvisioner(KernelProvisionerBase):
     async def launch_kernel(self, cmd, **kwargs):
         km = self.parent
         t = await self._template()
-        data = {"n": 1, "watch": os.getpid(), "cwd": os.path.abspath(self._cwd), "not_carried": False}
+        data = {"n": 1, "watch": os.getpid(), "cwd": os.path.abspath(self._cwd), "not_carried": False,
+                "spares": self.spares}
         if self._connection is not None:
             data["connection"] = {name: self._connection[name] for name in PORTS + ("ip", "key")}
         else:
-            data["connection"] = {"ip": km.ip, "key": km.session.key.decode()}
+            # The session's own key (a spare has one already): jupyter_client takes it from the answer.
+            data["connection"] = {"ip": km.ip}
         answer = await t.fork(data, self.fork_timeout)
         if answer.get("status") != "ok" and self._connection is not None:
             # The restarted session could not have its old ports back (another process took one in between):
             # a new set, which jupyter_client takes up (its clients then connect anew).
             self.log.warning("template session: the old ports could not be bound again (%s); new ones",
                              answer.get("evalue"))
-            data["connection"] = {"ip": km.ip, "key": km.session.key.decode()}
+            data["connection"] = {"ip": km.ip}
             answer = await t.fork(data, self.fork_timeout)
         if answer.get("status") != "ok":
             raise TemplateError("template %s could not fork a session: %s" % (t.record["name"],
