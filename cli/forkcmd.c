@@ -287,10 +287,10 @@ fork_sessions(const char *source, const char *const *given, int n, bool as_json,
             if (cli_session_path(path, sizeof path, nm, ".json") < 0)
                 continue;
             if (as_json)
-                json_array_append_new(list, json_pack("{s:s, s:O, s:s, s:O}", "name", nm, "pid",
+                json_array_append_new(list, json_pack("{s:s, s:O, s:s, s:o}", "name", nm, "pid",
                                                       json_object_get(json_array_get(children, (size_t)i), "pid"),
                                                       "connection_file", path, "not_carried",
-                                                      json_is_array(lost) ? lost : json_array()));
+                                                      json_is_array(lost) ? json_incref(lost) : json_array()));
             else
                 puts(path);
         }
