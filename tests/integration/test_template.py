@@ -289,3 +289,38 @@ def test_pyc_new_from_a_live_template(spec):
     finally:
         subprocess.run([cli, "kill", session], capture_output=True, timeout=60)
         pyctest.kill_pid(pid)
+
+
+def test_a_start_storm_from_threads_makes_one_template_and_distinct_sessions(spec):
+    """Eight KernelManagers started at once from eight threads of one process (as a server or a test harness
+    does): one template is started (the others wait for it), every start gets a session of its own, and
+    each answers."""
+    import threading
+
+    name = spec()
+    results = [None] * 8
+
+    def one(i):
+        try:
+            m = KernelManager(kernel_name=name)
+            spec.managers.append(m)
+            m.start_kernel()
+            pyctest.register_pid(m.provisioner.pid)
+            kc = m.client()
+            kc.start_channels()
+            try:
+                kc.wait_for_ready(timeout=TIMEOUT)
+                results[i] = (m.provisioner.pid, value(kc, "PRELOADED"))
+            finally:
+                kc.stop_channels()
+        except Exception as e:  # noqa: BLE001 -- reported below, per thread
+            results[i] = e
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert all(isinstance(r, tuple) for r in results), results
+    assert len({pid for pid, _ in results}) == 8 and {v for _, v in results} == {"42"}
+    assert len(templates(name)) == 1

@@ -34,6 +34,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 import uuid
 
@@ -182,7 +183,8 @@ class Template:
         return msg["content"]["data"]
 
 
-#: The templates this process is connected to, by record path.
+#: The templates this process is connected to, by (record path, thread): ZeroMQ sockets belong to one thread,
+#: and a blocking KernelManager runs its coroutines in the thread that calls it (a start storm in threads).
 _templates = {}
 
 
@@ -223,7 +225,8 @@ class TemplateProvisioner(KernelProvisionerBase):
         fingerprint = self._fingerprint(self._template_argv, self._template_env)
         kernel_id = "pyc-template-%s-%s" % (name, fingerprint)
         record_path = os.path.join(rdir, kernel_id + ".json")
-        known = _templates.get(record_path)
+        here = (record_path, threading.get_ident())
+        known = _templates.get(here)
         if known is not None and _pid_alive(known.pid):
             _touch(record_path)
             return known
@@ -248,11 +251,11 @@ class TemplateProvisioner(KernelProvisionerBase):
                 pass
             if known is not None:
                 known.close()
-                del _templates[record_path]
+                del _templates[here]
             if record is not None and _pid_alive(record.get("pid", 0)):
-                _templates[record_path] = Template(record)
+                _templates[here] = Template(record)
                 _touch(record_path)
-                return _templates[record_path]
+                return _templates[here]
             self._end_unused(name, rdir, record_path)
             argv = [a.replace(PLACEHOLDER, os.path.join(rdir, kernel_id + "-registration.json"))
                     for a in self._template_argv]
@@ -262,7 +265,7 @@ class TemplateProvisioner(KernelProvisionerBase):
             with os.fdopen(fd, "w") as f:
                 json.dump(t.record, f)
             os.replace(tmp, record_path)
-            _templates[record_path] = t
+            _templates[here] = t
             return t
         finally:
             os.close(lock)
