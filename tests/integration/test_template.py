@@ -73,9 +73,12 @@ def spec():
         pyctest.kill_pid(record["pid"])
 
 
-def start(spec, **kw):
-    """A started KernelManager of the kernelspec, and a client that has had kernel_info."""
+def start(spec, managers=None, **kw):
+    """A started KernelManager of the kernelspec (put in managers first, for the fixture to end), and a client
+    that has had kernel_info."""
     m = KernelManager(kernel_name=spec)
+    if managers is not None:
+        managers.append(m)
     m.start_kernel(**kw)
     pyctest.register_pid(m.provisioner.pid)
     kc = m.client()
@@ -236,14 +239,8 @@ def test_install_template_writes_a_kernelspec_that_starts_template_sessions(spec
     assert kspec.metadata["kernel_provisioner"] == {
         "provisioner_name": "pyc-template-provisioner",
         "config": {"template": name, "preload": "import decimal\nINSTALLED = 'yes'"}}
-    m = KernelManager(kernel_name=name)
-    spec.managers.append(m)
-    m.start_kernel()
-    pyctest.register_pid(m.provisioner.pid)
-    kc = m.client()
-    kc.start_channels()
+    m, kc = start(name, spec.managers)
     try:
-        kc.wait_for_ready(timeout=TIMEOUT)
         assert value(kc, "INSTALLED") == "'yes'"
     finally:
         kc.stop_channels()
@@ -302,14 +299,8 @@ def test_a_start_storm_from_threads_makes_one_template_and_distinct_sessions(spe
 
     def one(i):
         try:
-            m = KernelManager(kernel_name=name)
-            spec.managers.append(m)
-            m.start_kernel()
-            pyctest.register_pid(m.provisioner.pid)
-            kc = m.client()
-            kc.start_channels()
+            m, kc = start(name, spec.managers)
             try:
-                kc.wait_for_ready(timeout=TIMEOUT)
                 results[i] = (m.provisioner.pid, value(kc, "PRELOADED"))
             finally:
                 kc.stop_channels()
