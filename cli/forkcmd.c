@@ -11,7 +11,7 @@
  * NAME-fork-PID sessions).
  *
  * `new --from` forks one child the same way, from a live session or, when no session has that name, from a
- * live warm template (README, "Kernels from a warm template"): the record pyc-template-NAME-FINGERPRINT.json
+ * live warm template (README, "Kernels from a warm template"): the record pyctemplate-NAME-FINGERPRINT.json
  * that pyc_client's template provisioner keeps in the runtime dir names its pid and connection.
  */
 #include "cli.h"
@@ -101,7 +101,8 @@ kill_children(json_t *children, size_t from)
 }
 
 /* A client for the live warm template SOURCE (README, "Kernels from a warm template"): its record
- * pyc-template-SOURCE-FINGERPRINT.json in the runtime dir whose process is alive, the most recently used when
+ * pyctemplate-SOURCE-FINGERPRINT.json in the runtime dir whose process is alive (the one that started at
+ * the recorded time: a pid may be another process's after a reboot), the most recently used when
  * there are several (the template provisioner touches a record at each fork).  NULL, with *rc
  * PYC_EXIT_NOSESSION and nothing printed, when there is none. */
 static pyc_client_t *
@@ -109,7 +110,7 @@ template_client(const char *source, const char *dir, pyc_session_file_t *sf, int
 {
     char prefix[256], best[4400] = "";
     double newest = -1;
-    snprintf(prefix, sizeof prefix, "pyc-template-%s-", source);
+    snprintf(prefix, sizeof prefix, "pyctemplate-%s-", source);
     *rc = PYC_EXIT_NOSESSION;
     DIR *d = opendir(dir);
     struct dirent *e;
@@ -124,7 +125,8 @@ template_client(const char *source, const char *dir, pyc_session_file_t *sf, int
         if (stat(path, &st) == 0 && st.st_mtime > newest) {
             json_t *rec = json_load_file(path, 0, NULL);
             json_int_t pid = json_integer_value(json_object_get(rec, "pid"));
-            if (pid > 1 && pyc_proc_start((pid_t)pid) != 0) {
+            json_int_t start = json_integer_value(json_object_get(rec, "pid_start"));
+            if (pid > 1 && start > 0 && pyc_proc_start((pid_t)pid) == (unsigned long long)start) {
                 newest = (double)st.st_mtime;
                 snprintf(best, sizeof best, "%s", path);
             }

@@ -136,6 +136,23 @@ pyc_app_wake(void *ctx)
     pyc_server_wake(a->srv);
 }
 
+/* Where the forked child pid writes its connection file (path), and its kernel id: beside this kernel's file,
+ * named after it.  Returns 0, or -1 when either does not fit. */
+static int
+child_file(const pyc_app_t *a, pid_t pid, char *path, size_t cap, char *id, size_t idcap)
+{
+    char dir[4096], base[1024];
+    snprintf(dir, sizeof dir, "%s", a->connection_file);
+    snprintf(base, sizeof base, "%s", basename((char *)a->connection_file));
+    char *dot = strrchr(base, '.');
+    if (dot != NULL && strcmp(dot, ".json") == 0)
+        *dot = '\0';
+    if ((size_t)snprintf(path, cap, "%s/%s-fork-%ld.json", dirname(dir), base, (long)pid) >= cap ||
+        (size_t)snprintf(id, idcap, "%s-fork-%ld", base, (long)pid) >= idcap)
+        return -1;
+    return 0;
+}
+
 /* In a forked child: the connection of the new session (the parent's transport, address and scheme; a new
  * key, and a new CURVE key pair when the parent has one, with the parent's allow-list; ports chosen by the
  * system, or for ipc a path prefix of its own) and where its file goes.  The address, key and tcp ports the
@@ -165,14 +182,7 @@ child_connection(pyc_app_t *a, const pyc_fork_opts_t *opts, char *path, size_t c
         for (int c = 0; opts->has_ports && c < PYC_CHAN_COUNT; c++)
             a->cf.ports[c] = opts->ports[c];
     }
-    char dir[4096], base[1024];
-    snprintf(dir, sizeof dir, "%s", a->connection_file);
-    snprintf(base, sizeof base, "%s", basename((char *)a->connection_file));
-    char *dot = strrchr(base, '.');
-    if (dot != NULL && strcmp(dot, ".json") == 0)
-        *dot = '\0';
-    if ((size_t)snprintf(path, cap, "%s/%s-fork-%ld.json", dirname(dir), base, (long)getpid()) >= cap ||
-        (size_t)snprintf(id, idcap, "%s-fork-%ld", base, (long)getpid()) >= idcap)
+    if (child_file(a, getpid(), path, cap, id, idcap) < 0)
         return pyc_error_code(err, PYC_EINVAL, "the forked session's connection file name is too long");
     return 0;
 }
@@ -231,6 +241,10 @@ pyc_app_fork_spare(void *ctx, pyc_fork_spare_t *spare, json_t **names)
     int r = pyc_fork_spare(a->kernel, &spec, spare, names, &err);
     if (r < 0)
         pyc_log("pyc.fork: no spare: %s", err.text);
+    char id[1100];
+    /* The file the spare writes: removed with it when it is dropped, or ends with us, unused. */
+    if (r == 0 && child_file(a, spare->pid, spare->file, sizeof spare->file, id, sizeof id) < 0)
+        spare->file[0] = '\0';
     return r;
 }
 

@@ -208,11 +208,11 @@ pyc_install_main(int argc, char **argv)
                         "choose one (a template session binds its own ports: it has no port race either)\n");
         goto out;
     }
+    /* A template's name is also what `pyc new NAME --from TEMPLATE` takes: a pyc session name. */
     if (template != NULL && (template[0] == '\0' || strlen(template) > 80 ||
-                             strspn(template, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
-                                 strlen(template))) {
-        fprintf(stderr, "pyc-kernel: install: a template's name is 1 to 80 letters, digits, '_', '.' or '-': "
-                        "'%s'\n", template);
+                             strspn(template, "abcdefghijklmnopqrstuvwxyz0123456789_-") != strlen(template))) {
+        fprintf(stderr, "pyc-kernel: install: a template's name is 1 to 80 of a-z, 0-9, '_' and '-' (a pyc "
+                        "session name): '%s'\n", template);
         goto out;
     }
     if (template != NULL && !named)

@@ -112,11 +112,13 @@ def install():
 
     def find_available_port(cache, ip):
         # LocalPortCache's contract: a port handed out is not handed out again until it is returned.
-        while True:
+        for _ in range(band.size):
             port = band.take(ip)
             if port not in cache.currently_used_ports:
                 cache.currently_used_ports.add(port)
                 return port
+        raise RuntimeError("every free port of %d..%d is handed out already" % (band.first,
+                                                                               band.first + band.size - 1))
 
     connect.LocalPortCache.find_available_port = find_available_port
     original = connect.write_connection_file

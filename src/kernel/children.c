@@ -172,35 +172,40 @@ drop_spare(pyc_kernel_t *k, int i)
 void
 pyc__state_may_change(pyc_kernel_t *k)
 {
-    k->children.generation++;
+    atomic_fetch_add(&k->children.generation, 1);
 }
 
 int
 pyc__fill_spares(pyc_kernel_t *k)
 {
+    unsigned now = atomic_load(&k->children.generation);
     for (int i = k->children.nspares - 1; i >= 0; i--) {
-        if (k->children.spares[i].generation != k->children.generation)
+        if (k->children.spares[i].generation != now || i >= k->children.want_spares)
             drop_spare(k, i);
     }
+    /* None while the kernel ends: the fork would find the interpreter finalized. */
     if (k->children.nspares >= k->children.want_spares || k->fork_spare == NULL ||
-        k->children.n >= k->children.max)
+        k->children.n >= k->children.max || atomic_load(&k->quit) != 0)
         return 0;
     pyc_fork_spare_t spare = {0};
     json_t *names = NULL;
     int r = k->fork_spare(k->fork_ctx, &spare, &names);
     if (r == 1) {
-        /* This process is the spare, now handed a request: its session's name, as a forked child's. */
+        /* This process is the spare, now handed a request: its session's name, as a forked child's; its idle
+         * clock starts now; and 1, so that the main loop looks at the process it must now watch before it
+         * waits. */
         name_child(k, json_array_get(names, 0));
         json_decref(names);
-        return 0;
+        pyc_guard_activity(k->guard);
+        return 1;
     }
     if (r < 0) {
         k->children.want_spares = 0;      /* no more tries until a request asks again */
         return 0;
     }
-    spare.generation = k->children.generation;
+    spare.generation = now;
     k->children.spares[k->children.nspares++] = spare;
-    add_child(k, spare.pid, "", false);
+    add_child(k, spare.pid, spare.file, false);
     return 1;
 }
 
@@ -212,14 +217,21 @@ take_spare(pyc_kernel_t *k, json_int_t n, const pyc_fork_opts_t *opts, json_t *n
     if (n != 1 || opts->has_key || opts->has_ports || (opts->has_ip && strcmp(opts->ip, k->cf.ip) != 0) ||
         k->adopt_spare == NULL)
         return NULL;
+    unsigned now = atomic_load(&k->children.generation);
     for (int i = k->children.nspares - 1; i >= 0; i--) {
-        if (k->children.spares[i].generation != k->children.generation)
+        if (k->children.spares[i].generation != now)
             drop_spare(k, i);
     }
     if (k->children.nspares == 0)
         return NULL;
     pyc_fork_spare_t spare = k->children.spares[--k->children.nspares];
     json_t *report = k->adopt_spare(k->fork_ctx, &spare, opts, names);
+    if (json_object_get(report, "error") != NULL) {
+        /* It died before or while it was handed the request: the request gets a fork of its own. */
+        pyc_log("pyc.fork: %s; forking instead", json_string_value(json_object_get(report, "error")));
+        json_decref(report);
+        return NULL;
+    }
     /* It is a child of ours from now on like any other: outliving us when the request said so. */
     for (int i = 0; i < k->children.n; i++) {
         if (k->children.list[i].pid == spare.pid) {

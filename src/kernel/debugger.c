@@ -567,6 +567,7 @@ debugger_new(pyc_kernel_t *k)
 void
 pyc__debug_request(pyc_kernel_t *k, pyc_msg_t *msg)
 {
+    pyc__state_may_change(k);    /* the debugger may set variables, evaluate, step */
     pthread_mutex_lock(&k->dbg.lock);
     if (k->dbg.debugger == NULL && !k->dbg.closed)
         k->dbg.debugger = debugger_new(k);

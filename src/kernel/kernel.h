@@ -101,6 +101,7 @@ typedef struct pyc_fork_spare {
     int report_fd;
     int adopt_fd;
     unsigned generation;         /* the parent's state it was forked from (children.c) */
+    char file[4400];             /* the connection file it writes (removed by the parent if it is dropped) */
 } pyc_fork_spare_t;
 
 /* The most spares a kernel keeps. */

@@ -142,7 +142,7 @@ typedef struct pyc__children {
      * child until it is handed over); generation counts the requests that may have changed the state. */
     pyc_fork_spare_t spares[PYC_MAX_SPARES];
     int nspares, want_spares;
-    unsigned generation;
+    atomic_uint generation;      /* bumped by the main, subshell and control threads */
 } pyc__children_t;
 
 /* Time travel: the snapshots, restores, transactions and the hand-over of a restore (snapshot.c and
@@ -398,7 +398,8 @@ void pyc__forget_children(pyc_kernel_t *k);
  * else 0.  In a spare that has been handed a request it returns 0 too, the process then being that session. */
 int pyc__fill_spares(pyc_kernel_t *k);
 
-/* A request other than pyc.fork and kernel_info may change the state the spares were forked from. */
+/* A request other than pyc.fork and kernel_info may change the state the spares were forked from (any
+ * thread). */
 void pyc__state_may_change(pyc_kernel_t *k);
 
 /* Sentences naming what a fork of the kernel made now does not carry (threads other than the main one, open

@@ -184,7 +184,11 @@ pyc__subcell_execute(pyc__subshell_t *s, const pyc_msg_t *msg)
     atomic_store(&s->cell_token, opts.cell_token);
     pyc_outgate_set(&s->out, true, req.limits.output_bytes, req.limits.output_messages);
     pyc_guard_cell_begin(s->guard, req.limits.timeout, req.limits.cpu);
+    /* The state may change under the main shell's spares (children.c) from here on, and until the cell's end:
+     * a spare forked while it ran holds a half-run cell, and is dropped by the second mark. */
+    pyc__state_may_change(k);
     pyc_py_execute_subshell(req.code, &opts, &res);
+    pyc__state_may_change(k);
     if (k->user_forked)
         pyc__user_fork_exit(k);  /* a child of os.fork() in the cell, back from it: not a subshell (and its
                                   * guard's lock and thread are the parent's) */

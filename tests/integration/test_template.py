@@ -35,7 +35,7 @@ def runtime_dir():
 def templates(name):
     """{record path: record} of the live and dead templates of kernelspec name in the runtime dir."""
     out = {}
-    prefix = "pyc-template-%s-" % name
+    prefix = "pyctemplate-%s-" % name
     for entry in os.listdir(runtime_dir()):
         if entry.startswith(prefix) and entry.endswith(".json") and len(entry) == len(prefix) + 21:
             with open(os.path.join(runtime_dir(), entry)) as f:
@@ -252,7 +252,7 @@ def test_install_template_writes_a_kernelspec_that_starts_template_sessions(spec
 @pytest.mark.parametrize("args, says", [
     (["--preload", "import os"], "--preload is the start-up code of a --template"),
     (["--template", "t", "--handshake"], "choose one"),
-    (["--template", "no/slash"], "a template's name is"),
+    (["--template", "no/slash"], "a template's name is"), (["--template", "Upper"], "a template's name is"),
 ])
 def test_install_template_refuses_what_cannot_work(args, says, tmp_path):
     p = subprocess.run([PYC_KERNEL, "install", "--prefix", str(tmp_path), "--no-env"] + args, capture_output=True,
@@ -280,6 +280,10 @@ def test_pyc_new_from_a_live_template(spec):
         p = subprocess.run([cli, "run", session, "PRELOADED, 'fractions' in __import__('sys').modules"],
                            capture_output=True, text=True, timeout=60)
         assert (p.returncode, p.stdout) == (0, "(42, True)\n"), p.stderr
+        # `pyc ls` lists the session, not the template or its other sessions and spares.
+        listed = [e["name"] for e in json.loads(subprocess.run([cli, "ls", "--json"], capture_output=True,
+                                                                text=True, timeout=60).stdout)]
+        assert session in listed and not [n for n in listed if "template" in n or "fork" in n], listed
         pyctest.kill_pid(record["pid"])
         p = subprocess.run([cli, "run", session, "PRELOADED + 1"], capture_output=True, text=True, timeout=60)
         assert (p.returncode, p.stdout) == (0, "43\n"), p.stderr

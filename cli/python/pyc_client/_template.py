@@ -9,7 +9,8 @@ Turn it on for a kernelspec with `pyc-kernel install --template NAME --preload "
 
 The first start of such a kernelspec on a machine starts the template (its own process, in a session of its
 own, so that it outlives the manager that started it), runs CODE in it, and records it in
-JUPYTER_RUNTIME_DIR/pyc-template-NAME.json; every start after it, by this process or another, forks a
+JUPYTER_RUNTIME_DIR/pyctemplate-NAME-FINGERPRINT.json (not pyc-*: those are the `pyc` command's sessions);
+every start after it, by this process or another, forks a
 session from it (comm target pyc.fork) instead of starting Python.  Each session is a full kernel with its own
 key, ports (bound by the session itself: no port race) and connection file, started in the manager's working
 directory; it ends when its manager's process ends (the fork's "watch"), not when the template does.
@@ -88,13 +89,30 @@ def _touch(path):
         pass
 
 
-def _pid_alive(pid):
-    """True when process pid exists and has not ended (a zombie has ended)."""
+def _pid_alive(pid, start=None):
+    """True when process pid exists, has not ended (a zombie has ended) and, when start is given, is the
+    process that started then (its /proc/PID/stat start time: a pid recorded before a reboot, or long ago,
+    may name another process now)."""
     try:
         with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0] not in ("Z", "X") and (start is None or int(fields[19]) == start)
+    except (OSError, IndexError, ValueError):
         return False
+
+
+def _pid_start(pid):
+    """The start time of process pid (/proc/PID/stat's 22nd field, clock ticks after boot), or None."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _record_alive(record):
+    """True when the template a record names is alive (the same process: its start time is recorded)."""
+    return isinstance(record, dict) and _pid_alive(record.get("pid", 0), record.get("pid_start"))
 
 
 class Template:
@@ -116,7 +134,7 @@ class Template:
         self.iopub.setsockopt(zmq.SUBSCRIBE, b"")
         self.iopub.connect(url % info["iopub_port"])
         self.subscribed = False
-        self.lock = asyncio.Lock()
+        self._lock = None            # (event loop, asyncio.Lock): a thread may run a new loop for each call
 
     def close(self):
         self.shell.close(0)
@@ -128,7 +146,7 @@ class Template:
                 return self.session.recv(sock, copy=True)[1]
             if time.monotonic() > deadline:
                 return None
-            if not _pid_alive(self.pid):
+            if not _record_alive(self.record):
                 raise TemplateError("the template (pid %d) ended" % self.pid)
             await asyncio.sleep(0.0005)
 
@@ -144,7 +162,10 @@ class Template:
     async def request(self, msg_type, content, timeout, answer):
         """Sends one shell request and returns the first iopub message answer(msg) accepts among those whose
         parent is that request; None when timeout s pass first."""
-        async with self.lock:
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock[0] is not loop:
+            self._lock = (loop, asyncio.Lock())
+        async with self._lock[1]:
             deadline = time.monotonic() + timeout
             await self._subscribe(deadline)
             sent = self.session.send(self.shell, msg_type, content)
@@ -207,10 +228,13 @@ class TemplateProvisioner(KernelProvisionerBase):
     # -- the template --
 
     def _name(self):
-        name = self.template or self.parent.kernel_name or "pyc"
-        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,80}", name):
-            raise TemplateError("a template's name is 1 to 80 letters, digits, '_', '.' or '-': %r" % name)
-        return name
+        """The template's name: the config's, else the kernelspec's made a `pyc` session name (lowercase
+        letters, digits, '_' and '-'), so that `pyc new NAME --from TEMPLATE` can name it."""
+        if self.template:
+            if not re.fullmatch(r"[a-z0-9_-]{1,80}", self.template):
+                raise TemplateError("a template's name is 1 to 80 of a-z, 0-9, '_' and '-': %r" % self.template)
+            return self.template
+        return re.sub(r"[^a-z0-9_-]", "-", (self.parent.kernel_name or "pyc").lower())[:80]
 
     def _fingerprint(self, argv, env):
         """What makes two templates the same: the program and arguments, the environment and the code."""
@@ -223,14 +247,14 @@ class TemplateProvisioner(KernelProvisionerBase):
         name = self._name()
         rdir = _runtime_dir()
         fingerprint = self._fingerprint(self._template_argv, self._template_env)
-        kernel_id = "pyc-template-%s-%s" % (name, fingerprint)
+        kernel_id = "pyctemplate-%s-%s" % (name, fingerprint)
         record_path = os.path.join(rdir, kernel_id + ".json")
         here = (record_path, threading.get_ident())
         known = _templates.get(here)
-        if known is not None and _pid_alive(known.pid):
+        if known is not None and _record_alive(known.record):
             _touch(record_path)
             return known
-        lock = os.open(os.path.join(rdir, "pyc-template-%s.lock" % name), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+        lock = os.open(os.path.join(rdir, "pyctemplate-%s.lock" % name), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
                        0o600)
         try:
             deadline = time.monotonic() + self.start_timeout
@@ -252,7 +276,7 @@ class TemplateProvisioner(KernelProvisionerBase):
             if known is not None:
                 known.close()
                 del _templates[here]
-            if record is not None and _pid_alive(record.get("pid", 0)):
+            if _record_alive(record):
                 _templates[here] = Template(record)
                 _touch(record_path)
                 return _templates[here]
@@ -273,7 +297,7 @@ class TemplateProvisioner(KernelProvisionerBase):
     def _end_unused(self, name, rdir, keep):
         """Ends the other templates of this kernelspec that nobody forked from for UNUSED_TEMPLATE_S (their
         sessions go on), and forgets those that ended."""
-        prefix = "pyc-template-%s-" % name
+        prefix = "pyctemplate-%s-" % name
         for entry in os.listdir(rdir):
             path = os.path.join(rdir, entry)
             if not (entry.startswith(prefix) and entry.endswith(".json")) or path == keep:
@@ -282,16 +306,30 @@ class TemplateProvisioner(KernelProvisionerBase):
                 continue                    # a connection file, a registration file, another name's template
             try:
                 with open(path) as f:
-                    pid = json.load(f)["pid"]
+                    record = json.load(f)
                 unused = time.time() - os.stat(path).st_mtime
-            except (OSError, ValueError, KeyError):
+            except (OSError, ValueError):
                 continue
-            if _pid_alive(pid) and unused < UNUSED_TEMPLATE_S:
+            alive = _record_alive(record)
+            if alive and unused < UNUSED_TEMPLATE_S:
                 continue
-            if _pid_alive(pid):
-                self.log.info("template %s: ending the template pid %d, unused for %d s", name, pid, unused)
-                os.kill(pid, signal.SIGTERM)
-            os.unlink(path)
+            if alive:
+                self.log.info("template %s: ending the template pid %d, unused for %d s", name, record["pid"], unused)
+                try:
+                    os.kill(record["pid"], signal.SIGTERM)
+                except OSError:
+                    pass
+                for key, t in list(_templates.items()):
+                    if t.pid == record["pid"]:
+                        t.close()
+                        del _templates[key]
+                        process = getattr(t, "process", None)
+                        if process is not None:      # ours: reaped when it has ended, not left a zombie
+                            threading.Thread(target=process.wait, daemon=True).start()
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
     async def _start_template(self, name, kernel_id, rdir, argv, fingerprint):
         """Starts the template with the protocol 5.6 handshake (its ports are its own), in a process session
@@ -327,8 +365,8 @@ class TemplateProvisioner(KernelProvisionerBase):
                 pass
         info["ip"] = "127.0.0.1"
         info["key"] = key.decode()
-        record = {"name": name, "pid": process.pid, "fingerprint": fingerprint, "connection": info,
-                  "started": time.time()}
+        record = {"name": name, "pid": process.pid, "pid_start": _pid_start(process.pid),
+                  "fingerprint": fingerprint, "connection": info, "started": time.time()}
         t = Template(record)
         t.process = process                          # ours to reap (a zombie otherwise, were it to end)
         try:
@@ -384,7 +422,7 @@ class TemplateProvisioner(KernelProvisionerBase):
         if answer.get("status") != "ok" and self._connection is not None:
             # The restarted session could not have its old ports back (another process took one in between):
             # a new set, which jupyter_client takes up (its clients then connect anew).
-            self.log.warning("template session: the old ports could not be bound again (%s); new ones",
+            self.log.warning("template session: no fork on the old ports (%s); trying new ones",
                              answer.get("evalue"))
             data["connection"] = {"ip": km.ip}
             answer = await t.fork(data, self.fork_timeout)
