@@ -532,8 +532,8 @@ def test_spares_are_handed_over_and_never_stale(fresh_kernel, tmp_path):
     assert len(left) >= 2, left                  # the spares forked anew after the cell
     for p in left:
         register_pid(p)
-    files = {p: os.path.join(os.path.dirname(fresh_kernel.km.connection_file),
-                             os.path.basename(fresh_kernel.km.connection_file)[:-5] + "-fork-%d.json" % p) for p in left}
+    base = fresh_kernel.km.connection_file[:-len(".json")]
+    files = {p: base + "-fork-%d.json" % p for p in left}
     assert any(os.path.exists(f) for f in files.values())
     fresh_kernel.shutdown()
     for p in left:
