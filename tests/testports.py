@@ -74,6 +74,19 @@ class PortBand:
                 return port
         raise RuntimeError("no free port in %d..%d" % (self.first, self.first + self.size - 1))
 
+    def take_run(self, n, ip=""):
+        """The first of n consecutive free ports of the share (for a kernel's PYC_PORT_RANGE)."""
+        for _ in range(self.size):
+            start = self.first + self.next
+            if self.next + n > self.size:
+                self.next = 0
+                continue
+            if all(self.bindable(ip or "127.0.0.1", p) for p in range(start, start + n)):
+                self.next = (self.next + n) % self.size
+                return start
+            self.next = (self.next + 1) % self.size
+        raise RuntimeError("no %d free ports in a row in %d..%d" % (n, self.first, self.first + self.size - 1))
+
     @staticmethod
     def bindable(ip, port):
         family = socket.AF_INET6 if ":" in ip else socket.AF_INET
@@ -133,3 +146,30 @@ def install():
     write_connection_file.__doc__ = original.__doc__
     connect.write_connection_file = write_connection_file
     return band
+
+
+def free_port(ip="127.0.0.1"):
+    """A free port for a server or a kernel a test starts itself: from this worker's band once install() has
+    run, else one the system picks (racy: released before the caller binds it)."""
+    if band is not None:
+        return band.take(ip)
+    sock = socket.socket()
+    try:
+        sock.bind((ip, 0))
+        return sock.getsockname()[1]
+    finally:
+        sock.close()
+
+
+def free_run(n, ip="127.0.0.1"):
+    """The first of n consecutive free ports (a port range for a kernel), from this worker's band once
+    install() has run, else from 20000-40000 as the system allows."""
+    if band is not None:
+        return band.take_run(n, ip)
+    import random
+
+    for _ in range(1000):
+        start = random.randrange(20000, 40000 - n)
+        if all(PortBand.bindable(ip, p) for p in range(start, start + n)):
+            return start
+    raise RuntimeError("no %d free ports in a row" % n)

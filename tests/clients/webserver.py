@@ -32,9 +32,12 @@ def require(ok, what):
 
 
 def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port for a server the test starts: from this worker's band (tests/testports.py), which no other
+    process of the run is given, so the server does not lose it before it binds it ("port ... is already in
+    use", seen in CI)."""
+    import testports
+
+    return testports.free_port()
 
 
 def marked_pids(marker):

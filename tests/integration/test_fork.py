@@ -257,19 +257,13 @@ def test_bad_fork_options_are_refused_before_anything_is_forked(kc, tmp_path):
 def test_fork_with_a_given_connection_watch_and_cwd(fresh_kernel, tmp_path):
     """A template session's fork: the child binds the key and ports it is given, starts in the given working
     directory, outlives its parent, and ends when the watched process does."""
-    import socket
     import subprocess
 
     kc = fresh_kernel.kc
-    ports = {}
-    socks = []
-    for name in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        ports[name] = s.getsockname()[1]
-        socks.append(s)
-    for s in socks:
-        s.close()
+    import testports
+
+    ports = {name: testports.free_port() for name in ("shell_port", "iopub_port", "stdin_port", "control_port",
+                                                      "hb_port")}
     watched = subprocess.Popen(["sleep", "60"])
     register_pid(watched.pid)
     data = None
@@ -461,11 +455,9 @@ def test_fan_out_of_twenty(fresh_kernel):
 def test_fan_out_that_partly_fails_says_which():
     """Children that cannot bind their ports (a port range of 12 ports holds two children's five) are
     reported as failed, the others as started, without hanging."""
-    import zmq
+    import testports
 
-    probe = zmq.Context().socket(zmq.REP)
-    base = probe.bind_to_random_port("tcp://127.0.0.1", min_port=20000, max_port=40000)
-    probe.close(0)
+    base = testports.free_run(12)       # this worker's ports: no other process of the run takes them meanwhile
     from pyctest import Kernel
 
     k = Kernel("pyc", env={"PYC_PORT_RANGE": "%d-%d" % (base, base + 11)})

@@ -171,9 +171,9 @@ def test_report_is_sent_again_until_answered(handshake):
 
 @pytest.mark.parametrize("how", ["file", "env"])
 def test_ports_come_from_a_range(handshake, how):
-    probe = zmq.Context().socket(zmq.REP)
-    base = probe.bind_to_random_port("tcp://127.0.0.1", min_port=20000, max_port=40000)
-    probe.close(0)
+    import testports
+
+    base = testports.free_run(31)       # this worker's ports: no other process of the run takes them meanwhile
     lo, hi = base, base + 30
     extra = {"port_range": [lo, hi]} if how == "file" else None
     env = {"PYC_PORT_RANGE": "%d-%d" % (lo, hi)} if how == "env" else None

@@ -63,3 +63,14 @@ def test_kernels_get_their_ports_from_this_workers_band():
         assert all(band.first <= cfg[name] < band.first + band.size for name in testports.PORT_NAMES)
     finally:
         os.unlink(path)
+
+
+def test_servers_and_port_ranges_of_the_tests_come_from_the_band_too():
+    band = testports.band
+    if band is None:
+        pytest.skip("the system's ephemeral range leaves no room for port bands")
+    port = testports.free_port()
+    assert band.first <= port < band.first + band.size
+    start = testports.free_run(12)
+    assert band.first <= start and start + 12 <= band.first + band.size
+    assert all(testports.PortBand.bindable("127.0.0.1", p) for p in range(start, start + 12))
