@@ -233,7 +233,7 @@ pyc_app_fork_children(void *ctx, int n, const pyc_fork_opts_t *opts, json_t **re
 }
 
 int
-pyc_app_fork_spare(void *ctx, pyc_fork_spare_t *spare, json_t **names)
+pyc_app_fork_spare(void *ctx, pyc_fork_spare_t *spare, char *file, size_t cap, json_t **names)
 {
     pyc_app_t *a = ctx;
     pyc_error_t err;
@@ -242,9 +242,8 @@ pyc_app_fork_spare(void *ctx, pyc_fork_spare_t *spare, json_t **names)
     if (r < 0)
         pyc_log("pyc.fork: no spare: %s", err.text);
     char id[1100];
-    /* The file the spare writes: removed with it when it is dropped, or ends with us, unused. */
-    if (r == 0 && child_file(a, spare->pid, spare->file, sizeof spare->file, id, sizeof id) < 0)
-        spare->file[0] = '\0';
+    if (r == 0 && child_file(a, spare->pid, file, cap, id, sizeof id) < 0)
+        file[0] = '\0';
     return r;
 }
 

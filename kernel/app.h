@@ -66,7 +66,7 @@ int pyc_app_fork_children(void *ctx, int n, const pyc_fork_opts_t *opts, json_t 
 
 /* The kernel's fork_spare and adopt_spare callbacks (kernel.h): a spare forked ahead of a request, which
  * becomes a kernel as pyc_app_fork_children's children do, and its hand-over (fork.c). */
-int pyc_app_fork_spare(void *ctx, pyc_fork_spare_t *spare, json_t **names);
+int pyc_app_fork_spare(void *ctx, pyc_fork_spare_t *spare, char *file, size_t cap, json_t **names);
 json_t *pyc_app_adopt_spare(void *ctx, pyc_fork_spare_t *spare, const pyc_fork_opts_t *opts, json_t *names);
 
 /* The kernel's wake_main callback: makes a waiting pyc_server_next return. */

@@ -169,6 +169,16 @@ drop_spare(pyc_kernel_t *k, int i)
     k->children.spares[i] = k->children.spares[--k->children.nspares];
 }
 
+/* Drops the spares forked from a state other than now's, and those beyond keep. */
+static void
+drop_stale_spares(pyc_kernel_t *k, unsigned now, int keep)
+{
+    for (int i = k->children.nspares - 1; i >= 0; i--) {
+        if (k->children.spares[i].generation != now || i >= keep)
+            drop_spare(k, i);
+    }
+}
+
 void
 pyc__state_may_change(pyc_kernel_t *k)
 {
@@ -179,17 +189,15 @@ int
 pyc__fill_spares(pyc_kernel_t *k)
 {
     unsigned now = atomic_load(&k->children.generation);
-    for (int i = k->children.nspares - 1; i >= 0; i--) {
-        if (k->children.spares[i].generation != now || i >= k->children.want_spares)
-            drop_spare(k, i);
-    }
+    drop_stale_spares(k, now, k->children.want_spares);
     /* None while the kernel ends: the fork would find the interpreter finalized. */
     if (k->children.nspares >= k->children.want_spares || k->fork_spare == NULL ||
         k->children.n >= k->children.max || atomic_load(&k->quit) != 0)
         return 0;
     pyc_fork_spare_t spare = {0};
     json_t *names = NULL;
-    int r = k->fork_spare(k->fork_ctx, &spare, &names);
+    char file[4400];
+    int r = k->fork_spare(k->fork_ctx, &spare, file, sizeof file, &names);
     if (r == 1) {
         /* This process is the spare, now handed a request: its session's name, as a forked child's; its idle
          * clock starts now; and 1, so that the main loop looks at the process it must now watch before it
@@ -205,7 +213,7 @@ pyc__fill_spares(pyc_kernel_t *k)
     }
     spare.generation = now;
     k->children.spares[k->children.nspares++] = spare;
-    add_child(k, spare.pid, spare.file, false);
+    add_child(k, spare.pid, file, false);
     return 1;
 }
 
@@ -217,11 +225,7 @@ take_spare(pyc_kernel_t *k, json_int_t n, const pyc_fork_opts_t *opts, json_t *n
     if (n != 1 || opts->has_key || opts->has_ports || (opts->has_ip && strcmp(opts->ip, k->cf.ip) != 0) ||
         k->adopt_spare == NULL)
         return NULL;
-    unsigned now = atomic_load(&k->children.generation);
-    for (int i = k->children.nspares - 1; i >= 0; i--) {
-        if (k->children.spares[i].generation != now)
-            drop_spare(k, i);
-    }
+    drop_stale_spares(k, atomic_load(&k->children.generation), PYC_MAX_SPARES);
     if (k->children.nspares == 0)
         return NULL;
     pyc_fork_spare_t spare = k->children.spares[--k->children.nspares];
@@ -232,17 +236,11 @@ take_spare(pyc_kernel_t *k, json_int_t n, const pyc_fork_opts_t *opts, json_t *n
         json_decref(report);
         return NULL;
     }
-    /* It is a child of ours from now on like any other: outliving us when the request said so. */
+    /* It is a child of ours from now on like any other (its connection file is in the table since it was
+     * forked): outliving us when the request said so. */
     for (int i = 0; i < k->children.n; i++) {
-        if (k->children.list[i].pid == spare.pid) {
-            const char *file = json_string_value(json_object_get(report, "connection_file"));
-            char *f = strdup(file != NULL ? file : "");
-            if (f != NULL) {
-                free(k->children.list[i].file);
-                k->children.list[i].file = f;
-            }
+        if (k->children.list[i].pid == spare.pid)
             k->children.list[i].outlive = opts->outlive || opts->watch > 0;
-        }
     }
     return report;
 }

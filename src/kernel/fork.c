@@ -175,30 +175,45 @@ report(int fd, int type, json_t *j)
     free(text);
 }
 
+/* The first steps of every forked child, a spare's too: dies with parent when asked (exits at once if the
+ * parent died before that took effect), leaves the parent's process group, reseeds its message ids and closes
+ * the parent's kernel sockets, all but keep (its report pipe). */
+static void
+child_leave_parent(const pyc_fork_spec_t *spec, pid_t parent, int keep, bool die_with_parent)
+{
+    if (die_with_parent) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(0);
+    }
+    setpgid(0, 0);
+    pyc_msg_reseed();
+    pyc_fork_close_kernel_sockets(spec->cf, keep);
+}
+
+/* A child that could not become a kernel: reports why on fd and exits. */
+static void
+child_failed(int fd, const char *why)
+{
+    json_t *e = json_pack("{s:s}", "error", why);
+    report(fd, FORK_FAILED, e);
+    json_decref(e);
+    _exit(1);
+}
+
 /* The child's side: becomes a kernel of its own, then reports on fd.  Never returns on failure. */
 static void
 child_start(pyc_kernel_t *k, const pyc_fork_spec_t *spec, const pyc_fork_opts_t *opts, pid_t parent, int fd)
 {
     pyc_error_t err;
-    if (!opts->outlive && opts->watch <= 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(0);            /* the parent died before the line above took effect */
-    }
-    setpgid(0, 0);
-    pyc_msg_reseed();
-    pyc_fork_close_kernel_sockets(spec->cf, fd);
+    child_leave_parent(spec, parent, fd, !opts->outlive && opts->watch <= 0);
     json_t *rep = NULL;
     if (opts->has_cwd && chdir(opts->cwd) < 0)
         pyc_error_set(&err, "cannot enter %s: %s", opts->cwd, strerror(errno));
     else
         rep = spec->become(spec->ctx, opts, parent, &err);
-    if (rep == NULL) {
-        json_t *e = json_pack("{s:s}", "error", err.text);
-        report(fd, FORK_FAILED, e);
-        json_decref(e);
-        _exit(1);
-    }
+    if (rep == NULL)
+        child_failed(fd, err.text);
     report(fd, FORK_REPORT, rep);
     json_decref(rep);
     close(fd);
@@ -278,6 +293,20 @@ read_report(pending_t *c)
     return e;
 }
 
+/* A child whose report did not come within PYC_FORK_START_TIMEOUT_MS: it is ended (not left half started)
+ * and reaped, and its entry says so. */
+static json_t *
+no_report(pending_t *c)
+{
+    close(c->fd);
+    c->fd = -1;
+    kill(c->pid, SIGKILL);
+    waitpid(c->pid, NULL, 0);
+    return json_pack("{s:i, s:o}", "pid", (int)c->pid, "error",
+                     json_sprintf("child %ld did not start: no report within %d s", (long)c->pid,
+                                  PYC_FORK_START_TIMEOUT_MS / 1000));
+}
+
 int
 pyc_fork_spare(pyc_kernel_t *k, const pyc_fork_spec_t *spec, pyc_fork_spare_t *spare, json_t **names,
                pyc_error_t *err)
@@ -301,12 +330,7 @@ pyc_fork_spare(pyc_kernel_t *k, const pyc_fork_spec_t *spec, pyc_fork_spare_t *s
     /* The spare: a kernel of its own now, dying with its parent until it is handed a request. */
     close(p[0]);
     close(a[1]);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-        _exit(0);
-    setpgid(0, 0);
-    pyc_msg_reseed();
-    pyc_fork_close_kernel_sockets(spec->cf, p[1]);
+    child_leave_parent(spec, parent, p[1], true);
     pyc_fork_opts_t own = {.spares = -1};
     pyc_error_t cerr;
     json_t *rep = spec->become(spec->ctx, &own, parent, &cerr);
@@ -322,11 +346,8 @@ pyc_fork_spare(pyc_kernel_t *k, const pyc_fork_spec_t *spec, pyc_fork_spare_t *s
     const char *cwd = json_string_value(json_object_get(adopt, "cwd"));
     pid_t watch = (pid_t)json_integer_value(json_object_get(adopt, "watch"));
     bool outlive = json_is_true(json_object_get(adopt, "outlive"));
-    if (rep == NULL || (cwd != NULL && chdir(cwd) < 0)) {
-        json_t *e = json_pack("{s:s}", "error", rep == NULL ? cerr.text : "cannot enter the working directory");
-        report(p[1], FORK_FAILED, e);
-        _exit(1);
-    }
+    if (rep == NULL || (cwd != NULL && chdir(cwd) < 0))
+        child_failed(p[1], rep == NULL ? cerr.text : "cannot enter the working directory");
     if (outlive || watch > 0)
         prctl(PR_SET_PDEATHSIG, 0);
     spec->adopted(spec->ctx, watch > 0 ? watch : outlive ? 0 : parent);
@@ -357,14 +378,7 @@ pyc_fork_adopt(pyc_fork_spare_t *spare, const pyc_fork_opts_t *opts, json_t *nam
     while ((ready = poll(&pfd, 1, PYC_FORK_START_TIMEOUT_MS)) < 0 && errno == EINTR)
         ;
     spare->report_fd = -1;
-    if (ready > 0)
-        return read_report(&c);
-    close(c.fd);
-    kill(c.pid, SIGKILL);
-    waitpid(c.pid, NULL, 0);
-    return json_pack("{s:i, s:o}", "pid", (int)c.pid, "error",
-                     json_sprintf("spare %ld did not start: no report within %d s", (long)c.pid,
-                                  PYC_FORK_START_TIMEOUT_MS / 1000));
+    return ready > 0 ? read_report(&c) : no_report(&c);
 }
 
 int
@@ -427,14 +441,8 @@ pyc_fork_children(pyc_kernel_t *k, const pyc_fork_spec_t *spec, int n, const pyc
         }
     }
     for (int i = 0; i < started; i++) {
-        if (got[i] == NULL) {        /* no report within the bound: it is ended, not left half started */
-            close(kids[i].fd);
-            kill(kids[i].pid, SIGKILL);
-            waitpid(kids[i].pid, NULL, 0);
-            got[i] = json_pack("{s:i, s:o}", "pid", (int)kids[i].pid, "error",
-                               json_sprintf("child %ld did not start: no report within %d s",
-                                            (long)kids[i].pid, PYC_FORK_START_TIMEOUT_MS / 1000));
-        }
+        if (got[i] == NULL)
+            got[i] = no_report(&kids[i]);
         json_array_append_new(out, got[i]);
     }
     for (int i = started; i < n; i++)

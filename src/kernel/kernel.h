@@ -101,7 +101,6 @@ typedef struct pyc_fork_spare {
     int report_fd;
     int adopt_fd;
     unsigned generation;         /* the parent's state it was forked from (children.c) */
-    char file[4400];             /* the connection file it writes (removed by the parent if it is dropped) */
 } pyc_fork_spare_t;
 
 /* The most spares a kernel keeps. */
@@ -128,10 +127,11 @@ typedef struct pyc_kernel_config {
      * a new JSON array of n entries, each a child's report or {"error"} for a child that did not start; in
      * a child returns 1 with *index its place among the n.  NULL disables the pyc.fork comm target. */
     int (*fork_children)(void *ctx, int n, const pyc_fork_opts_t *opts, json_t **reports, int *index);
-    /* Forks a spare (fork.h, pyc_fork_spare): 0 in the parent with *spare set, -1 when it could not; 1 in the
-     * spare once it has been handed a request, with *names that request's "names" (a new reference, or NULL).
+    /* Forks a spare (fork.h, pyc_fork_spare): 0 in the parent with *spare set and file (cap bytes) the
+     * connection file it writes (removed with it when it is dropped), -1 when it could not; 1 in the spare
+     * once it has been handed a request, with *names that request's "names" (a new reference, or NULL).
      * adopt_spare hands spare the request opts and returns its report as fork_children's entries are. */
-    int (*fork_spare)(void *ctx, pyc_fork_spare_t *spare, json_t **names);
+    int (*fork_spare)(void *ctx, pyc_fork_spare_t *spare, char *file, size_t cap, json_t **names);
     json_t *(*adopt_spare)(void *ctx, pyc_fork_spare_t *spare, const pyc_fork_opts_t *opts, json_t *names);
     void *fork_ctx;
     int max_children;            /* live children allowed at once (pyc.fork); 0: PYC_MAX_CHILDREN_DEFAULT */

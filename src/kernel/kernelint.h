@@ -190,7 +190,7 @@ struct pyc_kernel {
     pyc_streams_t *streams;      /* owned */
     pthread_t main_thread;
     int (*fork_children)(void *ctx, int n, const pyc_fork_opts_t *opts, json_t **reports, int *index);
-    int (*fork_spare)(void *ctx, pyc_fork_spare_t *spare, json_t **names);
+    int (*fork_spare)(void *ctx, pyc_fork_spare_t *spare, char *file, size_t cap, json_t **names);
     json_t *(*adopt_spare)(void *ctx, pyc_fork_spare_t *spare, const pyc_fork_opts_t *opts, json_t *names);
     void *fork_ctx;
     pyc_limits_t limits;
