@@ -109,6 +109,7 @@ static pyc_client_t *
 template_client(const char *source, const char *dir, pyc_session_file_t *sf, int *rc)
 {
     char prefix[256], best[4400] = "";
+    json_t *rec = NULL;          /* best's record, read once */
     double newest = -1;
     snprintf(prefix, sizeof prefix, "pyctemplate-%s-", source);
     *rc = PYC_EXIT_NOSESSION;
@@ -123,21 +124,22 @@ template_client(const char *source, const char *dir, pyc_session_file_t *sf, int
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         if (stat(path, &st) == 0 && st.st_mtime > newest) {
-            json_t *rec = json_load_file(path, 0, NULL);
-            json_int_t pid = json_integer_value(json_object_get(rec, "pid"));
-            json_int_t start = json_integer_value(json_object_get(rec, "pid_start"));
+            json_t *r = json_load_file(path, 0, NULL);
+            json_int_t pid = json_integer_value(json_object_get(r, "pid"));
+            json_int_t start = json_integer_value(json_object_get(r, "pid_start"));
             if (pid > 1 && start > 0 && pyc_proc_start((pid_t)pid) == (unsigned long long)start) {
                 newest = (double)st.st_mtime;
                 snprintf(best, sizeof best, "%s", path);
+                json_decref(rec);
+                rec = json_incref(r);
             }
-            json_decref(rec);
+            json_decref(r);
         }
     }
     if (d != NULL)
         closedir(d);
-    if (best[0] == '\0')
+    if (rec == NULL)
         return NULL;
-    json_t *rec = json_load_file(best, 0, NULL);
     char *text = json_dumps(json_object_get(rec, "connection"), JSON_COMPACT);
     pyc_error_t err;
     int parsed = text != NULL ? pyc_session_file_parse(text, strlen(text), sf, &err) : -1;
@@ -149,7 +151,7 @@ template_client(const char *source, const char *dir, pyc_session_file_t *sf, int
         return NULL;
     }
     sf->pid = (long)json_integer_value(json_object_get(rec, "pid"));
-    sf->pid_start = pyc_proc_start((pid_t)sf->pid);
+    sf->pid_start = (unsigned long long)json_integer_value(json_object_get(rec, "pid_start"));
     json_decref(rec);
     utime(best, NULL);           /* used now: not taken for an unused template */
     return cli_client_for(source, sf, true, false, rc);

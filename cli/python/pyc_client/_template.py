@@ -33,6 +33,7 @@ import hashlib
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import threading
@@ -89,25 +90,28 @@ def _touch(path):
         pass
 
 
-def _pid_alive(pid, start=None):
-    """True when process pid exists, has not ended (a zombie has ended) and, when start is given, is the
-    process that started then (its /proc/PID/stat start time: a pid recorded before a reboot, or long ago,
-    may name another process now)."""
+def _proc_stat(pid):
+    """(state, start time) of process pid from /proc/PID/stat (its 3rd field, and its 22nd: clock ticks after
+    boot), or None when there is no such process."""
     try:
         with open("/proc/%d/stat" % pid) as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return fields[0] not in ("Z", "X") and (start is None or int(fields[19]) == start)
+        return fields[0], int(fields[19])
     except (OSError, IndexError, ValueError):
-        return False
+        return None
+
+
+def _pid_alive(pid, start=None):
+    """True when process pid exists, has not ended (a zombie has ended) and, when start is given, is the
+    process that started then (a pid recorded before a reboot, or long ago, may name another process now)."""
+    stat = _proc_stat(pid)
+    return stat is not None and stat[0] not in ("Z", "X") and (start is None or stat[1] == start)
 
 
 def _pid_start(pid):
-    """The start time of process pid (/proc/PID/stat's 22nd field, clock ticks after boot), or None."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
+    """The start time of process pid (clock ticks after boot), or None."""
+    stat = _proc_stat(pid)
+    return stat[1] if stat is not None else None
 
 
 def _record_alive(record):
@@ -141,13 +145,18 @@ class Template:
         self.iopub.close(0)
 
     async def _recv(self, sock, deadline):
+        looked = time.monotonic()
         while True:
             if sock.poll(0):
                 return self.session.recv(sock, copy=True)[1]
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 return None
-            if not _record_alive(self.record):
-                raise TemplateError("the template (pid %d) ended" % self.pid)
+            # Whether the template still lives: every 50 ms of waiting, not at each 0.5 ms turn of the wait.
+            if now - looked > 0.05:
+                looked = now
+                if not _record_alive(self.record):
+                    raise TemplateError("the template (pid %d) ended" % self.pid)
             await asyncio.sleep(0.0005)
 
     async def _subscribe(self, deadline):
@@ -446,8 +455,6 @@ class TemplateProvisioner(KernelProvisionerBase):
 
     def _ended(self):
         if self._pidfd is not None:
-            import select
-
             p = select.poll()
             p.register(self._pidfd, select.POLLIN)
             return bool(p.poll(0))
@@ -470,9 +477,11 @@ class TemplateProvisioner(KernelProvisionerBase):
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return
-                step = 0.05 if self._pidfd is None else left
+                # With a pidfd the reader wakes the wait (looked at again every second at most); without
+                # one, a look every 50 ms.
+                step = 0.05 if self._pidfd is None else 1.0
                 try:
-                    await asyncio.wait_for(asyncio.shield(done), step if step is None else min(step, 1.0))
+                    await asyncio.wait_for(asyncio.shield(done), step if left is None else min(step, left))
                 except asyncio.TimeoutError:
                     pass
         finally:
