@@ -256,7 +256,7 @@ ask_input(pyc_kernel_t *k, const pyc_msg_t *req, bool subshell, const char *prom
     if (text == NULL || pyc__send_frames_id(k, PYC_CHAN_STDIN, req->idents, req->n_idents, "input_request",
                                             h->data, h->size, NULL, text, strlen(text), true, NULL, 0,
                                             request_id) < 0)
-        return pyc_error_set(err, "could not send input_request");
+        return pyc_error_set(err, "could not send input_request: no frontend is connected to the stdin channel");
     for (;;) {
         if (!subshell && pyc_py_interrupt_pending())
             return 1;

@@ -18,9 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
+#include "clock.h"
 #include "log.h"
 #include "wire.h"
 #include "serverint.h"
@@ -46,6 +48,44 @@ is_busy(const pyc_outframe_t *frames, size_t n)
     static const char busy[] = "{\"execution_state\":\"busy\"}";
     return n == 7 && frames[0].size == 6 && memcmp(frames[0].data, "status", 6) == 0 &&
            frames[6].size == sizeof busy - 1 && memcmp(frames[6].data, busy, sizeof busy - 1) == 0;
+}
+
+/* An input_request on stdin, sent by the thread that holds the kernel's stdin lock (the only thread that uses
+ * the socket).  The stdin ROUTER has ZMQ_ROUTER_MANDATORY: a ROUTER drops a message for a peer whose
+ * connection it has not finished yet without a word, and input() then waited for a reply that could not come
+ * (a client whose stdin channel connects late, or is slow to, on a loaded machine).  Here an unknown peer
+ * (EHOSTUNREACH) or a full pipe (EAGAIN) is tried again every 2 ms for PYC_STDIN_PEER_WAIT_MS; after that the
+ * send fails, and input() raises a clear error instead of waiting for ever: no frontend listens on stdin. */
+enum { PYC_STDIN_PEER_WAIT_MS = 5000 };
+
+static int
+send_stdin(pyc_server_t *srv, pyc_zqitem_t *it)
+{
+    void *sock = srv->sock[PYC_CHAN_STDIN];
+    double deadline = pyc_now_s() + PYC_STDIN_PEER_WAIT_MS / 1000.0;
+    int rc = -1, why = 0;
+    for (;;) {
+        why = 0;
+        rc = it->n == 0 ? -1 : zmq_msg_send(&it->frames[0], sock, (it->n > 1 ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT);
+        if (rc < 0)
+            why = it->n == 0 ? EINVAL : zmq_errno();
+        if (rc >= 0 || (why != EHOSTUNREACH && why != EAGAIN) || pyc_now_s() >= deadline)
+            break;
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    /* Once the first frame (the peer's identity) is taken, the rest of the message goes with it. */
+    for (size_t i = 1; rc >= 0 && i < it->n; i++)
+        if (zmq_msg_send(&it->frames[i], sock, i + 1 < it->n ? ZMQ_SNDMORE : 0) < 0) {
+            rc = -1;
+            why = zmq_errno();
+        }
+    if (rc < 0 && why == EHOSTUNREACH)
+        pyc_log("stdin: no frontend is connected to the stdin channel; an input_request was not sent");
+    else if (rc < 0)
+        pyc_log("stdin: send failed: %s", zmq_strerror(why));
+    pyc_zqueue_item_free(it);
+    return rc < 0 ? -1 : 0;
 }
 
 static int
@@ -78,13 +118,8 @@ io_send(pyc_io_t *io, int chan, pyc_outframe_t *frames, size_t n)
         return 0;
     case PYC_CHAN_SHELL:
         return pyc__shell_send(srv, it);
-    case PYC_CHAN_STDIN: {
-        int rc = pyc_zqueue_item_send(srv->sock[chan], it);
-        if (rc < 0)
-            pyc_log("%s: send failed: %s", pyc__chan_names[chan], zmq_strerror(zmq_errno()));
-        pyc_zqueue_item_free(it);
-        return rc;
-    }
+    case PYC_CHAN_STDIN:
+        return send_stdin(srv, it);
     default:
         pyc_zqueue_item_free(it);
         return -1;
@@ -266,6 +301,8 @@ bind_channel(pyc_server_t *srv, pyc_connfile_t *cf, int chan, int type, int fd, 
         /* A reply to a client that went away is dropped, not an error for the next one. */
         zmq_setsockopt(s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
     }
+    if (chan == PYC_CHAN_STDIN)     /* see send_stdin */
+        zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     if (pyc_connfile_curve(cf) && pyc_zap_secure(s, cf, pyc__chan_names[chan], err) < 0)
         return -1;
     if (cf->ports[chan] == 0 && cf->port_min > 0 && strcmp(cf->transport, "tcp") == 0)

@@ -6,6 +6,7 @@ import base64
 import os
 import re
 import struct
+import time
 import uuid
 
 import pytest
@@ -318,3 +319,43 @@ def test_rich_output_example_notebook(tmp_path):
     mimes = set(k for o in outs for k in o.get("data", {}))
     assert {"text/html", "image/png", "text/markdown"} <= mimes, mimes
     assert not [o for o in outs if o.output_type == "error"]
+
+
+@pyc_only
+def test_input_request_reaches_a_stdin_channel_that_connects_late(fresh_kernel):
+    """A client whose stdin channel connects after the cell asked (a slow connection on a loaded machine) still
+    gets the input_request: a ROUTER drops a message for a peer it does not know yet without a word, so pyc
+    tries again until the peer is there (ipykernel's input() waits for ever)."""
+    fresh_kernel.kc.stop_channels()     # its stdin socket has the identity km.client()'s will have
+    kc = fresh_kernel.km.client()
+    kc.start_channels(shell=True, iopub=True, stdin=False, hb=False)
+    try:
+        msg_id = kc.execute("answer = input('late? ')", allow_stdin=True)
+        time.sleep(0.5)
+        kc.start_channels(shell=False, iopub=False, stdin=True, hb=False)
+        req = kc.get_stdin_msg(timeout=TIMEOUT)
+        assert req["msg_type"] == "input_request" and req["content"]["prompt"] == "late? "
+        kc.input("yes")
+        reply = get_reply(kc, msg_id)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        assert eval_value(kc, "answer") == "'yes'"
+    finally:
+        kc.stop_channels()
+
+
+@pyc_only
+def test_input_with_no_stdin_channel_is_an_error_not_a_wait_for_ever(fresh_kernel):
+    """allow_stdin true but no stdin channel at all: the input_request cannot be delivered, and after a few
+    seconds input() raises an error that says so; the kernel goes on."""
+    fresh_kernel.kc.stop_channels()     # its stdin socket has the identity km.client()'s will have
+    kc = fresh_kernel.km.client()
+    kc.start_channels(shell=True, iopub=True, stdin=False, hb=False)
+    try:
+        msg_id = kc.execute("input('nobody? ')", allow_stdin=True)
+        reply = get_reply(kc, msg_id, timeout=TIMEOUT)
+        assert reply["content"]["status"] == "error"
+        assert "input_request" in reply["content"]["evalue"], reply["content"]
+        assert eval_value(kc, "1 + 1") == "2"
+    finally:
+        kc.stop_channels()
+    assert any("no frontend is connected to the stdin channel" in line for line in fresh_kernel.stderr_lines())
