@@ -348,6 +348,64 @@ pyc_py_finalize(void)
     }
 }
 
+/* Calls module.name() of a module already imported, if it is (a module nobody imported has nothing to do at
+ * exit); an exception is reported and cleared. */
+static void
+call_if_imported(const char *module, const char *name)
+{
+    PyObject *mod_name = PyUnicode_FromString(module);
+    PyObject *mod = mod_name != NULL ? PyImport_GetModule(mod_name) : NULL;
+    Py_XDECREF(mod_name);
+    PyObject *r = mod != NULL ? PyObject_CallMethod(mod, name, NULL) : NULL;
+    if (r == NULL && PyErr_Occurred())
+        PyErr_WriteUnraisable(NULL);
+    Py_XDECREF(r);
+    Py_XDECREF(mod);
+}
+
+static void
+flush_std(const char *name)
+{
+    PyObject *f = PySys_GetObject(name);     /* borrowed */
+    PyObject *r = f != NULL && f != Py_None ? PyObject_CallMethod(f, "flush", NULL) : NULL;
+    if (r == NULL)
+        PyErr_Clear();
+    Py_XDECREF(r);
+}
+
+void
+pyc_py_finish(void)
+{
+    call_if_imported("threading", "_shutdown");
+    call_if_imported("atexit", "_run_exitfuncs");
+    /* As CPython's module teardown clears a module's dict: names with one leading underscore first (the
+     * results kept as _N and _), then the rest but __builtins__, each set to None rather than removed, so
+     * that a finalizer that looks a global up finds None, as it would there. */
+    PyObject *main_mod = PyImport_AddModule("__main__");        /* borrowed */
+    PyObject *ns = main_mod != NULL ? PyModule_GetDict(main_mod) : NULL;
+    PyObject *keys = ns != NULL ? PyDict_Keys(ns) : NULL;
+    for (int pass = 0; keys != NULL && pass < 2; pass++) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); i++) {
+            PyObject *key = PyList_GET_ITEM(keys, i);
+            const char *s = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+            if (s == NULL) {
+                PyErr_Clear();
+                continue;
+            }
+            bool first = s[0] == '_' && s[1] != '_';
+            if ((pass == 0) != first || strcmp(s, "__builtins__") == 0)
+                continue;
+            if (PyDict_SetItem(ns, key, Py_None) < 0)
+                PyErr_WriteUnraisable(NULL);
+        }
+    }
+    Py_XDECREF(keys);
+    if (PyErr_Occurred())
+        PyErr_WriteUnraisable(NULL);
+    flush_std("stdout");
+    flush_std("stderr");
+}
+
 void
 pyc_py_fork_prepare(void)
 {

@@ -9,6 +9,7 @@ pyc only.
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -50,11 +51,11 @@ def spec():
     name = "tmpl-" + uuid.uuid4().hex[:8]
     made = []
 
-    def make(preload=PRELOAD, env=None):
+    def make(preload=PRELOAD, env=None, program=PYC_KERNEL):
         kdir = os.path.join(os.environ["JUPYTER_PATH"].split(os.pathsep)[0], "kernels", name)
         os.makedirs(kdir, exist_ok=True)
         with open(os.path.join(kdir, "kernel.json"), "w") as f:
-            json.dump({"argv": [PYC_KERNEL, "-f", "{connection_file}"], "display_name": "pyc template",
+            json.dump({"argv": [program, "-f", "{connection_file}"], "display_name": "pyc template",
                        "language": "python", "interrupt_mode": "signal", "env": env or {},
                        "metadata": {"kernel_provisioner": {"provisioner_name": "pyc-template-provisioner",
                                                            "config": {"template": name, "preload": preload}}}},
@@ -156,6 +157,49 @@ def test_interrupt_and_restart_in_place(spec):
     finally:
         kc.stop_channels()
 
+
+
+def test_a_session_ends_as_a_kernel_does(spec, tmp_path):
+    """A session ends with _exit, without the teardown of every module (most of a restart's time), but keeps
+    what a user sees of an interpreter's end: non-daemon threads finish, atexit handlers run, and the
+    namespace's values are let go, so that a file written and never closed is flushed."""
+    name = spec()
+    m, kc = start(name)
+    spec.managers.append(m)
+    marks = {k: tmp_path / k for k in ("atexit", "thread", "unclosed", "finalizer")}
+    try:
+        value(kc, "import atexit, threading, time\n"
+                  "atexit.register(lambda: open(%r, 'w').write('ran'))\n"
+                  "def late():\n    time.sleep(0.5)\n    open(%r, 'w').write('joined')\n"
+                  "threading.Thread(target=late).start()\n"
+                  "f = open(%r, 'w')\nf.write('kept')\n"
+                  "class Bye:\n    def __del__(self):\n        open(%r, 'w').write('gone')\n"
+                  "b = Bye()\nNone" % tuple(str(marks[k]) for k in ("atexit", "thread", "unclosed", "finalizer")))
+        pid = m.provisioner.pid
+    finally:
+        kc.stop_channels()
+    m.shutdown_kernel(now=False)
+    assert not pyctest.pid_alive(pid)
+    assert {k: p.read_text() if p.exists() else None for k, p in marks.items()} == {
+        "atexit": "ran", "thread": "joined", "unclosed": "kept", "finalizer": "gone"}
+
+
+def test_a_kernel_rebuilt_or_upgraded_in_place_gets_a_new_template(spec, tmp_path):
+    """The template's fingerprint has the program's file in it, not only its path: after pyc is rebuilt or
+    upgraded in place, the next start makes a template of the new program instead of forking the old one."""
+    program = tmp_path / "pyc-kernel"
+    shutil.copy2(PYC_KERNEL, program)
+    name = spec(program=str(program))
+    m1, kc1 = start(name, managers=spec.managers)
+    kc1.stop_channels()
+    (first,) = templates(name)
+    st = program.stat()
+    os.utime(program, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    m2, kc2 = start(name, managers=spec.managers)
+    kc2.stop_channels()
+    assert set(templates(name)) - {first}, "the second start forked the template of the old program"
+    m2.shutdown_kernel(now=True)
+    m1.shutdown_kernel(now=True)
 
 MANAGER = r"""
 import json, sys

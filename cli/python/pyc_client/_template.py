@@ -34,6 +34,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import threading
@@ -246,9 +247,17 @@ class TemplateProvisioner(KernelProvisionerBase):
         return re.sub(r"[^a-z0-9_-]", "-", (self.parent.kernel_name or "pyc").lower())[:80]
 
     def _fingerprint(self, argv, env):
-        """What makes two templates the same: the program and arguments, the environment and the code."""
+        """What makes two templates the same: the program (its path and the file it names: a pyc rebuilt or
+        upgraded in place is another program, and a template of the old one must not serve new sessions)
+        and its arguments, the environment and the code."""
         env = sorted((k, v) for k, v in env.items() if k not in VOLATILE_ENV)
-        return hashlib.sha256(json.dumps([argv, env, self.preload]).encode()).hexdigest()[:16]
+        program = shutil.which(argv[0], path=dict(env).get("PATH")) if argv else None
+        try:
+            st = os.stat(program) if program else None
+            binary = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns] if st else None
+        except OSError:
+            binary = None
+        return hashlib.sha256(json.dumps([argv, env, self.preload, binary]).encode()).hexdigest()[:16]
 
     async def _template(self):
         """The live template for this kernelspec, started (under a lock shared by every process of this
