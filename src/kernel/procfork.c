@@ -166,6 +166,14 @@ pyc_kernel_fork(pyc_kernel_t *k, int *errno_out)
      * may be held yet), then fork(2), around which atfork_prepare takes the kernel's locks. */
     (void)k;
     pyc_py_enter();
+    /* Once per process (its children inherit it): what each child would do at its first cell, done here so
+     * that they share it (issue 32's idle sessions). */
+    static bool warmed;
+    if (!warmed) {
+        warmed = true;
+        pyc_history_warm();
+        pyc_py_warm_for_fork();
+    }
     pyc_py_fork_prepare();
     kernel_forking = true;
     pid_t pid = fork();

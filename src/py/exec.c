@@ -50,6 +50,16 @@ pyc_py_preload(const char *module)
     return m != NULL ? 0 : -1;
 }
 
+void
+pyc_py_warm_for_fork(void)
+{
+    PyObject *f = pyc__py_support("pyc._shell", "prepare_fork");
+    PyObject *r = f != NULL ? PyObject_CallNoArgs(f) : NULL;
+    if (r == NULL)
+        pyc__py_report("preparing the namespace for forks");
+    Py_XDECREF(r);
+}
+
 /* Before a cell that is not silent: pyc._shell.pre_cell records its source as In[count]; returns true when
  * an IPython shell wants post_cell after it.  A failure is reported and does not stop the cell. */
 static bool

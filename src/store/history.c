@@ -517,6 +517,14 @@ pyc_history_default_path(char *out, size_t cap)
     return 0;
 }
 
+void
+pyc_history_warm(void)
+{
+    pyc_error_t err;
+    if (pyc_sqlite_load(&err) == 0)
+        sqlite3_initialize();
+}
+
 pyc_history_t *
 pyc_history_open_default(pyc_error_t *err)
 {

@@ -28,7 +28,7 @@
     X(sqlite3_bind_int) X(sqlite3_bind_int64) X(sqlite3_bind_text) X(sqlite3_busy_timeout) X(sqlite3_changes) \
     X(sqlite3_clear_bindings) X(sqlite3_close) X(sqlite3_column_bytes) X(sqlite3_column_int) \
     X(sqlite3_column_int64) X(sqlite3_column_text) X(sqlite3_column_type) X(sqlite3_errcode) X(sqlite3_errmsg) \
-    X(sqlite3_errstr) X(sqlite3_exec) X(sqlite3_finalize) X(sqlite3_get_autocommit) \
+    X(sqlite3_errstr) X(sqlite3_exec) X(sqlite3_finalize) X(sqlite3_get_autocommit) X(sqlite3_initialize) \
     X(sqlite3_last_insert_rowid) X(sqlite3_libversion_number) X(sqlite3_open) X(sqlite3_open_v2) \
     X(sqlite3_prepare_v2) X(sqlite3_prepare_v3) X(sqlite3_reset) X(sqlite3_step)
 
@@ -64,6 +64,7 @@ int pyc_sqlite_load(pyc_error_t *err);
 #define sqlite3_exec (pyc_sqlite.sqlite3_exec)
 #define sqlite3_finalize (pyc_sqlite.sqlite3_finalize)
 #define sqlite3_get_autocommit (pyc_sqlite.sqlite3_get_autocommit)
+#define sqlite3_initialize (pyc_sqlite.sqlite3_initialize)
 #define sqlite3_last_insert_rowid (pyc_sqlite.sqlite3_last_insert_rowid)
 #define sqlite3_libversion_number (pyc_sqlite.sqlite3_libversion_number)
 #define sqlite3_open (pyc_sqlite.sqlite3_open)

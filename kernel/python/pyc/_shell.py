@@ -96,6 +96,12 @@ def get_ipython():
     return host
 
 
+def prepare_fork():
+    """Before a kernel first forks: sets the namespace up now (In, Out, the look for IPython), as the first
+    recorded cell would, so that its forked sessions share what it wrote instead of each writing its own."""
+    _namespace()
+
+
 def pre_cell(n, code, store_history):
     """Before cell n: records its source (when it counts in the history); True when post_cell is wanted."""
     global count, _source

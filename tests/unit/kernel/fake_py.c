@@ -164,6 +164,11 @@ pyc_py_fork_done(pid_t pid)
     (void)pid;
 }
 
+void
+pyc_py_warm_for_fork(void)
+{
+}
+
 int
 pyc_py_isolate_snapshot(pyc_error_t *err)
 {
