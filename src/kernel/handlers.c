@@ -13,11 +13,20 @@
 #include "log.h"
 #include "limit.h"
 
+/* The document made at start (kernelinfo.c) goes out as it is, copied, not parsed and written again: a
+ * client asks for it often, and a forked session's first one would otherwise allocate a few dozen blocks
+ * across the heap it shares with its parent. */
 void
 pyc__on_kernel_info(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
-    json_error_t jerr;
-    pyc__reply(k, chan, msg, "kernel_info_reply", NULL, json_loads(k->kernel_info, 0, &jerr));
+    char *text = k->kernel_info != NULL ? strdup(k->kernel_info) : NULL;
+    if (text == NULL) {
+        pyc__reply(k, chan, msg, "kernel_info_reply", NULL,
+                   json_pack("{s:s, s:s, s:s, s:[]}", "status", "error", "ename", "MemoryError", "evalue",
+                             "the kernel_info document could not be made", "traceback"));
+        return;
+    }
+    pyc__reply_text(k, chan, msg, "kernel_info_reply", NULL, text, strlen(text));
 }
 
 /* Runs the Python of a request other than a cell -- completion, inspection, is_complete, comms -- the way a

@@ -138,6 +138,7 @@ pyc_kernel_destroy(pyc_kernel_t **k_p)
     free(k->parent);
     free(k->username_json);
     free(k->kernel_info);
+    free(k->kernel_info_form);
     pyc_checkpoint_destroy(&k->store.checkpoint);
     free(k->store.checkpoint_dir);
     free(k->store.session_id);

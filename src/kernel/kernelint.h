@@ -212,6 +212,8 @@ struct pyc_kernel {
     const pyc_msg_t *current;    /* borrowed: the request being handled (also read by the guard thread) */
     bool allow_stdin;
     char *kernel_info;           /* owned: the kernel_info_reply content, made by pyc_kernel_starting */
+    char *kernel_info_form;      /* owned: the same with the checkpoint's value left out (kernelinfo.c) */
+    size_t kernel_info_gap;      /* where in kernel_info_form the checkpoint's value goes */
     int complete_warm;           /* 0: no complete_request yet, 1: the completer to warm when idle, 2: done */
     uint64_t complete_warm_since;/* pyc_now_ns of the last request while complete_warm is 1 */
     int complete_warm_quiet_ms;  /* the pause in the requests the warm-up waits for */

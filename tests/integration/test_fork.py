@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 
+import pyctest
 from pyctest import (
     IS_PYC,
     NOT_PYC_REASON,
@@ -20,6 +21,7 @@ from pyctest import (
     execute,
     kill_pid,
     register_pid,
+    request,
     stream_text,
 )
 
@@ -122,6 +124,31 @@ def test_child_is_a_full_kernel(forked):
     # its own process group, so an interrupt of the parent's group does not reach it
     assert os.getpgid(c["pid"]) != os.getpgid(k.pid)
 
+
+
+def test_a_child_s_kernel_info_is_its_parent_s_with_its_own_checkpoint(tmp_path):
+    """A forked session fills in the kernel_info document its parent made (kernelinfo.c) with its own
+    checkpoint file; everything else is the same, and the document is valid JSON in both."""
+    k = pyctest.Kernel("pyc", env={"PYC_CHECKPOINT_DIR": str(tmp_path / "ck")})
+    try:
+        parent = request(k.kc, "kernel_info_request")[0]["content"]
+        data = fork(k.kc, n=2)
+        assert data["status"] == "ok", data
+        children = []
+        for c in data["children"]:
+            kc = connect_client(c["connection_file"])
+            try:
+                children.append(request(kc, "kernel_info_request")[0]["content"])
+            finally:
+                kc.stop_channels()
+                kill_pid(c["pid"])
+        paths = [parent["pyc"]["checkpoint"]] + [c["pyc"]["checkpoint"] for c in children]
+        assert all(isinstance(p, str) and p.startswith(str(tmp_path / "ck")) for p in paths), paths
+        assert len(set(paths)) == 3, paths
+        for c in children:
+            assert dict(c, pyc=dict(c["pyc"], checkpoint=None)) == dict(parent, pyc=dict(parent["pyc"], checkpoint=None))
+    finally:
+        k.shutdown(now=True)
 
 def test_kill_child_leaves_parent_and_siblings(forked):
     k, children, clients = forked
