@@ -140,9 +140,13 @@ on_fatal(int sig)
     raise(sig);
 }
 
-/* Sets up the memfd, the pipe, the reporter thread and the handlers; *faulthandler_fd is the memfd. */
+/* Sets up the memfd, the pipe, the reporter thread and, when handlers is true, the signal handlers;
+ * *faulthandler_fd is the memfd.  A forked child keeps the handlers it inherited: Python's faulthandler,
+ * enabled after ours, holds ours as the one to call after its dump, and installing ours again would put it in
+ * the place of faulthandler's (whose enable() does nothing when it is enabled already), so that a crash in a
+ * forked session came without its Python traceback. */
 static int
-install(pyc_kernel_t *k, int *faulthandler_fd, pyc_error_t *err)
+install(pyc_kernel_t *k, int *faulthandler_fd, bool handlers, pyc_error_t *err)
 {
     crash_kernel = k;
     crash_pid = getpid();
@@ -169,7 +173,7 @@ install(pyc_kernel_t *k, int *faulthandler_fd, pyc_error_t *err)
     sa.sa_handler = on_fatal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_NODEFER | SA_ONSTACK;
-    for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++)
+    for (size_t i = 0; handlers && i < sizeof fatal_signals / sizeof fatal_signals[0]; i++)
         sigaction(fatal_signals[i], &sa, NULL);
     *faulthandler_fd = dump_fd;
     return 0;
@@ -189,7 +193,7 @@ int
 pyc_kernel_crash_reports(pyc_kernel_t *k, pyc_error_t *err)
 {
     int fd;
-    if (install(k, &fd, err) < 0)
+    if (install(k, &fd, true, err) < 0)
         return -1;
     return faulthandler_to(fd, err);
 }
@@ -198,16 +202,33 @@ int
 pyc__crash_restart_in_child(pyc_kernel_t *k, pyc_error_t *err)
 {
     /* A forked session: the reporter thread is the parent's; the memfd and pipe are shared with it, so a
-     * child gets its own. */
-    if (dump_fd >= 0)
-        close(dump_fd);
+     * child gets its own.  Its memfd takes the descriptor number of the parent's, which Python's faulthandler
+     * (inherited, enabled) writes to: the handlers stay as they are, and faulthandler need not be asked again
+     * (Python code run in a just-forked child writes to pages it shares with its parent). */
     for (int i = 0; i < 2; i++) {
         if (wake_pipe[i] >= 0)
             close(wake_pipe[i]);
         wake_pipe[i] = -1;
     }
-    dump_fd = -1;
     atomic_store(&crashed_signal, 0);
     atomic_store(&reported, 0);
-    return pyc_kernel_crash_reports(k, err);
+    int inherited = dump_fd;
+    dump_fd = -1;
+    if (inherited >= 0) {
+        int fresh = memfd_create("pyc-fault", MFD_CLOEXEC);
+        if (fresh >= 0 && dup3(fresh, inherited, O_CLOEXEC) == inherited) {
+            close(fresh);
+            dump_fd = inherited;
+            int fd;
+            return install(k, &fd, false, err);
+        }
+        if (fresh >= 0)
+            close(fresh);
+        close(inherited);
+    }
+    /* No descriptor to take over: a memfd of its own, and faulthandler told of it (it keeps its handlers). */
+    int fd;
+    if (install(k, &fd, false, err) < 0)
+        return -1;
+    return faulthandler_to(fd, err);
 }

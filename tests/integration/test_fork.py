@@ -150,6 +150,28 @@ def test_a_child_s_kernel_info_is_its_parent_s_with_its_own_checkpoint(tmp_path)
     finally:
         k.shutdown(now=True)
 
+
+@pytest.mark.skipif(pyctest.UNDER_ASAN, reason="AddressSanitizer handles SIGSEGV itself")
+def test_a_segfault_in_a_forked_session_is_reported_by_that_session(fresh_kernel):
+    """A forked session has crash reports of its own (its memfd takes the number of the parent's, which Python's
+    faulthandler writes to): the cell's client gets KernelDied with the Python traceback; the parent lives on."""
+    kc = fresh_kernel.kc
+    execute(kc, "import ctypes\ndef crash():\n    return ctypes.string_at(0)")
+    data = fork(kc, n=1)
+    assert data["status"] == "ok", data
+    child = data["children"][0]
+    ckc = connect_client(child["connection_file"])
+    try:
+        msg_id = ckc.execute("crash()")
+        reply = pyctest.get_reply(ckc, msg_id, timeout=30)
+        assert reply["content"]["ename"] == "KernelDied", reply["content"]
+        tb = "\n".join(reply["content"]["traceback"])
+        assert "crash" in tb and "string_at" in tb, tb
+    finally:
+        ckc.stop_channels()
+        kill_pid(child["pid"])
+    assert eval_value(kc, "1 + 1") == "2"
+
 def test_kill_child_leaves_parent_and_siblings(forked):
     k, children, clients = forked
     os.kill(children[0]["pid"], signal.SIGKILL)
