@@ -48,6 +48,7 @@ load(void)
         return;
     }
     pyc_sqlite = api;            /* the library stays loaded: the table points into it */
+    pyc_sqlite_mem_install();
 }
 
 int
