@@ -48,7 +48,9 @@ load(void)
         return;
     }
     pyc_sqlite = api;            /* the library stays loaded: the table points into it */
-    pyc_sqlite_mem_install();
+    const sqlite3_mem_methods *mem = pyc_sqlite_mem_methods();
+    if (mem != NULL)
+        api.sqlite3_config(SQLITE_CONFIG_MALLOC, mem);
 }
 
 int

@@ -45,10 +45,10 @@ extern pyc_sqlite_api_t pyc_sqlite;
  * missing: the history is then off). */
 int pyc_sqlite_load(pyc_error_t *err);
 
-/* Gives SQLite the allocator of sqlite_mem.c (its blocks side by side in regions of their own, which a forked
- * child starts afresh).  Called by pyc_sqlite_load once the table is filled, before anything initializes
- * SQLite (sqlite3_config is refused after that).  Not under AddressSanitizer (PYC_SQLITE_MEM is then 0):
- * SQLite's blocks then come from malloc, where ASan checks every access to them. */
+/* The allocator of sqlite_mem.c (SQLite's blocks side by side in regions of their own, which a forked child
+ * starts afresh), for SQLITE_CONFIG_MALLOC: pyc_sqlite_load gives it to SQLite once the table is filled,
+ * before anything initializes SQLite (sqlite3_config is refused after that).  NULL under AddressSanitizer
+ * (PYC_SQLITE_MEM is then 0): SQLite's blocks then come from malloc, where ASan checks every access. */
 #if defined(__SANITIZE_ADDRESS__)
 #define PYC_SQLITE_MEM 0
 #elif defined(__has_feature)
@@ -59,7 +59,7 @@ int pyc_sqlite_load(pyc_error_t *err);
 #ifndef PYC_SQLITE_MEM
 #define PYC_SQLITE_MEM 1
 #endif
-void pyc_sqlite_mem_install(void);
+const sqlite3_mem_methods *pyc_sqlite_mem_methods(void);
 
 /* From here on, a call of an SQLite function goes through the table (not in sqlite_lazy.c, which fills it). */
 #ifndef PYC_SQLITE_NO_REDIRECT

@@ -186,13 +186,13 @@ register_atfork(void)
     pthread_atfork(NULL, NULL, after_fork_child);
 }
 
-void
-pyc_sqlite_mem_install(void)
+const sqlite3_mem_methods *
+pyc_sqlite_mem_methods(void)
 {
     static const sqlite3_mem_methods methods = {mem_malloc, mem_free,     mem_realloc, mem_size,
                                                 mem_roundup, mem_init,    mem_shutdown, NULL};
     if (!PYC_SQLITE_MEM)
-        return;
+        return NULL;
     pthread_once(&atfork_once, register_atfork);
-    pyc_sqlite.sqlite3_config(SQLITE_CONFIG_MALLOC, &methods);
+    return &methods;
 }
