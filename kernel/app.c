@@ -64,7 +64,8 @@ static void
 tell_python_connection(pyc_app_t *a)
 {
     pyc_py_set_connection(a->own_connection_file != NULL ? a->own_connection_file : a->connection_file,
-                          pyc_connfile_to_json(&a->cf));
+                          a->connection_json != NULL ? json_incref(a->connection_json)
+                                                     : pyc_connfile_to_json(&a->cf));
 }
 
 int
@@ -199,21 +200,31 @@ child_become(void *ctx, const pyc_fork_opts_t *opts, pid_t parent, pyc_error_t *
     a->srv = NULL;
     a->auth = NULL;
     pyc_tt_forget_root();        /* its snapshots are its own, its parent's are not its */
-    if (child_connection(a, opts, path, sizeof path, id, sizeof id, err) < 0 || pyc_app_bind(a, err) < 0 ||
-        pyc_connfile_write(path, &a->cf, err) < 0)
+    if (child_connection(a, opts, path, sizeof path, id, sizeof id, err) < 0 || pyc_app_bind(a, err) < 0)
         return NULL;
+    json_t *conn = pyc_connfile_to_json(&a->cf);
+    if (pyc_connfile_write_json(path, conn, err) < 0) {
+        json_decref(conn);
+        return NULL;
+    }
     a->own_connection_file = strdup(path);
     a->forked_session = true;
     a->watch_parent = opts->watch > 0 ? opts->watch : opts->outlive ? 0 : parent;
     if (a->own_connection_file == NULL) {
+        json_decref(conn);
         pyc_error_code(err, PYC_ENOMEM, "out of memory");
         return NULL;
     }
-    if (pyc_kernel_become_child(a->kernel, pyc_server_io(a->srv), a->auth, &a->cf, id, err) < 0 ||
-        pyc_app_start(a, err) < 0)
-        return NULL;
-    return json_pack("{s:i, s:s, s:o}", "pid", (int)getpid(), "connection_file", path, "connection",
-                     pyc_connfile_to_json(&a->cf));
+    a->connection_json = conn;
+    json_t *rep = NULL;
+    if (pyc_kernel_become_child(a->kernel, pyc_server_io(a->srv), a->auth, &a->cf, id, err) == 0 &&
+        pyc_app_start(a, err) == 0 &&
+        (rep = json_pack("{s:i, s:s, s:O}", "pid", (int)getpid(), "connection_file", path, "connection",
+                         conn)) == NULL)
+        pyc_error_code(err, PYC_ENOMEM, "out of memory");
+    a->connection_json = NULL;
+    json_decref(conn);
+    return rep;
 }
 
 /* fork.c's adopted callback: a spare handed a request ends with the process the request named. */

@@ -31,6 +31,9 @@ typedef struct pyc_app {
     char *own_connection_file;   /* owned: the file this kernel wrote (a forked session's, or the one made
                                   * for a registration file), removed when it ends */
     bool forked_session;         /* this process is a session forked from a live kernel */
+    json_t *connection_json;     /* while a forked child becomes a session: its connection as JSON, made once
+                                  * for its file, its report and its Python (each making it again wrote to
+                                  * pages the child shares with its parent); NULL otherwise */
     dev_t own_dev;               /* own_connection_file as written: removed at the end only while it is the */
     ino_t own_ino;               /* same file (a restarted kernel with the same kernel_id writes a new one) */
     sigset_t saved_mask;         /* the mask before pyc_app_bind */
