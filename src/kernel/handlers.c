@@ -19,11 +19,10 @@
 void
 pyc__on_kernel_info(pyc_kernel_t *k, int chan, const pyc_msg_t *msg)
 {
-    char *text = k->kernel_info != NULL ? strdup(k->kernel_info) : NULL;
+    const char *info = atomic_load(&k->kernel_info);
+    char *text = info != NULL ? strdup(info) : NULL;
     if (text == NULL) {
-        pyc__reply(k, chan, msg, "kernel_info_reply", NULL,
-                   json_pack("{s:s, s:s, s:s, s:[]}", "status", "error", "ename", "MemoryError", "evalue",
-                             "the kernel_info document could not be made", "traceback"));
+        pyc_log("kernel_info_request dropped: the kernel_info document could not be made (out of memory)");
         return;
     }
     pyc__reply_text(k, chan, msg, "kernel_info_reply", NULL, text, strlen(text));

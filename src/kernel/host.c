@@ -8,6 +8,7 @@
  */
 #include "kernelint.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <time.h>
 #include <stdlib.h>
@@ -179,6 +180,9 @@ host_stream_flush(void *ctx)
 static int ask_input(pyc_kernel_t *k, const pyc_msg_t *req, bool subshell, const char *prompt, bool password,
                      char **out, pyc_error_t *err);
 
+/* How long input() waits for its client's stdin connection before it gives up (ask_input). */
+enum { STDIN_PEER_WAIT_S = 5 };
+
 static int
 host_input(void *ctx, const char *prompt, bool password, char **out, pyc_error_t *err)
 {
@@ -253,10 +257,42 @@ ask_input(pyc_kernel_t *k, const pyc_msg_t *req, bool subshell, const char *prom
     char *text = content != NULL ? json_dumps(content, JSON_COMPACT) : NULL;
     char request_id[PYC_MSG_ID_LEN + 1];
     json_decref(content);
-    if (text == NULL || pyc__send_frames_id(k, PYC_CHAN_STDIN, req->idents, req->n_idents, "input_request",
-                                            h->data, h->size, NULL, text, strlen(text), true, NULL, 0,
-                                            request_id) < 0)
-        return pyc_error_set(err, "could not send input_request: no frontend is connected to the stdin channel");
+    if (text == NULL)
+        return pyc_error_code(err, PYC_ENOMEM, "out of memory");
+    /* The stdin socket refuses a message for a client whose stdin connection it does not know (yet), rather
+     * than drop it without a word (server.c's send_stdin): tried again every 2 ms for STDIN_PEER_WAIT_S,
+     * with an interrupt, the kernel's end and the subshell's end watched as in the wait for the reply. */
+    double deadline = pyc_now_s() + STDIN_PEER_WAIT_S;
+    for (;;) {
+        char *copy = strdup(text);
+        int rc = copy != NULL ? pyc__send_frames_id(k, PYC_CHAN_STDIN, req->idents, req->n_idents, "input_request",
+                                                    h->data, h->size, NULL, copy, strlen(copy), true, NULL, 0,
+                                                    request_id)
+                              : -1;
+        int why = copy != NULL ? errno : ENOMEM;
+        if (rc == 0)
+            break;
+        bool absent = why == EHOSTUNREACH || why == EAGAIN;
+        if (!absent || pyc_now_s() >= deadline) {
+            free(text);
+            if (why != EHOSTUNREACH)
+                return pyc_error_set(err, "could not send input_request: %s", strerror(why));
+            pyc_log("stdin: no frontend is connected to the stdin channel; input() gave up after %d s",
+                    STDIN_PEER_WAIT_S);
+            return pyc_error_set(err, "could not send input_request: no frontend is connected to the stdin "
+                                      "channel");
+        }
+        if ((!subshell && pyc_py_interrupt_pending()) || atomic_load(&k->quit) ||
+            (subshell && pyc__subshell_stopping())) {
+            free(text);
+            if (!subshell && pyc_py_interrupt_pending())
+                return 1;
+            return pyc_error_set(err, "input() was given up: the kernel or the subshell is ending");
+        }
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    free(text);
     for (;;) {
         if (!subshell && pyc_py_interrupt_pending())
             return 1;

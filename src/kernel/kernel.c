@@ -137,7 +137,7 @@ pyc_kernel_destroy(pyc_kernel_t **k_p)
     pyc__snapshots_end(k);
     free(k->parent);
     free(k->username_json);
-    free(k->kernel_info);
+    free(atomic_load(&k->kernel_info));
     free(k->kernel_info_form);
     pyc_checkpoint_destroy(&k->store.checkpoint);
     free(k->store.checkpoint_dir);

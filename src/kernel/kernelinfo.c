@@ -63,8 +63,7 @@ pyc_kernel_starting(pyc_kernel_t *k)
 {
     if (k->kernel_info_form == NULL || k->replayed != NULL)
         make_form(k);
-    free(k->kernel_info);        /* a forked child fills the form in again */
-    k->kernel_info = NULL;
+    char *info = NULL;
     if (k->kernel_info_form != NULL) {
         /* The checkpoint's path as a JSON value (null when checkpoints are off), written without a block of
          * its own but the document. */
@@ -78,12 +77,17 @@ pyc_kernel_starting(pyc_kernel_t *k)
             n = 4;
         }
         size_t form = strlen(k->kernel_info_form), rest = form - k->kernel_info_gap - (sizeof GAP - 1);
-        k->kernel_info = malloc(k->kernel_info_gap + n + rest + 1);
-        if (k->kernel_info != NULL) {
-            memcpy(k->kernel_info, k->kernel_info_form, k->kernel_info_gap);
-            memcpy(k->kernel_info + k->kernel_info_gap, value, n);
-            memcpy(k->kernel_info + k->kernel_info_gap + n, k->kernel_info_form + form - rest, rest + 1);
+        info = malloc(k->kernel_info_gap + n + rest + 1);
+        if (info != NULL) {
+            memcpy(info, k->kernel_info_form, k->kernel_info_gap);
+            memcpy(info + k->kernel_info_gap, value, n);
+            memcpy(info + k->kernel_info_gap + n, k->kernel_info_form + form - rest, rest + 1);
         }
     }
+    /* Made whole, then put in place at once: a forked child's control thread, running already, may answer a
+     * kernel_info_request meanwhile, with the document it inherited.  That one is not freed: it is the
+     * parent's (on pages shared with it), and the control thread may be copying it. */
+    if (info != NULL)
+        atomic_store(&k->kernel_info, info);
     pyc__status(k, NULL, "starting");
 }

@@ -211,7 +211,9 @@ struct pyc_kernel {
     size_t n_queued;
     const pyc_msg_t *current;    /* borrowed: the request being handled (also read by the guard thread) */
     bool allow_stdin;
-    char *kernel_info;           /* owned: the kernel_info_reply content, made by pyc_kernel_starting */
+    /* owned: the kernel_info_reply content, made by pyc_kernel_starting.  Atomic: a forked child's control
+     * thread may answer kernel_info while the child fills its own in (kernelinfo.c). */
+    char *_Atomic kernel_info;
     char *kernel_info_form;      /* owned: the same with the checkpoint's value left out (kernelinfo.c) */
     size_t kernel_info_gap;      /* where in kernel_info_form the checkpoint's value goes */
     int complete_warm;           /* 0: no complete_request yet, 1: the completer to warm when idle, 2: done */

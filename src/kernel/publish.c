@@ -92,8 +92,12 @@ pyc__send_frames_id(pyc_kernel_t *k, int chan, const pyc_frame_t *idents, size_t
         rc = pyc__handover_hold(k, chan, f, n);     /* the restored kernel sends it (handover.c) */
     else
         rc = k->io->send(k->io, chan, f, n);
-out:
-    if (rc < 0)
+out:;
+    /* An input_request whose client is not (yet) on the stdin channel is the caller's to try again and to
+     * report (host.c); errno says why, for it. */
+    int why = errno;
+    bool retry = chan == PYC_CHAN_STDIN && (why == EHOSTUNREACH || why == EAGAIN);
+    if (rc < 0 && !retry)
         pyc_log("could not send %s (out of memory or channel closed)", msg_type);
     if (content_owned)
         free(content);
@@ -102,6 +106,7 @@ out:
     pyc_buf_free(&hdr);
     if (f != stack_frames)
         free(f);
+    errno = why;
     return rc;
 }
 

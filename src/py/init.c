@@ -402,6 +402,12 @@ pyc_py_finish(void)
     Py_XDECREF(keys);
     if (PyErr_Occurred())
         PyErr_WriteUnraisable(NULL);
+    /* The results kept beside the namespace, and what only cycles held: pyc._shell.let_go. */
+    PyObject *let_go = pyc__py_support("pyc._shell", "let_go");
+    PyObject *r = let_go != NULL ? PyObject_CallNoArgs(let_go) : NULL;
+    if (r == NULL)
+        PyErr_WriteUnraisable(NULL);
+    Py_XDECREF(r);
     flush_std("stdout");
     flush_std("stderr");
 }

@@ -21,11 +21,9 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
-#include "clock.h"
 #include "log.h"
 #include "wire.h"
 #include "serverint.h"
@@ -56,38 +54,26 @@ is_busy(const pyc_outframe_t *frames, size_t n)
 /* An input_request on stdin, sent by the thread that holds the kernel's stdin lock (the only thread that uses
  * the socket).  The stdin ROUTER has ZMQ_ROUTER_MANDATORY: a ROUTER drops a message for a peer whose
  * connection it has not finished yet without a word, and input() then waited for a reply that could not come
- * (a client whose stdin channel connects late, or is slow to, on a loaded machine).  Here an unknown peer
- * (EHOSTUNREACH) or a full pipe (EAGAIN) is tried again every 2 ms for PYC_STDIN_PEER_WAIT_MS; after that the
- * send fails, and input() raises a clear error instead of waiting for ever: no frontend listens on stdin. */
-enum { PYC_STDIN_PEER_WAIT_MS = 5000 };
-
+ * (a client whose stdin channel connects late, or is slow to, on a loaded machine).  Here a peer not known
+ * (yet) fails the send with errno EHOSTUNREACH, and a peer whose pipe is full with EAGAIN, without a log line:
+ * the caller (host.c's ask_input) tries again while it watches for an interrupt, and says what happened when
+ * it gives up.  Any other failure is logged, errno kept. */
 static int
 send_stdin(pyc_server_t *srv, pyc_zqitem_t *it)
 {
     void *sock = srv->sock[PYC_CHAN_STDIN];
-    double deadline = pyc_now_s() + PYC_STDIN_PEER_WAIT_MS / 1000.0;
-    int rc = -1, why = 0;
-    for (;;) {
-        why = 0;
-        rc = it->n == 0 ? -1 : zmq_msg_send(&it->frames[0], sock, (it->n > 1 ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT);
-        if (rc < 0)
-            why = it->n == 0 ? EINVAL : zmq_errno();
-        if (rc >= 0 || (why != EHOSTUNREACH && why != EAGAIN) || pyc_now_s() >= deadline)
-            break;
-        struct timespec ts = {0, 2 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    int rc = it->n == 0 ? -1 : zmq_msg_send(&it->frames[0], sock, (it->n > 1 ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT);
+    int why = rc < 0 ? (it->n == 0 ? EINVAL : zmq_errno()) : 0;
     /* Once the first frame (the peer's identity) is taken, the rest of the message goes with it. */
     for (size_t i = 1; rc >= 0 && i < it->n; i++)
         if (zmq_msg_send(&it->frames[i], sock, i + 1 < it->n ? ZMQ_SNDMORE : 0) < 0) {
             rc = -1;
             why = zmq_errno();
         }
-    if (rc < 0 && why == EHOSTUNREACH)
-        pyc_log("stdin: no frontend is connected to the stdin channel; an input_request was not sent");
-    else if (rc < 0)
+    if (rc < 0 && why != EHOSTUNREACH && why != EAGAIN)
         pyc_log("stdin: send failed: %s", zmq_strerror(why));
     pyc_zqueue_item_free(it);
+    errno = why;
     return rc < 0 ? -1 : 0;
 }
 

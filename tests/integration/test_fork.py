@@ -3,6 +3,7 @@ one.  Each child starts from the parent's state copy-on-write, answers on its ow
 is reachable through the connection file it wrote, leaves the parent's process group and dies with the
 parent unless asked to outlive it."""
 
+import importlib.util
 import json
 import os
 import signal
@@ -171,6 +172,28 @@ def test_a_segfault_in_a_forked_session_is_reported_by_that_session(fresh_kernel
         ckc.stop_channels()
         kill_pid(child["pid"])
     assert eval_value(kc, "1 + 1") == "2"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("IPython") is None, reason="IPython is not installed")
+def test_a_fork_keeps_the_in_and_out_of_a_hosted_ipython_shell(fresh_kernel):
+    """A kernel prepares its namespace before its first fork (In, Out: what each child would do at its first
+    cell), but not over the In and Out of an IPython shell that keeps them already: after the fork, In still
+    has the cells the shell recorded, in the kernel and in the child."""
+    kc = fresh_kernel.kc
+    reply, _ = execute(kc, "import IPython\nget_ipython()", store_history=False)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    execute(kc, "x = 41")
+    execute(kc, "x + 1")
+    data = fork(kc, n=1)
+    assert data["status"] == "ok", data
+    child = data["children"][0]
+    ckc = connect_client(child["connection_file"])
+    try:
+        for c in (kc, ckc):
+            assert eval_value(c, "In[-2:], Out.get(len(In) - 1)") == "(['x = 41', 'x + 1'], 42)"
+    finally:
+        ckc.stop_channels()
+        kill_pid(child["pid"])
 
 def test_kill_child_leaves_parent_and_siblings(forked):
     k, children, clients = forked

@@ -359,3 +359,22 @@ def test_input_with_no_stdin_channel_is_an_error_not_a_wait_for_ever(fresh_kerne
     finally:
         kc.stop_channels()
     assert any("no frontend is connected to the stdin channel" in line for line in fresh_kernel.stderr_lines())
+
+
+@pyc_only
+def test_an_interrupt_ends_the_wait_for_a_stdin_channel(fresh_kernel):
+    """While input() waits for a stdin connection that is not there, an interrupt ends the wait as it ends the
+    wait for a reply: KeyboardInterrupt, not the error input() gives when it gives up."""
+    fresh_kernel.kc.stop_channels()
+    kc = fresh_kernel.km.client()
+    kc.start_channels(shell=True, iopub=True, stdin=False, hb=False)
+    try:
+        msg_id = kc.execute("input('nobody? ')", allow_stdin=True)
+        time.sleep(0.5)
+        fresh_kernel.km.interrupt_kernel()
+        reply = get_reply(kc, msg_id)
+        assert reply["content"]["status"] == "error"
+        assert reply["content"]["ename"] == "KeyboardInterrupt", reply["content"]
+        assert eval_value(kc, "1 + 1") == "2"
+    finally:
+        kc.stop_channels()

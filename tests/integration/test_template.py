@@ -166,7 +166,7 @@ def test_a_session_ends_as_a_kernel_does(spec, tmp_path):
     name = spec()
     m, kc = start(name)
     spec.managers.append(m)
-    marks = {k: tmp_path / k for k in ("atexit", "thread", "unclosed", "finalizer")}
+    marks = {k: tmp_path / k for k in ("atexit", "thread", "unclosed", "finalizer", "result", "cycle")}
     try:
         value(kc, "import atexit, threading, time\n"
                   "atexit.register(lambda: open(%r, 'w').write('ran'))\n"
@@ -175,13 +175,21 @@ def test_a_session_ends_as_a_kernel_does(spec, tmp_path):
                   "f = open(%r, 'w')\nf.write('kept')\n"
                   "class Bye:\n    def __del__(self):\n        open(%r, 'w').write('gone')\n"
                   "b = Bye()\nNone" % tuple(str(marks[k]) for k in ("atexit", "thread", "unclosed", "finalizer")))
+        # A file that is a cell's result (held by Out and _ too), and an object held only by a cycle (the
+        # collector is off, so that only the end's collection finds it).
+        value(kc, "g = open(%r, 'w')\ng" % str(marks["result"]))
+        # (An object whose finalizer writes, not a file: CPython may lose a file's buffer when the file is
+        # collected in a cycle, bpo-17852, with or without pyc.)
+        value(kc, "g.write('held')\nclass Loop:\n    def __del__(self):\n        open(%r, 'w').write('cycle')\n"
+                  "loop = Loop()\nloop.me = loop\ndel loop\nimport gc\ngc.disable()\nNone" % str(marks["cycle"]))
         pid = m.provisioner.pid
     finally:
         kc.stop_channels()
     m.shutdown_kernel(now=False)
     assert not pyctest.pid_alive(pid)
     assert {k: p.read_text() if p.exists() else None for k, p in marks.items()} == {
-        "atexit": "ran", "thread": "joined", "unclosed": "kept", "finalizer": "gone"}
+        "atexit": "ran", "thread": "joined", "unclosed": "kept", "finalizer": "gone", "result": "held",
+        "cycle": "cycle"}
 
 
 def test_a_kernel_rebuilt_or_upgraded_in_place_gets_a_new_template(spec, tmp_path):

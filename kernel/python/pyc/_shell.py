@@ -98,8 +98,26 @@ def get_ipython():
 
 def prepare_fork():
     """Before a kernel first forks: sets the namespace up now (In, Out, the look for IPython), as the first
-    recorded cell would, so that its forked sessions share what it wrote instead of each writing its own."""
-    _namespace()
+    recorded cell would, so that its forked sessions share what it wrote instead of each writing its own.
+    Not when an IPython shell keeps the namespace already: its In and Out are the ones to keep."""
+    if host is None:
+        _namespace()
+
+
+def let_go():
+    """At the end of a forked session (pyc_py_finish), after __main__ let go of its values: the results kept
+    here and by a hosted IPython shell (Out, _, __, ___) go too, and one collection finds what only cycles
+    held, so that their finalizers run (a file written to and never closed is flushed), as the interpreter's
+    own finalization would have done."""
+    import gc
+
+    _results[:] = ["", "", ""]
+    if host is not None:
+        try:
+            host.displayhook.flush()
+        except Exception:
+            pass
+    gc.collect()
 
 
 def pre_cell(n, code, store_history):
