@@ -180,8 +180,22 @@ host_stream_flush(void *ctx)
 static int ask_input(pyc_kernel_t *k, const pyc_msg_t *req, bool subshell, const char *prompt, bool password,
                      char **out, pyc_error_t *err);
 
-/* How long input() waits for its client's stdin connection before it gives up (ask_input). */
-enum { STDIN_PEER_WAIT_S = 5 };
+/* How long input() waits for its client's stdin connection before it gives up (ask_input): PYC_STDIN_WAIT
+ * seconds, 5 by default; a value that does not read as 0.001 to 3600 is the default, with a log line. */
+static double
+stdin_wait_s(void)
+{
+    const char *v = getenv("PYC_STDIN_WAIT");
+    if (v == NULL || v[0] == '\0')
+        return 5;
+    char *end;
+    double s = strtod(v, &end);
+    if (*end != '\0' || !(s >= 0.001 && s <= 3600)) {
+        pyc_log("PYC_STDIN_WAIT=%s is not a number of seconds from 0.001 to 3600; 5 s it is", v);
+        return 5;
+    }
+    return s;
+}
 
 static int
 host_input(void *ctx, const char *prompt, bool password, char **out, pyc_error_t *err)
@@ -260,9 +274,9 @@ ask_input(pyc_kernel_t *k, const pyc_msg_t *req, bool subshell, const char *prom
     if (text == NULL)
         return pyc_error_code(err, PYC_ENOMEM, "out of memory");
     /* The stdin socket refuses a message for a client whose stdin connection it does not know (yet), rather
-     * than drop it without a word (server.c's send_stdin): tried again every 2 ms for STDIN_PEER_WAIT_S,
+     * than drop it without a word (server.c's send_stdin): tried again every 2 ms for PYC_STDIN_WAIT s,
      * with an interrupt, the kernel's end and the subshell's end watched as in the wait for the reply. */
-    double deadline = pyc_now_s() + STDIN_PEER_WAIT_S;
+    double wait = stdin_wait_s(), deadline = pyc_now_s() + wait;
     for (;;) {
         char *copy = strdup(text);
         int rc = copy != NULL ? pyc__send_frames_id(k, PYC_CHAN_STDIN, req->idents, req->n_idents, "input_request",
@@ -277,8 +291,7 @@ ask_input(pyc_kernel_t *k, const pyc_msg_t *req, bool subshell, const char *prom
             free(text);
             if (why != EHOSTUNREACH)
                 return pyc_error_set(err, "could not send input_request: %s", strerror(why));
-            pyc_log("stdin: no frontend is connected to the stdin channel; input() gave up after %d s",
-                    STDIN_PEER_WAIT_S);
+            pyc_log("stdin: no frontend is connected to the stdin channel; input() gave up after %g s", wait);
             return pyc_error_set(err, "could not send input_request: no frontend is connected to the stdin "
                                       "channel");
         }

@@ -344,21 +344,26 @@ def test_input_request_reaches_a_stdin_channel_that_connects_late(fresh_kernel):
 
 
 @pyc_only
-def test_input_with_no_stdin_channel_is_an_error_not_a_wait_for_ever(fresh_kernel):
-    """allow_stdin true but no stdin channel at all: the input_request cannot be delivered, and after a few
-    seconds input() raises an error that says so; the kernel goes on."""
-    fresh_kernel.kc.stop_channels()     # its stdin socket has the identity km.client()'s will have
-    kc = fresh_kernel.km.client()
-    kc.start_channels(shell=True, iopub=True, stdin=False, hb=False)
+def test_input_with_no_stdin_channel_is_an_error_not_a_wait_for_ever():
+    """allow_stdin true but no stdin channel at all: the input_request cannot be delivered, and after
+    PYC_STDIN_WAIT seconds (here 0.5) input() raises an error that says so; the kernel goes on."""
+    k = pyctest.Kernel("pyc", env={"PYC_STDIN_WAIT": "0.5"})
     try:
-        msg_id = kc.execute("input('nobody? ')", allow_stdin=True)
-        reply = get_reply(kc, msg_id, timeout=TIMEOUT)
-        assert reply["content"]["status"] == "error"
-        assert "input_request" in reply["content"]["evalue"], reply["content"]
-        assert eval_value(kc, "1 + 1") == "2"
+        k.kc.stop_channels()     # its stdin socket has the identity km.client()'s will have
+        kc = k.km.client()
+        kc.start_channels(shell=True, iopub=True, stdin=False, hb=False)
+        try:
+            msg_id = kc.execute("input('nobody? ')", allow_stdin=True)
+            reply = get_reply(kc, msg_id, timeout=TIMEOUT)
+            assert reply["content"]["status"] == "error"
+            assert "input_request" in reply["content"]["evalue"], reply["content"]
+            assert eval_value(kc, "1 + 1") == "2"
+        finally:
+            kc.stop_channels()
+        assert any("no frontend is connected to the stdin channel; input() gave up after 0.5 s" in line
+                   for line in k.stderr_lines())
     finally:
-        kc.stop_channels()
-    assert any("no frontend is connected to the stdin channel" in line for line in fresh_kernel.stderr_lines())
+        k.shutdown(now=True)
 
 
 @pyc_only
