@@ -9,6 +9,7 @@ pyc only.
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -72,6 +73,17 @@ def spec():
                 pass
     for record in templates(name).values():
         pyctest.kill_pid(record["pid"])
+
+
+def fork_files(name):
+    """{file name: pid} of the connection files of sessions and spares forked from templates of kernelspec
+    name, in the runtime dir."""
+    out = {}
+    for entry in os.listdir(runtime_dir()):
+        m = re.fullmatch(r"pyctemplate-%s-[0-9a-f]{16}-registration-fork-([0-9]+)\.json" % re.escape(name), entry)
+        if m:
+            out[entry] = int(m.group(1))
+    return out
 
 
 def start(spec, managers=None, **kw):
@@ -238,11 +250,18 @@ def test_a_session_ends_with_its_manager_and_outlives_its_template(spec):
         pyctest.kill_pid(record["pid"])
         assert value(kc, "PRELOADED + 1") == "43"
         assert pyctest.pid_alive(session)
-        # The next start replaces the template.
+        # Its spares die with it (SIGKILL), leaving their connection files behind...
+        deadline = time.monotonic() + 10
+        while set(fork_files(name).values()) - {session, m.provisioner.pid} and time.monotonic() < deadline:
+            if all(not pyctest.pid_alive(p) for p in set(fork_files(name).values()) - {session, m.provisioner.pid}):
+                break
+            time.sleep(0.02)
+        # ... which the next start removes when it replaces the template.
         m2, kc2 = start(name)
         spec.managers.append(m2)
         (record2,) = templates(name).values()
         assert record2["pid"] != record["pid"] and pyctest.pid_alive(record2["pid"])
+        assert all(pyctest.pid_alive(p) for p in fork_files(name).values()), fork_files(name)
         assert value(kc2, "PRELOADED") == "42"
         kc2.stop_channels()
         kc.stop_channels()

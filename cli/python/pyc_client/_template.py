@@ -320,6 +320,17 @@ class TemplateProvisioner(KernelProvisionerBase):
             path = os.path.join(rdir, entry)
             if not (entry.startswith(prefix) and entry.endswith(".json")) or path == keep:
                 continue
+            fork = re.fullmatch(re.escape(prefix) + r"[0-9a-f]{16}-registration-fork-([0-9]+)\.json", entry)
+            if fork is not None:
+                # The connection file of a session or spare forked from a template of this kernelspec.  A
+                # spare dies with its template (SIGKILL: a template killed leaves its spares no time to
+                # remove their files), so the file of a process that has ended is removed here.
+                if not _pid_alive(int(fork.group(1))):
+                    try:
+                        os.unlink(path)
+                    except OSError:
+                        pass
+                continue
             if len(entry) != len(prefix) + 16 + len(".json"):
                 continue                    # a connection file, a registration file, another name's template
             try:
