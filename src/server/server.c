@@ -10,9 +10,7 @@
  */
 #include "server.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -20,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -225,62 +222,6 @@ hb_main(void *arg)
 
 /* Binds a port of [port_min, port_max] that is free, trying each once from a place that differs between
  * processes (kernels started together do not all race for the first); the port is written into cf. */
-/* A listening TCP socket on ip:port (port 0: one the system chooses), made here instead of by zmq_bind, when ip
- * is an IPv4 address in digits or "*".  For a bind, ZeroMQ first tries the address as the name of a network
- * interface, which asks the system for every interface and every address (two netlink dumps) on every bind:
- * five per kernel start and per forked session, 5% of the CPU of a fan-out of 100 (issue 32).  The socket is
- * made as ZeroMQ makes its own (close-on-exec, SO_REUSEADDR, a backlog of 100, ZeroMQ's default), then given
- * to it with ZMQ_USE_FD.  Returns the descriptor with the port in *bound, -1 with errno when the address
- * cannot be bound, or -2 when ip is not such an address (ZeroMQ then binds it as before: a host or interface
- * name, IPv6). */
-static int
-listen_tcp(const char *ip, int port, int *bound)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (strcmp(ip, "*") == 0)
-        sa.sin_addr.s_addr = htonl(INADDR_ANY);
-    else if (inet_pton(AF_INET, ip, &sa.sin_addr) != 1)
-        return -2;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
-    if (fd < 0)
-        return -1;
-    int one = 1;
-    socklen_t len = sizeof sa;
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-        bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 100) < 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
-        int saved = errno;
-        close(fd);
-        errno = saved;
-        return -1;
-    }
-    *bound = ntohs(sa.sin_port);
-    return fd;
-}
-
-/* Binds s to ip:port through listen_tcp when it takes the address: 1 when bound (cf->ports[chan] set), 0 when
- * the address is ZeroMQ's to bind, -1 with errno when it cannot be bound. */
-static int
-bind_prebound(void *s, pyc_connfile_t *cf, int chan, int port)
-{
-    int bound = 0;
-    int fd = listen_tcp(cf->ip, port, &bound);
-    if (fd == -2)
-        return 0;
-    if (fd < 0)
-        return -1;
-    char ep[512];
-    snprintf(ep, sizeof ep, "tcp://%s:%d", cf->ip, bound);
-    if (zmq_setsockopt(s, ZMQ_USE_FD, &fd, sizeof fd) < 0 || zmq_bind(s, ep) < 0) {
-        int saved = zmq_errno();
-        close(fd);
-        errno = saved;
-        return -1;
-    }
-    cf->ports[chan] = bound;
-    return 1;
-}
-
 static int
 bind_in_range(void *s, pyc_connfile_t *cf, int chan, pyc_error_t *err)
 {
@@ -290,17 +231,13 @@ bind_in_range(void *s, pyc_connfile_t *cf, int chan, pyc_error_t *err)
     for (unsigned i = 0; i < span; i++) {
         int port = cf->port_min + (int)((start + i) % span);
         snprintf(ep, sizeof ep, "tcp://%s:%d", cf->ip, port);
-        int rc = bind_prebound(s, cf, chan, port);
-        if (rc == 1)
-            return 0;
-        if (rc == 0 && zmq_bind(s, ep) == 0) {
+        if (zmq_bind(s, ep) == 0) {
             cf->ports[chan] = port;
             return 0;
         }
-        int why = rc < 0 ? errno : zmq_errno();
-        if (why != EADDRINUSE)
+        if (zmq_errno() != EADDRINUSE)
             return pyc_error_set(err, "cannot bind the %s channel to %s: %s", pyc__chan_names[chan], ep,
-                                 zmq_strerror(why));
+                                 zmq_strerror(zmq_errno()));
     }
     return pyc_error_set(err, "cannot bind the %s channel: no free port in %d-%d", pyc__chan_names[chan], cf->port_min,
                          cf->port_max);
@@ -358,14 +295,6 @@ bind_channel(pyc_server_t *srv, pyc_connfile_t *cf, int chan, int type, int fd, 
         return bind_in_range(s, cf, chan, err);
     if (pyc_connfile_endpoint(cf, chan, ep, sizeof ep) < 0)
         return pyc_error_set(err, "%s endpoint is too long", pyc__chan_names[chan]);
-    if (fd < 0 && strcmp(cf->transport, "tcp") == 0) {
-        int rc = bind_prebound(s, cf, chan, cf->ports[chan]);
-        if (rc < 0)
-            return pyc_error_set(err, "cannot bind the %s channel to %s: %s", pyc__chan_names[chan], ep,
-                                 zmq_strerror(errno));
-        if (rc == 1)
-            return 0;
-    }
     if (zmq_bind(s, ep) < 0)
         return pyc_error_set(err, "cannot bind the %s channel to %s: %s", pyc__chan_names[chan], ep,
                              zmq_strerror(zmq_errno()));
