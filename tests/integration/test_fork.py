@@ -3,6 +3,7 @@ one.  Each child starts from the parent's state copy-on-write, answers on its ow
 is reachable through the connection file it wrote, leaves the parent's process group and dies with the
 parent unless asked to outlive it."""
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -70,6 +71,20 @@ def wait_dead(pid, timeout=10):
             return True
         time.sleep(0.05)
     return False
+
+
+@contextlib.contextmanager
+def one_child(kc):
+    """Forks the kernel behind kc into one child and yields a client of the child; the child is ended after."""
+    data = fork(kc, n=1)
+    assert data["status"] == "ok", data
+    child = data["children"][0]
+    ckc = connect_client(child["connection_file"])
+    try:
+        yield ckc
+    finally:
+        ckc.stop_channels()
+        kill_pid(child["pid"])
 
 
 @pytest.fixture
@@ -158,19 +173,12 @@ def test_a_segfault_in_a_forked_session_is_reported_by_that_session(fresh_kernel
     faulthandler writes to): the cell's client gets KernelDied with the Python traceback; the parent lives on."""
     kc = fresh_kernel.kc
     execute(kc, "import ctypes\ndef crash():\n    return ctypes.string_at(0)")
-    data = fork(kc, n=1)
-    assert data["status"] == "ok", data
-    child = data["children"][0]
-    ckc = connect_client(child["connection_file"])
-    try:
+    with one_child(kc) as ckc:
         msg_id = ckc.execute("crash()")
         reply = pyctest.get_reply(ckc, msg_id, timeout=30)
         assert reply["content"]["ename"] == "KernelDied", reply["content"]
         tb = "\n".join(reply["content"]["traceback"])
         assert "crash" in tb and "string_at" in tb, tb
-    finally:
-        ckc.stop_channels()
-        kill_pid(child["pid"])
     assert eval_value(kc, "1 + 1") == "2"
 
 
@@ -184,16 +192,10 @@ def test_a_fork_keeps_the_in_and_out_of_a_hosted_ipython_shell(fresh_kernel):
     assert reply["content"]["status"] == "ok", reply["content"]
     execute(kc, "x = 41")
     execute(kc, "x + 1")
-    data = fork(kc, n=1)
-    assert data["status"] == "ok", data
-    child = data["children"][0]
-    ckc = connect_client(child["connection_file"])
-    try:
+    with one_child(kc) as ckc:
         for c in (kc, ckc):
             assert eval_value(c, "In[-2:], Out.get(len(In) - 1)") == "(['x = 41', 'x + 1'], 42)"
-    finally:
-        ckc.stop_channels()
-        kill_pid(child["pid"])
+
 
 def test_kill_child_leaves_parent_and_siblings(forked):
     k, children, clients = forked
