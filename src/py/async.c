@@ -30,11 +30,7 @@ pyc__py_async_current(void)
 {
     if (!atomic_load(&async_active))
         return;
-    PyObject *f = pyc__py_support("pyc._asyncio", "loop");
-    PyObject *r = f != NULL ? PyObject_CallNoArgs(f) : NULL;
-    if (r == NULL)
-        pyc__py_report("making the kernel's asyncio loop current");
-    Py_XDECREF(r);
+    Py_XDECREF(pyc__py_call_support("pyc._asyncio", "loop", "making the kernel's asyncio loop current"));
 }
 
 bool
@@ -48,12 +44,9 @@ pyc_py_async_pending(int *fd, int *timeout_ms)
 {
     *fd = -1;
     *timeout_ms = -1;
-    PyObject *pending = pyc__py_support("pyc._asyncio", "pending");
-    PyObject *r = pending != NULL ? PyObject_CallNoArgs(pending) : NULL;
-    if (r == NULL) {
-        pyc__py_report("asking the asyncio loop for work");
+    PyObject *r = pyc__py_call_support("pyc._asyncio", "pending", "asking the asyncio loop for work");
+    if (r == NULL)
         return false;
-    }
     bool work = r != Py_None && PyArg_ParseTuple(r, "ii", fd, timeout_ms);
     if (!work)
         PyErr_Clear();
@@ -64,11 +57,7 @@ pyc_py_async_pending(int *fd, int *timeout_ms)
 void
 pyc_py_async_step(void)
 {
-    PyObject *step = pyc__py_support("pyc._asyncio", "step");
-    PyObject *r = step != NULL ? PyObject_CallNoArgs(step) : NULL;
-    if (r == NULL)
-        pyc__py_report("the asyncio loop");
-    Py_XDECREF(r);
+    Py_XDECREF(pyc__py_call_support("pyc._asyncio", "step", "the asyncio loop"));
 }
 
 /* _pyc.async_loop(True): the kernel's loop exists (pyc._asyncio made it). */

@@ -157,3 +157,13 @@ pyc__py_report(const char *what)
     if (n > 0)
         pyc__py_host.stream_write(pyc__py_host.ctx, 1, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
+
+PyObject *
+pyc__py_call_support(const char *module, const char *name, const char *what)
+{
+    PyObject *f = pyc__py_support(module, name);
+    PyObject *r = f != NULL ? PyObject_CallNoArgs(f) : NULL;
+    if (r == NULL)
+        pyc__py_report(what);
+    return r;
+}

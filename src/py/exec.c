@@ -53,11 +53,7 @@ pyc_py_preload(const char *module)
 void
 pyc_py_warm_for_fork(void)
 {
-    PyObject *f = pyc__py_support("pyc._shell", "prepare_fork");
-    PyObject *r = f != NULL ? PyObject_CallNoArgs(f) : NULL;
-    if (r == NULL)
-        pyc__py_report("preparing the namespace for forks");
-    Py_XDECREF(r);
+    Py_XDECREF(pyc__py_call_support("pyc._shell", "prepare_fork", "preparing the namespace for forks"));
 }
 
 /* Before a cell that is not silent: pyc._shell.pre_cell records its source as In[count]; returns true when

@@ -403,11 +403,7 @@ pyc_py_finish(void)
     if (PyErr_Occurred())
         PyErr_WriteUnraisable(NULL);
     /* The results kept beside the namespace, and what only cycles held: pyc._shell.let_go. */
-    PyObject *let_go = pyc__py_support("pyc._shell", "let_go");
-    PyObject *r = let_go != NULL ? PyObject_CallNoArgs(let_go) : NULL;
-    if (r == NULL)
-        PyErr_WriteUnraisable(NULL);
-    Py_XDECREF(r);
+    Py_XDECREF(pyc__py_call_support("pyc._shell", "let_go", "letting the session's values go at its end"));
     flush_std("stdout");
     flush_std("stderr");
 }

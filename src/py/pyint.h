@@ -110,6 +110,10 @@ int pyc__py_json_text(pyc_buf_t *b, PyObject *obj);
  * Python error set. */
 PyObject *pyc__py_support(const char *module, const char *name);
 
+/* Calls that function (pyc__py_support) with no arguments: its result, a new reference, or NULL after the
+ * exception was reported to the log as raised while doing `what` (pyc__py_report).  With the GIL. */
+PyObject *pyc__py_call_support(const char *module, const char *name, const char *what);
+
 /* Compiles and runs a cell under filename (cell.c): code, which was made from the cell's text (the same text,
  * or the text after the IPython-style transforms, which keep its lines where they were), with its source
  * registered in linecache.  Unless silent, a last expression statement goes through sys.displayhook.
